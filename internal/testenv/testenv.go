@@ -1,0 +1,41 @@
+// Package testenv finds the external services that integration tests need. A test asks for a
+// service by its environment variable; when the variable is unset the test is skipped, except
+// under CI=true, where a missing service is a failure so that CI can never pass by skipping.
+package testenv
+
+import (
+	"os"
+	"testing"
+)
+
+// Environment variables naming the test services.
+const (
+	RedisVar    = "SECKILL_TEST_REDIS"    // e.g. redis://127.0.0.1:6379/0
+	MySQLVar    = "SECKILL_TEST_MYSQL"    // e.g. mysql://root@127.0.0.1:3306/seckill_test
+	PostgresVar = "SECKILL_TEST_POSTGRES" // e.g. postgres://postgres@127.0.0.1:5432/seckill_test
+)
+
+// Redis returns the test Redis URL or skips (fails under CI=true).
+func Redis(t testing.TB) string { return lookup(t, RedisVar) }
+
+// MySQL returns the test MySQL URL or skips (fails under CI=true).
+func MySQL(t testing.TB) string { return lookup(t, MySQLVar) }
+
+// Postgres returns the test PostgreSQL URL or skips (fails under CI=true).
+func Postgres(t testing.TB) string { return lookup(t, PostgresVar) }
+
+// InCI reports whether the tests run under CI=true.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+func lookup(t testing.TB, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v != "" {
+		return v
+	}
+	if InCI() {
+		t.Fatalf("%s is not set: under CI=true every integration test must run", name)
+	}
+	t.Skipf("%s is not set; skipping integration test", name)
+	return ""
+}

@@ -1,0 +1,55 @@
+package seckill
+
+import "time"
+
+// ReservationStatus is where a reservation is in its life (DESIGN.md §1).
+type ReservationStatus string
+
+// Reservation statuses.
+const (
+	StatusQueued         ReservationStatus = "queued"
+	StatusHeld           ReservationStatus = "held"
+	StatusPaid           ReservationStatus = "paid"
+	StatusCancelled      ReservationStatus = "cancelled"
+	StatusExpired        ReservationStatus = "expired"
+	StatusRejected       ReservationStatus = "rejected"
+	StatusRefundRequired ReservationStatus = "refund_required"
+)
+
+// Rank orders statuses so that stored status only moves forward: queued < held < the ends of an
+// unpaid reservation (cancelled, expired, rejected) < paid and refund_required, which are final.
+// A held reservation can come from a queued one; an expired one can still become paid (late).
+func (s ReservationStatus) Rank() int {
+	switch s {
+	case StatusQueued:
+		return 1
+	case StatusHeld:
+		return 2
+	case StatusCancelled, StatusExpired, StatusRejected:
+		return 3
+	case StatusPaid, StatusRefundRequired:
+		return 4
+	}
+	return 0
+}
+
+// Valid reports whether s is a known status.
+func (s ReservationStatus) Valid() bool { return s.Rank() > 0 }
+
+// Reservation is a buyer's admission ticket: a hold on units, or a place in the queue.
+type Reservation struct {
+	ID          string            `json:"id"`
+	SaleID      string            `json:"sale_id"`
+	UserID      string            `json:"user_id"`
+	Quantity    int               `json:"quantity"`
+	Status      ReservationStatus `json:"status"`
+	ExpiresAt   *time.Time        `json:"expires_at,omitempty"` // only while held
+	Position    int               `json:"position,omitempty"`   // only while queued: 1-based place
+	AmountCents int64             `json:"amount_cents"`
+	PaymentID   string            `json:"-"` // the payment that made it paid
+	CreatedAt   time.Time         `json:"created_at"`
+	// Seq orders reservations of one sale by arrival, so a restart can rebuild the FIFO queue.
+	Seq uint64 `json:"-"`
+	// IdempotencyKey is the buyer's key, if any.
+	IdempotencyKey string `json:"-"`
+}

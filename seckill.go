@@ -1,0 +1,190 @@
+// Package seckill is the vocabulary of the flash-sale backend: sales, reservations, the coded
+// error type, and the interfaces (Inventory, OrderStore, Payments, Clock) that adapters implement.
+// It also holds Service, which applies the domain rules across those interfaces. It imports only
+// the standard library so that every adapter can depend on it without depending on each other.
+package seckill
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+)
+
+// Clock tells the time. It is injected everywhere so tests can move time by hand.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the wall clock, in UTC.
+type SystemClock struct{}
+
+// Now returns the current UTC time.
+func (SystemClock) Now() time.Time { return time.Now().UTC() }
+
+// ClockFunc adapts a function to the Clock interface.
+type ClockFunc func() time.Time
+
+// Now calls f.
+func (f ClockFunc) Now() time.Time { return f() }
+
+// NewID returns a random 128-bit identifier as 32 hex characters. Ids come from crypto/rand so
+// that reservation and payment ids cannot be guessed.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms.
+	return hex.EncodeToString(b[:])
+}
+
+// BuyRequest is one buyer's attempt to reserve units of a sale.
+type BuyRequest struct {
+	SaleID         string
+	UserID         string
+	Quantity       int
+	IdempotencyKey string // optional; a retry with the same key returns the same reservation
+}
+
+// BuyResult is the outcome of a successful Buy: a held or queued reservation.
+type BuyResult struct {
+	Reservation Reservation
+	// Replayed is true when the idempotency key was seen before and the stored reservation
+	// was returned without any change.
+	Replayed bool
+}
+
+// PaymentResult is what a webhook delivery did. The values are the wire values of DESIGN.md §3.
+type PaymentResult string
+
+// Payment results.
+const (
+	PaymentApplied        PaymentResult = "applied"         // held → paid
+	PaymentLateApplied    PaymentResult = "late_applied"    // expired/cancelled, a unit was free → paid
+	PaymentDuplicate      PaymentResult = "duplicate"       // same payment_id again, nothing changed
+	PaymentRefundRequired PaymentResult = "refund_required" // succeeded but cannot be honoured
+	PaymentIgnored        PaymentResult = "ignored"         // status failed, nothing changed
+)
+
+// Paid reports whether r turns a reservation into a paid one.
+func (r PaymentResult) Paid() bool { return r == PaymentApplied || r == PaymentLateApplied }
+
+// PaymentConfirmation is a succeeded payment as the gateway reported it.
+type PaymentConfirmation struct {
+	PaymentID     string
+	ReservationID string
+	AmountCents   int64
+}
+
+// Inventory is the hot-path stock engine. Every method is atomic per sale: implementations run
+// each call as one critical section (memory) or one Lua script (Redis). Every state-changing call
+// first reclaims holds that have expired (bounded work), so correctness never depends on the
+// sweeper being alive.
+type Inventory interface {
+	// LoadSale makes a sale known to the engine with the given already-sold units (from the
+	// order store). Loading a sale that is already loaded returns a conflict error.
+	LoadSale(ctx context.Context, sale Sale, sold int) error
+	// Sale returns the sale's definition and its live stock state.
+	Sale(ctx context.Context, saleID string) (Sale, StockState, error)
+	// Buy reserves units: a hold when units are free, a queue place when units are only held
+	// by others. Errors: not_found, not_started, ended, limit_exceeded, sold_out, queue_full,
+	// invalid_argument.
+	Buy(ctx context.Context, req BuyRequest) (BuyResult, error)
+	// Reservation returns a reservation as it is now (an expired hold reads as expired).
+	Reservation(ctx context.Context, id string) (Reservation, error)
+	// Cancel cancels a held or queued reservation of userID. Cancelling a cancelled, expired
+	// or rejected one returns it unchanged; a paid one is a conflict; another user's is not_found.
+	Cancel(ctx context.Context, id, userID string) (Reservation, error)
+	// ConfirmPayment applies a succeeded payment: applied, late_applied, duplicate or
+	// refund_required. The returned reservation is the one the payment refers to (zero if
+	// unknown).
+	ConfirmPayment(ctx context.Context, p PaymentConfirmation) (PaymentResult, Reservation, error)
+	// AddStock adds units to a sale during the sale; queued buyers are served first.
+	AddStock(ctx context.Context, saleID string, add int) (Sale, StockState, error)
+	// CloseSale ends a sale now: the queue is rejected, holds may still be paid until they expire.
+	CloseSale(ctx context.Context, saleID string) (Sale, StockState, error)
+	// Reclaim expires every hold of the sale whose expiry has passed (the sweeper calls it).
+	Reclaim(ctx context.Context, saleID string) (int, error)
+	// RestoreReservation puts back a reservation that the order store knew (restart).
+	RestoreReservation(ctx context.Context, r Reservation) error
+}
+
+// Event is a reservation change, sent from the engine to the order store asynchronously.
+type Event struct {
+	Seq         uint64 // per-engine sequence, increasing
+	Reservation Reservation
+	At          time.Time
+}
+
+// Order is a paid reservation or a refund owed, as the database records it. Every succeeded
+// payment is exactly one Order (DESIGN.md §1 invariant 4).
+type Order struct {
+	PaymentID     string            `json:"payment_id"`
+	ReservationID string            `json:"reservation_id"`
+	SaleID        string            `json:"sale_id"`
+	UserID        string            `json:"user_id"`
+	Quantity      int               `json:"quantity"`
+	AmountCents   int64             `json:"amount_cents"`
+	Status        ReservationStatus `json:"status"` // paid or refund_required
+	CreatedAt     time.Time         `json:"created_at"`
+}
+
+// PaymentRecord is what the payment transaction writes.
+type PaymentRecord struct {
+	PaymentID   string
+	Reservation Reservation // as the engine returned it; SaleID/UserID may be empty when unknown
+	AmountCents int64
+	Result      PaymentResult // from the engine: applied, late_applied or refund_required
+	At          time.Time
+}
+
+// DBCounts are the database's view of a sale, for the audit.
+type DBCounts struct {
+	Sold       int // sales.sold
+	PaidUnits  int // sum of quantity over paid reservations
+	Refunds    int // payments recorded as refund_required
+	PaidOrders int // payments that made a reservation paid
+}
+
+// OrderStore is the durable store: sales, reservations (written asynchronously from events) and
+// payments (written synchronously, in one transaction that guards sales.sold ≤ sellable).
+type OrderStore interface {
+	// CreateSale inserts a sale; an existing id is a conflict.
+	CreateSale(ctx context.Context, s Sale) error
+	// UpdateSale stores a changed definition (stock, ends_at).
+	UpdateSale(ctx context.Context, s Sale) error
+	// Sale returns one sale and its sold units.
+	Sale(ctx context.Context, id string) (Sale, int, error)
+	// Sales lists every sale, oldest first, with sold units.
+	Sales(ctx context.Context) ([]Sale, []int, error)
+	// ApplyEvents upserts reservations idempotently; status only moves forward and paid /
+	// refund_required rows are never changed by events (the payment transaction owns them).
+	ApplyEvents(ctx context.Context, events []Event) error
+	// RecordPayment writes a payment in one transaction. For a paying result it increments
+	// sales.sold only if sold+qty ≤ sellable and marks the reservation paid; if the guard fails
+	// the payment is recorded as refund_required. A payment_id seen before returns
+	// PaymentDuplicate and changes nothing. It returns the result actually recorded.
+	RecordPayment(ctx context.Context, p PaymentRecord) (PaymentResult, error)
+	// PaymentResult returns the recorded result of a payment id, or not_found.
+	PaymentResult(ctx context.Context, paymentID string) (PaymentResult, error)
+	// Orders lists one user's orders (paid and refund_required), newest first.
+	Orders(ctx context.Context, userID string) ([]Order, error)
+	// Reservations lists the reservations of a sale with the given statuses (restart, audit).
+	Reservations(ctx context.Context, saleID string, statuses ...ReservationStatus) ([]Reservation, error)
+	// Counts returns the database's counts for one sale (audit).
+	Counts(ctx context.Context, saleID string) (DBCounts, error)
+	// Ping checks the connection (readiness).
+	Ping(ctx context.Context) error
+	// Close releases the connection.
+	Close() error
+}
+
+// PaymentIntent is what a gateway returns when a payment is started.
+type PaymentIntent struct {
+	PaymentID   string `json:"payment_id"`
+	RedirectURL string `json:"redirect_url"`
+}
+
+// Payments starts payments with a third-party gateway. The gateway reports the outcome later,
+// asynchronously, through the signed webhook.
+type Payments interface {
+	CreatePayment(ctx context.Context, r Reservation) (PaymentIntent, error)
+}
