@@ -1,6 +1,10 @@
 package seckill
 
-import "time"
+import (
+	"encoding/hex"
+	"strings"
+	"time"
+)
 
 // ReservationStatus is where a reservation is in its life (DESIGN.md §1).
 type ReservationStatus string
@@ -52,4 +56,20 @@ type Reservation struct {
 	Seq uint64 `json:"-"`
 	// IdempotencyKey is the buyer's key, if any.
 	IdempotencyKey string `json:"-"`
+}
+
+// ReservationID builds a reservation id "<sale id>-<hex of random>". Carrying the sale id lets an
+// engine find a reservation's sale (and on Redis its hash slot) without a global index; the
+// random part (16 bytes from crypto/rand) makes ids unguessable.
+func ReservationID(saleID string, random []byte) string {
+	return saleID + "-" + hex.EncodeToString(random)
+}
+
+// SaleOfReservation returns the sale id inside a reservation id made by ReservationID.
+func SaleOfReservation(id string) (string, bool) {
+	i := strings.LastIndexByte(id, '-')
+	if i <= 0 || len(id)-i-1 != 32 {
+		return "", false
+	}
+	return id[:i], true
 }

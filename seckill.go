@@ -109,7 +109,6 @@ type Inventory interface {
 
 // Event is a reservation change, sent from the engine to the order store asynchronously.
 type Event struct {
-	Seq         uint64 // per-engine sequence, increasing
 	Reservation Reservation
 	At          time.Time
 }

@@ -1,0 +1,528 @@
+// Package memory is the embedded inventory engine: one process, one critical section per sale,
+// an expiry heap for holds and a FIFO queue for waiting buyers. It is the default engine
+// (no Redis needed) and the reference for speed. State lives in memory only; on restart the
+// caller rebuilds it from the order store with LoadSale and RestoreReservation.
+package memory
+
+import (
+	"container/heap"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"time"
+
+	"github.com/seckill-go/seckill"
+)
+
+var _ seckill.Inventory = (*Engine)(nil)
+
+// Engine is the in-process inventory. It is safe for concurrent use. Calls on different sales
+// never contend except on the short reservation index lock.
+type Engine struct {
+	clock  seckill.Clock
+	events chan<- seckill.Event
+
+	mu    sync.RWMutex
+	sales map[string]*sale
+}
+
+// Option configures an Engine.
+type Option func(*Engine)
+
+// WithEvents makes the engine send every reservation change to ch. The send happens inside the
+// sale's critical section, so events of one sale arrive in order; a full channel slows buyers
+// down rather than losing an event, so size it for bursts and keep a consumer running.
+func WithEvents(ch chan<- seckill.Event) Option { return func(e *Engine) { e.events = ch } }
+
+// New returns an empty engine that reads time from clock.
+func New(clock seckill.Clock, opts ...Option) *Engine {
+	e := &Engine{clock: clock, sales: make(map[string]*sale)}
+	for _, o := range opts {
+		o(e)
+	}
+	return e
+}
+
+// sale is one sale's state. Every field is guarded by mu.
+type sale struct {
+	mu     sync.Mutex
+	def    seckill.Sale
+	closed bool
+
+	available, held, sold int
+
+	reservations map[resKey]*reservation // by the random part of the id
+	users        map[string]int          // units held + queued + paid per user
+	idem         map[idemKey]*reservation
+	holds        holdHeap
+	queue        fifo
+	seq          uint64
+
+	idBuf []byte // random bytes from crypto/rand, consumed 16 per reservation id
+}
+
+type idemKey struct{ user, key string }
+
+// resKey is the random half of a reservation id: a fixed-size key hashes and compares faster
+// than the whole string and holds no pointer for the garbage collector to chase.
+type resKey [16]byte
+
+func keyOf(id string) (resKey, bool) {
+	var k resKey
+	if len(id) < 32 {
+		return k, false
+	}
+	_, err := hex.Decode(k[:], []byte(id[len(id)-32:]))
+	return k, err == nil
+}
+
+type reservation struct {
+	id        string
+	key       resKey
+	user      string
+	quantity  int
+	status    seckill.ReservationStatus
+	expiresAt time.Time
+	amount    int64
+	paymentID string
+	createdAt time.Time
+	seq       uint64
+	idemKey   string
+	heapIndex int // position in holds, -1 when not held
+	slot      int // slot in queue, -1 when not queued
+}
+
+func (e *Engine) sale(id string) (*sale, error) {
+	e.mu.RLock()
+	s := e.sales[id]
+	e.mu.RUnlock()
+	if s == nil {
+		return nil, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", id)
+	}
+	return s, nil
+}
+
+// saleOf finds the sale of a reservation id: ids are "<sale id>-<32 hex>" (seckill.ReservationID),
+// so no global index is needed and the lookup never contends across sales.
+func (e *Engine) saleOf(resID string) (*sale, *reservation, error) {
+	saleID, ok := seckill.SaleOfReservation(resID)
+	key, kok := keyOf(resID)
+	if ok && kok {
+		if s, err := e.sale(saleID); err == nil {
+			s.mu.Lock()
+			if r := s.reservations[key]; r != nil && r.id == resID {
+				return s, r, nil
+			}
+			s.mu.Unlock()
+		}
+	}
+	return nil, nil, seckill.Errorf(seckill.CodeNotFound, "reservation %q not found", resID)
+}
+
+// LoadSale makes def known with sold units already sold.
+func (e *Engine) LoadSale(_ context.Context, def seckill.Sale, sold int) error {
+	if def.Sellable() < 0 || sold < 0 || sold > def.Sellable() {
+		return seckill.Errorf(seckill.CodeInvalidArgument, "sale %q: sold %d outside 0..%d", def.ID, sold, def.Sellable())
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.sales[def.ID]; ok {
+		return seckill.Errorf(seckill.CodeConflict, "sale %q already loaded", def.ID)
+	}
+	// Size the maps for the crowd a sale expects (sellable units plus a full queue), capped,
+	// so the buy rush does not pay for repeated map growth.
+	expect := min(def.Sellable()+def.QueueLimit, 1<<20)
+	e.sales[def.ID] = &sale{
+		def:          def,
+		available:    def.Sellable() - sold,
+		sold:         sold,
+		reservations: make(map[resKey]*reservation, expect),
+		users:        make(map[string]int, expect),
+		idem:         make(map[idemKey]*reservation),
+	}
+	return nil
+}
+
+// Sale returns the definition and live counts, after reclaiming expired holds.
+func (e *Engine) Sale(_ context.Context, id string) (seckill.Sale, seckill.StockState, error) {
+	s, err := e.sale(id)
+	if err != nil {
+		return seckill.Sale{}, seckill.StockState{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e.reclaim(s, e.clock.Now())
+	return s.def, s.state(), nil
+}
+
+// Reclaim expires the sale's overdue holds; the sweeper calls it.
+func (e *Engine) Reclaim(_ context.Context, id string) (int, error) {
+	s, err := e.sale(id)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return e.reclaim(s, e.clock.Now()), nil
+}
+
+// Buy runs the buy rules of docs/MODEL.md in one critical section.
+func (e *Engine) Buy(_ context.Context, req seckill.BuyRequest) (seckill.BuyResult, error) {
+	s, err := e.sale(req.SaleID)
+	if err != nil {
+		return seckill.BuyResult{}, err
+	}
+	if req.Quantity < 1 {
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "quantity must be at least 1")
+	}
+	now := e.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e.reclaim(s, now)
+	if err := s.window(now); err != nil {
+		return seckill.BuyResult{}, err
+	}
+	if req.IdempotencyKey != "" {
+		if r := s.idem[idemKey{req.UserID, req.IdempotencyKey}]; r != nil {
+			return seckill.BuyResult{Reservation: s.view(r), Replayed: true}, nil
+		}
+	}
+	if req.Quantity > s.def.PerUserLimit {
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeLimitExceeded, "quantity %d is over the per-user limit %d", req.Quantity, s.def.PerUserLimit)
+	}
+	if s.users[req.UserID]+req.Quantity > s.def.PerUserLimit {
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeLimitExceeded, "user %q would hold more than %d units", req.UserID, s.def.PerUserLimit)
+	}
+	q := req.Quantity
+	var status seckill.ReservationStatus
+	switch {
+	case s.queue.len() == 0 && s.available >= q:
+		status = seckill.StatusHeld
+	case s.available == 0 && s.held == 0:
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeSoldOut, "sold out")
+	case s.available+s.held < q:
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeSoldOut, "only %d units remain unsold, fewer than %d", s.available+s.held, q)
+	case s.queue.len() >= s.def.QueueLimit:
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeQueueFull, "every unit is held and the queue is full; try again later")
+	default:
+		status = seckill.StatusQueued
+	}
+	s.seq++
+	id, key := s.newID()
+	r := &reservation{
+		id: id, key: key, user: req.UserID, quantity: q, status: status,
+		amount: int64(q) * s.def.PriceCents, createdAt: now, seq: s.seq,
+		idemKey: req.IdempotencyKey, heapIndex: -1, slot: -1,
+	}
+	s.reservations[r.key] = r
+	s.users[r.user] += q
+	if r.idemKey != "" {
+		s.idem[idemKey{r.user, r.idemKey}] = r
+	}
+	if status == seckill.StatusHeld {
+		s.hold(r, now)
+	} else {
+		s.queue.push(r)
+	}
+	e.emit(s, r, now)
+	return seckill.BuyResult{Reservation: s.view(r)}, nil
+}
+
+// Reservation returns a reservation as it is now.
+func (e *Engine) Reservation(_ context.Context, id string) (seckill.Reservation, error) {
+	s, r, err := e.saleOf(id)
+	if err != nil {
+		return seckill.Reservation{}, err
+	}
+	defer s.mu.Unlock()
+	e.reclaim(s, e.clock.Now())
+	return s.view(r), nil
+}
+
+// Cancel cancels a held or queued reservation of userID.
+func (e *Engine) Cancel(_ context.Context, id, userID string) (seckill.Reservation, error) {
+	s, r, err := e.saleOf(id)
+	if err != nil {
+		return seckill.Reservation{}, err
+	}
+	defer s.mu.Unlock()
+	now := e.clock.Now()
+	e.reclaim(s, now)
+	if r.user != userID {
+		return seckill.Reservation{}, seckill.Errorf(seckill.CodeNotFound, "reservation %q not found", id)
+	}
+	switch r.status {
+	case seckill.StatusPaid:
+		return seckill.Reservation{}, seckill.Errorf(seckill.CodeConflict, "reservation %q is already paid", id)
+	case seckill.StatusHeld:
+		s.release(r)
+		r.status = seckill.StatusCancelled
+		e.emit(s, r, now)
+		e.serveQueue(s, now)
+	case seckill.StatusQueued:
+		s.queue.remove(r)
+		s.users[r.user] -= r.quantity
+		r.status = seckill.StatusCancelled
+		e.emit(s, r, now)
+	}
+	return s.view(r), nil
+}
+
+// ConfirmPayment applies a succeeded payment (docs/MODEL.md "ConfirmPayment").
+func (e *Engine) ConfirmPayment(_ context.Context, p seckill.PaymentConfirmation) (seckill.PaymentResult, seckill.Reservation, error) {
+	s, r, err := e.saleOf(p.ReservationID)
+	if err != nil {
+		return seckill.PaymentRefundRequired, seckill.Reservation{}, nil
+	}
+	defer s.mu.Unlock()
+	now := e.clock.Now()
+	e.reclaim(s, now)
+	switch {
+	case r.status == seckill.StatusPaid && r.paymentID == p.PaymentID:
+		return seckill.PaymentDuplicate, s.view(r), nil
+	case r.status == seckill.StatusPaid:
+		return seckill.PaymentRefundRequired, s.view(r), nil
+	case p.AmountCents != r.amount:
+		return seckill.PaymentRefundRequired, s.view(r), nil
+	case r.status == seckill.StatusHeld:
+		heap.Remove(&s.holds, r.heapIndex)
+		s.held -= r.quantity
+		s.sold += r.quantity
+		r.status, r.paymentID = seckill.StatusPaid, p.PaymentID
+		e.emit(s, r, now)
+		return seckill.PaymentApplied, s.view(r), nil
+	case r.status == seckill.StatusExpired || r.status == seckill.StatusCancelled:
+		if s.window(now) == nil && s.available >= r.quantity && s.users[r.user]+r.quantity <= s.def.PerUserLimit {
+			s.available -= r.quantity
+			s.sold += r.quantity
+			s.users[r.user] += r.quantity
+			r.status, r.paymentID = seckill.StatusPaid, p.PaymentID
+			e.emit(s, r, now)
+			return seckill.PaymentLateApplied, s.view(r), nil
+		}
+		r.status = seckill.StatusRefundRequired
+		e.emit(s, r, now)
+		return seckill.PaymentRefundRequired, s.view(r), nil
+	default: // queued, rejected, refund_required
+		return seckill.PaymentRefundRequired, s.view(r), nil
+	}
+}
+
+// AddStock adds units; queued buyers are served first.
+func (e *Engine) AddStock(_ context.Context, id string, add int) (seckill.Sale, seckill.StockState, error) {
+	s, err := e.sale(id)
+	if err != nil {
+		return seckill.Sale{}, seckill.StockState{}, err
+	}
+	if add < 1 || add > seckill.MaxQuantity {
+		return seckill.Sale{}, seckill.StockState{}, seckill.Errorf(seckill.CodeInvalidArgument, "add must be between 1 and %d", seckill.MaxQuantity)
+	}
+	now := e.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.def.Stock+add > seckill.MaxQuantity {
+		return seckill.Sale{}, seckill.StockState{}, seckill.Errorf(seckill.CodeInvalidArgument, "stock would exceed %d", seckill.MaxQuantity)
+	}
+	e.reclaim(s, now)
+	s.def.Stock += add
+	s.available += add
+	e.serveQueue(s, now)
+	return s.def, s.state(), nil
+}
+
+// CloseSale ends the sale now.
+func (e *Engine) CloseSale(_ context.Context, id string) (seckill.Sale, seckill.StockState, error) {
+	s, err := e.sale(id)
+	if err != nil {
+		return seckill.Sale{}, seckill.StockState{}, err
+	}
+	now := e.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e.reclaim(s, now)
+	s.closed = true
+	if now.Before(s.def.EndsAt) {
+		s.def.EndsAt = now
+	}
+	e.serveQueue(s, now) // rejects the queue: the sale is over
+	return s.def, s.state(), nil
+}
+
+// RestoreReservation puts back a reservation read from the order store after a restart. Paid
+// units are already in the sold count given to LoadSale; a held one takes its units back from
+// available (it is dropped as expired if they are not there); a queued one joins the tail, so
+// restore them in Seq order.
+func (e *Engine) RestoreReservation(_ context.Context, in seckill.Reservation) error {
+	s, err := e.sale(in.SaleID)
+	if err != nil {
+		return err
+	}
+	if in.Quantity < 1 || !in.Status.Valid() {
+		return seckill.Errorf(seckill.CodeInvalidArgument, "reservation %q: bad quantity or status", in.ID)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key, ok := keyOf(in.ID)
+	if sid, sok := seckill.SaleOfReservation(in.ID); !ok || !sok || sid != in.SaleID {
+		return seckill.Errorf(seckill.CodeInvalidArgument, "reservation id %q is not of sale %q", in.ID, in.SaleID)
+	}
+	if _, ok := s.reservations[key]; ok {
+		return seckill.Errorf(seckill.CodeConflict, "reservation %q already restored", in.ID)
+	}
+	r := &reservation{
+		id: in.ID, key: key, user: in.UserID, quantity: in.Quantity, status: in.Status,
+		amount: in.AmountCents, paymentID: in.PaymentID, createdAt: in.CreatedAt,
+		seq: in.Seq, idemKey: in.IdempotencyKey, heapIndex: -1, slot: -1,
+	}
+	if r.seq > s.seq {
+		s.seq = r.seq
+	}
+	switch r.status {
+	case seckill.StatusHeld:
+		if in.ExpiresAt == nil || s.available < r.quantity {
+			r.status = seckill.StatusExpired
+			break
+		}
+		s.available -= r.quantity
+		s.held += r.quantity
+		r.expiresAt = *in.ExpiresAt
+		heap.Push(&s.holds, r)
+		s.users[r.user] += r.quantity
+	case seckill.StatusQueued:
+		s.queue.push(r)
+		s.users[r.user] += r.quantity
+	case seckill.StatusPaid:
+		s.users[r.user] += r.quantity
+	}
+	s.reservations[r.key] = r
+	if r.idemKey != "" {
+		s.idem[idemKey{r.user, r.idemKey}] = r
+	}
+	return nil
+}
+
+// reclaim expires every hold whose expiry has passed, earliest first, then serves the queue.
+// Each expired hold costs O(log n) and expires once, so the work is amortized over the buys
+// that created the holds; the sweeper keeps the backlog small when there is no traffic.
+func (e *Engine) reclaim(s *sale, now time.Time) int {
+	n := 0
+	for len(s.holds) > 0 && !now.Before(s.holds[0].expiresAt) {
+		r := heap.Pop(&s.holds).(*reservation)
+		s.held -= r.quantity
+		s.available += r.quantity
+		s.users[r.user] -= r.quantity
+		r.status = seckill.StatusExpired
+		e.emit(s, r, now)
+		n++
+	}
+	if n > 0 || (s.queue.len() > 0 && s.window(now) != nil) {
+		e.serveQueue(s, now)
+	}
+	return n
+}
+
+// serveQueue hands free units to the earliest queued buyers (docs/MODEL.md "Serving the queue").
+func (e *Engine) serveQueue(s *sale, now time.Time) {
+	if s.window(now) != nil {
+		e.rejectQueue(s, now)
+		return
+	}
+	for r := s.queue.peek(); r != nil; r = s.queue.peek() {
+		switch {
+		case s.available >= r.quantity:
+			s.queue.remove(r)
+			s.hold(r, now)
+			e.emit(s, r, now)
+		case s.available+s.held < r.quantity:
+			s.queue.remove(r)
+			s.users[r.user] -= r.quantity
+			r.status = seckill.StatusRejected
+			e.emit(s, r, now)
+		default:
+			return
+		}
+	}
+	if s.available == 0 && s.held == 0 {
+		e.rejectQueue(s, now)
+	}
+}
+
+func (e *Engine) rejectQueue(s *sale, now time.Time) {
+	for _, r := range s.queue.drain() {
+		s.users[r.user] -= r.quantity
+		r.status = seckill.StatusRejected
+		e.emit(s, r, now)
+	}
+}
+
+// hold moves r's units from available to held with a fresh expiry.
+func (s *sale) hold(r *reservation, now time.Time) {
+	r.status = seckill.StatusHeld
+	r.expiresAt = now.Add(s.def.HoldDuration())
+	s.available -= r.quantity
+	s.held += r.quantity
+	heap.Push(&s.holds, r)
+}
+
+// release returns a held reservation's units to available.
+func (s *sale) release(r *reservation) {
+	heap.Remove(&s.holds, r.heapIndex)
+	s.held -= r.quantity
+	s.available += r.quantity
+	s.users[r.user] -= r.quantity
+}
+
+// window reports whether buying is open at now.
+func (s *sale) window(now time.Time) error {
+	if now.Before(s.def.StartsAt) {
+		return seckill.Errorf(seckill.CodeNotStarted, "sale %q starts at %s", s.def.ID, s.def.StartsAt.Format(time.RFC3339))
+	}
+	if s.closed || !now.Before(s.def.EndsAt) {
+		return seckill.Errorf(seckill.CodeEnded, "sale %q has ended", s.def.ID)
+	}
+	return nil
+}
+
+func (s *sale) state() seckill.StockState {
+	return seckill.StockState{
+		Sellable: s.def.Sellable(), Available: s.available, Held: s.held, Sold: s.sold, Queued: s.queue.units,
+	}
+}
+
+// view renders r as the API shows it: expires_at only while held, position only while queued.
+func (s *sale) view(r *reservation) seckill.Reservation {
+	v := seckill.Reservation{
+		ID: r.id, SaleID: s.def.ID, UserID: r.user, Quantity: r.quantity, Status: r.status,
+		AmountCents: r.amount, PaymentID: r.paymentID, CreatedAt: r.createdAt, Seq: r.seq,
+		IdempotencyKey: r.idemKey,
+	}
+	switch r.status {
+	case seckill.StatusHeld:
+		t := r.expiresAt
+		v.ExpiresAt = &t
+	case seckill.StatusQueued:
+		v.Position = s.queue.position(r)
+	}
+	return v
+}
+
+func (e *Engine) emit(s *sale, r *reservation, now time.Time) {
+	if e.events == nil {
+		return
+	}
+	e.events <- seckill.Event{Reservation: s.view(r), At: now}
+}
+
+// newID returns a reservation id with 32 hex characters of crypto/rand output, read 4 KiB at a time so the buy path
+// pays for one system call per 256 reservations.
+func (s *sale) newID() (string, resKey) {
+	if len(s.idBuf) < 16 {
+		s.idBuf = make([]byte, 4096)
+		_, _ = rand.Read(s.idBuf)
+	}
+	var k resKey
+	copy(k[:], s.idBuf)
+	s.idBuf = s.idBuf[16:]
+	return seckill.ReservationID(s.def.ID, k[:]), k
+}

@@ -1,0 +1,383 @@
+package seckill
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Service applies the domain rules across the inventory, the order store and the payment
+// gateway. It does no I/O of its own: every effect goes through one of those interfaces.
+type Service struct {
+	inv      Inventory
+	store    OrderStore
+	payments Payments
+	clock    Clock
+	pathKey  []byte
+}
+
+// ServiceConfig wires a Service.
+type ServiceConfig struct {
+	Inventory Inventory
+	Store     OrderStore
+	Payments  Payments
+	Clock     Clock
+	// AuthSecret is SECKILL_AUTH_SECRET; the purchase-path key is derived from it, so every
+	// instance that shares the secret accepts every other's purchase tokens.
+	AuthSecret []byte
+}
+
+// NewService returns a Service. Clock defaults to SystemClock.
+func NewService(cfg ServiceConfig) *Service {
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
+	mac := hmac.New(sha256.New, cfg.AuthSecret)
+	mac.Write([]byte("seckill purchase path v1"))
+	return &Service{inv: cfg.Inventory, store: cfg.Store, payments: cfg.Payments, clock: cfg.Clock, pathKey: mac.Sum(nil)}
+}
+
+// Now is the service's clock.
+func (s *Service) Now() time.Time { return s.clock.Now() }
+
+// SaleView is a sale with its live stock and derived status, as GET /sales shows it.
+type SaleView struct {
+	Sale
+	Status     SaleStatus `json:"status"`
+	StockState StockState `json:"stock_state"`
+	ServerTime time.Time  `json:"server_time"`
+}
+
+func (s *Service) view(sale Sale, st StockState) SaleView {
+	now := s.clock.Now()
+	return SaleView{Sale: sale, Status: sale.Status(now, st), StockState: st, ServerTime: now}
+}
+
+// Recover rebuilds the inventory from the order store: every sale with its sold units, then
+// its reservations in arrival order. It is how the memory engine survives a restart; paid
+// orders come from the database's synchronous payment records, so none is ever lost.
+func (s *Service) Recover(ctx context.Context) error {
+	sales, sold, err := s.store.Sales(ctx)
+	if err != nil {
+		return fmt.Errorf("recover: list sales: %w", err)
+	}
+	for i, sale := range sales {
+		if err := s.inv.LoadSale(ctx, sale, sold[i]); err != nil {
+			return fmt.Errorf("recover: load sale %s: %w", sale.ID, err)
+		}
+		rs, err := s.store.Reservations(ctx, sale.ID)
+		if err != nil {
+			return fmt.Errorf("recover: reservations of %s: %w", sale.ID, err)
+		}
+		for _, r := range rs {
+			if err := s.inv.RestoreReservation(ctx, r); err != nil {
+				return fmt.Errorf("recover: reservation %s: %w", r.ID, err)
+			}
+		}
+	}
+	return nil
+}
+
+// CreateSale validates in, stores the sale and loads it into the inventory.
+func (s *Service) CreateSale(ctx context.Context, in SaleInput) (SaleView, error) {
+	sale, err := NewSale(in, s.clock.Now())
+	if err != nil {
+		return SaleView{}, err
+	}
+	if err := s.store.CreateSale(ctx, sale); err != nil {
+		return SaleView{}, err
+	}
+	if err := s.inv.LoadSale(ctx, sale, 0); err != nil {
+		return SaleView{}, err
+	}
+	return s.Sale(ctx, sale.ID)
+}
+
+// Sale returns one sale with live counts.
+func (s *Service) Sale(ctx context.Context, id string) (SaleView, error) {
+	sale, st, err := s.inv.Sale(ctx, id)
+	if err != nil {
+		return SaleView{}, err
+	}
+	return s.view(sale, st), nil
+}
+
+// Sales lists every sale with live counts, oldest first.
+func (s *Service) Sales(ctx context.Context) ([]SaleView, error) {
+	sales, _, err := s.store.Sales(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SaleView, 0, len(sales))
+	for _, sale := range sales {
+		v, err := s.Sale(ctx, sale.ID)
+		if ErrorCode(err) == CodeNotFound {
+			continue // created by another instance and not loaded here yet
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// SaleIDs lists the ids of every sale (for the sweeper and metrics).
+func (s *Service) SaleIDs(ctx context.Context) ([]string, error) {
+	sales, _, err := s.store.Sales(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(sales))
+	for i, sale := range sales {
+		ids[i] = sale.ID
+	}
+	return ids, nil
+}
+
+// PurchasePath is the answer of GET /sales/{id}/path.
+type PurchasePath struct {
+	Path      string    `json:"path"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// PurchasePath returns the user's secret buy URL, only once the sale is active.
+func (s *Service) PurchasePath(ctx context.Context, saleID, userID string) (PurchasePath, error) {
+	sale, _, err := s.inv.Sale(ctx, saleID)
+	if err != nil {
+		return PurchasePath{}, err
+	}
+	if err := windowError(sale, s.clock.Now()); err != nil {
+		return PurchasePath{}, err
+	}
+	return PurchasePath{
+		Path:      "/api/v1/sales/" + sale.ID + "/buy/" + s.purchaseToken(sale, userID),
+		ExpiresAt: sale.EndsAt,
+	}, nil
+}
+
+// purchaseToken is HMAC-SHA256 over (sale id, user id, starts_at), base64url without padding.
+func (s *Service) purchaseToken(sale Sale, userID string) string {
+	mac := hmac.New(sha256.New, s.pathKey)
+	mac.Write([]byte(sale.ID + "\x00" + userID + "\x00" + strconv.FormatInt(sale.StartsAt.UnixMilli(), 10)))
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// CheckPurchaseToken verifies that token is the purchase token of this user and sale. It runs
+// before the body is read, so a forged URL costs no parsing (DESIGN.md §3 check order).
+func (s *Service) CheckPurchaseToken(ctx context.Context, saleID, token, userID string) error {
+	sale, _, err := s.inv.Sale(ctx, saleID)
+	if err != nil {
+		return err
+	}
+	want := s.purchaseToken(sale, userID)
+	if !hmac.Equal([]byte(want), []byte(token)) {
+		return Errorf(CodeInvalidToken, "purchase token is not valid for this user and sale")
+	}
+	return nil
+}
+
+func windowError(sale Sale, now time.Time) error {
+	if now.Before(sale.StartsAt) {
+		return Errorf(CodeNotStarted, "sale %s starts at %s", sale.ID, sale.StartsAt.Format(time.RFC3339))
+	}
+	if !now.Before(sale.EndsAt) {
+		return Errorf(CodeEnded, "sale %s has ended", sale.ID)
+	}
+	return nil
+}
+
+// Buy reserves units for a user whose purchase token has been checked.
+func (s *Service) Buy(ctx context.Context, req BuyRequest) (BuyResult, error) {
+	return s.inv.Buy(ctx, req)
+}
+
+// Reservation returns the user's reservation; another user's reads as not found.
+func (s *Service) Reservation(ctx context.Context, id, userID string) (Reservation, error) {
+	r, err := s.inv.Reservation(ctx, id)
+	if err != nil {
+		return Reservation{}, err
+	}
+	if r.UserID != userID {
+		return Reservation{}, Errorf(CodeNotFound, "reservation %q not found", id)
+	}
+	return r, nil
+}
+
+// Cancel cancels the user's reservation.
+func (s *Service) Cancel(ctx context.Context, id, userID string) (Reservation, error) {
+	return s.inv.Cancel(ctx, id, userID)
+}
+
+// Pay starts a payment with the gateway for a held reservation.
+func (s *Service) Pay(ctx context.Context, id, userID string) (PaymentIntent, error) {
+	r, err := s.Reservation(ctx, id, userID)
+	if err != nil {
+		return PaymentIntent{}, err
+	}
+	switch r.Status {
+	case StatusHeld:
+	case StatusPaid:
+		return PaymentIntent{}, Errorf(CodeConflict, "reservation %s is already paid", id)
+	case StatusQueued:
+		return PaymentIntent{}, Errorf(CodeConflict, "reservation %s is still queued; pay once it is held", id)
+	default:
+		return PaymentIntent{}, Errorf(CodeHoldExpired, "reservation %s is %s; its hold is gone", id, r.Status)
+	}
+	if s.payments == nil {
+		return PaymentIntent{}, Errorf(CodeUnavailable, "no payment gateway is configured")
+	}
+	intent, err := s.payments.CreatePayment(ctx, r)
+	if err != nil {
+		return PaymentIntent{}, fmt.Errorf("create payment: %w", err)
+	}
+	return intent, nil
+}
+
+// ApplyPayment handles a verified webhook delivery. A failed payment changes nothing. A
+// succeeded one is confirmed in the engine, then recorded in one SQL transaction that guards
+// sales.sold; only after that commits may the webhook answer 200.
+func (s *Service) ApplyPayment(ctx context.Context, p PaymentConfirmation, succeeded bool) (PaymentResult, error) {
+	if !succeeded {
+		return PaymentIgnored, nil
+	}
+	if prev, err := s.store.PaymentResult(ctx, p.PaymentID); err == nil && prev != "" {
+		return PaymentDuplicate, nil
+	} else if err != nil && ErrorCode(err) != CodeNotFound {
+		return "", err
+	}
+	result, r, err := s.inv.ConfirmPayment(ctx, p)
+	if err != nil {
+		return "", err
+	}
+	if result == PaymentDuplicate {
+		return PaymentDuplicate, nil
+	}
+	if r.ID == "" {
+		r = Reservation{ID: p.ReservationID}
+	}
+	return s.store.RecordPayment(ctx, PaymentRecord{
+		PaymentID: p.PaymentID, Reservation: r, AmountCents: p.AmountCents, Result: result, At: s.clock.Now(),
+	})
+}
+
+// Orders lists the user's paid orders and refunds owed, from the database.
+func (s *Service) Orders(ctx context.Context, userID string) ([]Order, error) {
+	return s.store.Orders(ctx, userID)
+}
+
+// AddStock restocks a running sale; queued buyers are served first.
+func (s *Service) AddStock(ctx context.Context, saleID string, add int) (SaleView, error) {
+	sale, st, err := s.inv.AddStock(ctx, saleID, add)
+	if err != nil {
+		return SaleView{}, err
+	}
+	if err := s.store.UpdateSale(ctx, sale); err != nil {
+		return SaleView{}, err
+	}
+	return s.view(sale, st), nil
+}
+
+// CloseSale ends a sale now.
+func (s *Service) CloseSale(ctx context.Context, saleID string) (SaleView, error) {
+	sale, st, err := s.inv.CloseSale(ctx, saleID)
+	if err != nil {
+		return SaleView{}, err
+	}
+	if err := s.store.UpdateSale(ctx, sale); err != nil {
+		return SaleView{}, err
+	}
+	return s.view(sale, st), nil
+}
+
+// Sweep reclaims expired holds of every sale every interval until ctx is done, so counts stay
+// fresh without traffic (DESIGN.md §1: 250 ms). Correctness never depends on it: every engine
+// call reclaims first.
+func (s *Service) Sweep(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ids, err := s.SaleIDs(ctx)
+		if err != nil {
+			continue
+		}
+		for _, id := range ids {
+			_, _ = s.inv.Reclaim(ctx, id)
+		}
+	}
+}
+
+// Audit is the result of checking DESIGN.md §1's invariants for one sale.
+type Audit struct {
+	OK         bool       `json:"ok"`
+	Violations []string   `json:"violations"`
+	Engine     StockState `json:"engine"`
+	Database   DBCounts   `json:"database"`
+}
+
+// Audit checks the invariants that can be checked from outside the engine: counts add up,
+// nothing is oversold in the engine or the database, engine and database agree on sold units,
+// paid reservations match paid payments, and no user holds more than the limit.
+func (s *Service) Audit(ctx context.Context, saleID string) (Audit, error) {
+	sale, st, err := s.inv.Sale(ctx, saleID)
+	if err != nil {
+		return Audit{}, err
+	}
+	db, err := s.store.Counts(ctx, saleID)
+	if err != nil {
+		return Audit{}, err
+	}
+	a := Audit{Engine: st, Database: db, Violations: []string{}}
+	bad := func(format string, args ...any) { a.Violations = append(a.Violations, fmt.Sprintf(format, args...)) }
+	if st.Available < 0 || st.Held < 0 || st.Sold < 0 || st.Queued < 0 {
+		bad("negative engine count: %+v", st)
+	}
+	if st.Available+st.Held+st.Sold != st.Sellable {
+		bad("available %d + held %d + sold %d != sellable %d", st.Available, st.Held, st.Sold, st.Sellable)
+	}
+	if st.Sold > st.Sellable {
+		bad("engine oversold: sold %d > sellable %d", st.Sold, st.Sellable)
+	}
+	if db.Sold > sale.Sellable() {
+		bad("database oversold: sales.sold %d > sellable %d", db.Sold, sale.Sellable())
+	}
+	if db.Sold != st.Sold {
+		bad("engine sold %d != database sold %d", st.Sold, db.Sold)
+	}
+	if db.PaidUnits != db.Sold {
+		bad("paid reservation units %d != sales.sold %d", db.PaidUnits, db.Sold)
+	}
+	paid, err := s.store.Reservations(ctx, saleID, StatusPaid)
+	if err != nil {
+		return Audit{}, err
+	}
+	perUser := map[string]int{}
+	for _, r := range paid {
+		perUser[r.UserID] += r.Quantity
+	}
+	for u, n := range perUser {
+		if n > sale.PerUserLimit {
+			bad("user %s paid for %d units, limit %d", u, n, sale.PerUserLimit)
+		}
+	}
+	a.OK = len(a.Violations) == 0
+	return a, nil
+}
+
+// Ready reports whether the store answers.
+func (s *Service) Ready(ctx context.Context) error {
+	if err := s.store.Ping(ctx); err != nil {
+		return errors.Join(Errorf(CodeUnavailable, "database is not reachable"), err)
+	}
+	return nil
+}
