@@ -137,10 +137,10 @@ type PaymentRecord struct {
 
 // DBCounts are the database's view of a sale, for the audit.
 type DBCounts struct {
-	Sold       int // sales.sold
-	PaidUnits  int // sum of quantity over paid reservations
-	Refunds    int // payments recorded as refund_required
-	PaidOrders int // payments that made a reservation paid
+	Sold       int `json:"sold"`        // sales.sold
+	PaidUnits  int `json:"paid_units"`  // sum of quantity over paid reservations
+	Refunds    int `json:"refunds"`     // payments recorded as refund_required
+	PaidOrders int `json:"paid_orders"` // payments that made a reservation paid
 }
 
 // OrderStore is the durable store: sales, reservations (written asynchronously from events) and

@@ -291,6 +291,7 @@ func (e *Engine) ConfirmPayment(_ context.Context, p seckill.PaymentConfirmation
 		s.sold += r.quantity
 		r.status, r.paymentID = seckill.StatusPaid, p.PaymentID
 		e.emit(s, r, now)
+		e.serveQueue(s, now) // the last held unit sold: the queue learns it is sold out
 		return seckill.PaymentApplied, s.view(r), nil
 	case r.status == seckill.StatusExpired || r.status == seckill.StatusCancelled:
 		if s.window(now) == nil && s.available >= r.quantity && s.users[r.user]+r.quantity <= s.def.PerUserLimit {
@@ -299,6 +300,7 @@ func (e *Engine) ConfirmPayment(_ context.Context, p seckill.PaymentConfirmation
 			s.users[r.user] += r.quantity
 			r.status, r.paymentID = seckill.StatusPaid, p.PaymentID
 			e.emit(s, r, now)
+			e.serveQueue(s, now)
 			return seckill.PaymentLateApplied, s.view(r), nil
 		}
 		r.status = seckill.StatusRefundRequired

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+var errFlagHelp = errors.New("help requested")
+
+// config is the effective configuration: defaults, overridden by the environment, overridden
+// by flags (DESIGN.md §4).
+type config struct {
+	Addr          string
+	Engine        string
+	DB            string
+	RedisURL      string
+	AuthSecret    string
+	AdminToken    string
+	PaymentSecret string
+	Dev           bool
+}
+
+// bindConfig registers the shared flags on fs with defaults taken from the environment.
+func bindConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	fs.StringVar(&c.Addr, "addr", env("SECKILL_ADDR", ":8080"), "listen address (SECKILL_ADDR)")
+	fs.StringVar(&c.Engine, "engine", env("SECKILL_ENGINE", "memory"), "inventory engine: memory (SECKILL_ENGINE)")
+	fs.StringVar(&c.DB, "db", env("SECKILL_DB", "sqlite://./seckill.db"), "order store URL (SECKILL_DB)")
+	fs.StringVar(&c.RedisURL, "redis-url", env("SECKILL_REDIS_URL", ""), "Redis URL for the redis engine (SECKILL_REDIS_URL)")
+	fs.StringVar(&c.AuthSecret, "auth-secret", env("SECKILL_AUTH_SECRET", ""), "HS256 key for user JWTs and purchase tokens (SECKILL_AUTH_SECRET)")
+	fs.StringVar(&c.AdminToken, "admin-token", env("SECKILL_ADMIN_TOKEN", ""), "bearer token for admin calls (SECKILL_ADMIN_TOKEN)")
+	fs.StringVar(&c.PaymentSecret, "payment-secret", env("SECKILL_PAYMENT_SECRET", ""), "webhook signature key (SECKILL_PAYMENT_SECRET)")
+	dev := getenv("SECKILL_DEV")
+	fs.BoolVar(&c.Dev, "dev", dev == "1" || strings.EqualFold(dev, "true"), "development mode: generate missing secrets, mock payment gateway, token endpoint (SECKILL_DEV=1)")
+}
+
+// parseFlags parses args, turning -h into errFlagHelp.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errFlagHelp
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	return nil
+}
+
+// secrets fills missing secrets in dev mode (returning which were generated) and refuses to
+// start without them otherwise.
+func (c *config) secrets() (generated []string, err error) {
+	fields := []struct {
+		name string
+		v    *string
+	}{
+		{"SECKILL_AUTH_SECRET", &c.AuthSecret},
+		{"SECKILL_ADMIN_TOKEN", &c.AdminToken},
+		{"SECKILL_PAYMENT_SECRET", &c.PaymentSecret},
+	}
+	var missing []string
+	for _, f := range fields {
+		if *f.v != "" {
+			continue
+		}
+		if !c.Dev {
+			missing = append(missing, f.name)
+			continue
+		}
+		*f.v = randomSecret()
+		generated = append(generated, f.name)
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("missing secrets: %s; set them in the environment or flags, or run with --dev to generate them", strings.Join(missing, ", "))
+	}
+	return generated, nil
+}
+
+func randomSecret() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// mask shows only the first 4 characters of a secret.
+func mask(s string) string {
+	if len(s) <= 4 {
+		return "****"
+	}
+	return s[:4] + "…(" + fmt.Sprint(len(s)) + " chars)"
+}
+
+// maskURL hides the password of a database URL.
+func maskURL(u string) string {
+	at := strings.LastIndex(u, "@")
+	scheme := strings.Index(u, "://")
+	if at < 0 || scheme < 0 || at < scheme {
+		return u
+	}
+	cred := u[scheme+3 : at]
+	if i := strings.Index(cred, ":"); i >= 0 {
+		return u[:scheme+3] + cred[:i] + ":****" + u[at:]
+	}
+	return u
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=..."; otherwise the module
+// version from the build info is shown.
+var version = ""
+
+const usage = `usage: seckill <command> [flags]
+
+commands:
+  serve     serve the HTTP API (memory engine and SQLite by default; --dev for a playground)
+  demo      run a complete flash sale in process and print what happened
+  version   print the version
+
+Run "seckill <command> -h" for the command's flags.
+`
+
+// run is the whole program: it owns signals, so SIGINT/SIGTERM cancel ctx and each command
+// shuts down in reverse dependency order. It returns the exit code.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "serve":
+		err = serve(ctx, args[1:], getenv, stdout, stderr)
+	case "demo":
+		err = demo(ctx, args[1:], getenv, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "seckill", versionString())
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "seckill: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if err != nil {
+		if err == errFlagHelp {
+			return 0
+		}
+		fmt.Fprintln(stderr, "seckill:", err)
+		if _, ok := err.(exitError); ok {
+			return 1
+		}
+		return 1
+	}
+	return 0
+}
+
+// exitError is a failure that has already been reported (e.g. a failed invariant in demo).
+type exitError string
+
+func (e exitError) Error() string { return string(e) }
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "devel"
+}

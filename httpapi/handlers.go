@@ -1,0 +1,312 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/payment"
+)
+
+func (s *Server) createSale(w http.ResponseWriter, r *http.Request) error {
+	if err := s.checkAdmin(r); err != nil {
+		return err
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	var in seckill.SaleInput
+	if err := decodeJSON(body, &in, false); err != nil {
+		return err
+	}
+	v, err := s.svc.CreateSale(r.Context(), in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, v)
+	return nil
+}
+
+func (s *Server) listSales(w http.ResponseWriter, r *http.Request) error {
+	sales, err := s.svc.Sales(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sales": sales, "server_time": s.now()})
+	return nil
+}
+
+func (s *Server) getSale(w http.ResponseWriter, r *http.Request) error {
+	v, err := s.svc.Sale(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+func (s *Server) purchasePath(w http.ResponseWriter, r *http.Request) error {
+	user, err := s.userOf(r)
+	if err != nil {
+		return err
+	}
+	p, err := s.svc.PurchasePath(r.Context(), r.PathValue("id"), user)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, p)
+	return nil
+}
+
+// BuyBody is the body of a buy; empty means quantity 1.
+type BuyBody struct {
+	Quantity *int `json:"quantity"`
+}
+
+// maxIdempotencyKey bounds the Idempotency-Key header so keys cannot bloat engine memory.
+const maxIdempotencyKey = 128
+
+// buy runs the checks in DESIGN.md §3's order: auth, rate limit, sale, token, body, then the
+// engine (window, idempotent replay, per-user limit, stock).
+func (s *Server) buy(w http.ResponseWriter, r *http.Request) error {
+	user, err := s.userOf(r)
+	if err != nil {
+		return err
+	}
+	if !s.limiter.allow(user, s.now()) {
+		s.metrics.outcome("rate_limited")
+		return seckill.Errorf(seckill.CodeRateLimited, "too many buys; slow down")
+	}
+	saleID := r.PathValue("id")
+	if err := s.svc.CheckPurchaseToken(r.Context(), saleID, r.PathValue("token"), user); err != nil {
+		return err
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	var in BuyBody
+	if err := decodeJSON(body, &in, true); err != nil {
+		return err
+	}
+	q := 1
+	if in.Quantity != nil {
+		q = *in.Quantity
+	}
+	if q < 1 {
+		return seckill.Errorf(seckill.CodeInvalidArgument, "quantity must be at least 1")
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > maxIdempotencyKey {
+		return seckill.Errorf(seckill.CodeInvalidArgument, "Idempotency-Key is longer than %d bytes", maxIdempotencyKey)
+	}
+	res, err := s.svc.Buy(r.Context(), seckill.BuyRequest{SaleID: saleID, UserID: user, Quantity: q, IdempotencyKey: key})
+	if err != nil {
+		s.metrics.outcome(string(seckill.ErrorCode(err)))
+		return err
+	}
+	status := http.StatusCreated
+	switch {
+	case res.Replayed:
+		status = http.StatusOK
+		s.metrics.outcome("replayed")
+	case res.Reservation.Status == seckill.StatusQueued:
+		status = http.StatusAccepted
+		s.metrics.outcome("queued")
+	default:
+		s.metrics.outcome("held")
+	}
+	writeJSON(w, status, res.Reservation)
+	return nil
+}
+
+func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) error {
+	user, err := s.userOf(r)
+	if err != nil {
+		return err
+	}
+	res, err := s.svc.Reservation(r.Context(), r.PathValue("rid"), user)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (s *Server) cancelReservation(w http.ResponseWriter, r *http.Request) error {
+	user, err := s.userOf(r)
+	if err != nil {
+		return err
+	}
+	res, err := s.svc.Cancel(r.Context(), r.PathValue("rid"), user)
+	if err != nil {
+		return err
+	}
+	s.metrics.outcome("cancelled")
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (s *Server) pay(w http.ResponseWriter, r *http.Request) error {
+	user, err := s.userOf(r)
+	if err != nil {
+		return err
+	}
+	intent, err := s.svc.Pay(r.Context(), r.PathValue("rid"), user)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, intent)
+	return nil
+}
+
+// webhook verifies the gateway's signature over the raw body before parsing anything, then
+// applies the payment; it answers 200 only after the payment transaction committed, so the
+// gateway retries anything that did not.
+func (s *Server) webhook(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	if err := payment.Verify(s.cfg.PaymentSecret, r.Header.Get(payment.SignatureHeader), body, s.now()); err != nil {
+		return err
+	}
+	ev, err := payment.ParseEvent(body)
+	if err != nil {
+		return err
+	}
+	result, err := s.svc.ApplyPayment(r.Context(), seckill.PaymentConfirmation{
+		PaymentID: ev.PaymentID, ReservationID: ev.ReservationID, AmountCents: ev.AmountCents,
+	}, ev.Succeeded())
+	if err != nil {
+		return err
+	}
+	s.metrics.payment(string(result))
+	writeJSON(w, http.StatusOK, map[string]string{"result": string(result)})
+	return nil
+}
+
+func (s *Server) orders(w http.ResponseWriter, r *http.Request) error {
+	user, err := s.userOf(r)
+	if err != nil {
+		return err
+	}
+	orders, err := s.svc.Orders(r.Context(), user)
+	if err != nil {
+		return err
+	}
+	if orders == nil {
+		orders = []seckill.Order{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"orders": orders})
+	return nil
+}
+
+func (s *Server) audit(w http.ResponseWriter, r *http.Request) error {
+	if err := s.checkAdmin(r); err != nil {
+		return err
+	}
+	a, err := s.svc.Audit(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, a)
+	return nil
+}
+
+// StockBody is the body of POST /sales/{id}/stock.
+type StockBody struct {
+	Add *int `json:"add"`
+}
+
+func (s *Server) addStock(w http.ResponseWriter, r *http.Request) error {
+	if err := s.checkAdmin(r); err != nil {
+		return err
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	var in StockBody
+	if err := decodeJSON(body, &in, false); err != nil {
+		return err
+	}
+	if in.Add == nil || *in.Add < 1 {
+		return seckill.Errorf(seckill.CodeInvalidArgument, "add must be a positive number of units")
+	}
+	v, err := s.svc.AddStock(r.Context(), r.PathValue("id"), *in.Add)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+func (s *Server) closeSale(w http.ResponseWriter, r *http.Request) error {
+	if err := s.checkAdmin(r); err != nil {
+		return err
+	}
+	v, err := s.svc.CloseSale(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// DevTokenBody is the body of POST /api/v1/dev/token.
+type DevTokenBody struct {
+	User string `json:"user"`
+}
+
+func (s *Server) devToken(w http.ResponseWriter, r *http.Request) error {
+	if !s.cfg.Dev {
+		return seckill.Errorf(seckill.CodeNotFound, "no such endpoint (start with --dev)")
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	var in DevTokenBody
+	if err := decodeJSON(body, &in, false); err != nil {
+		return err
+	}
+	if !seckill.ValidID(in.User) {
+		return seckill.Errorf(seckill.CodeInvalidArgument, "user must be 1–64 of [A-Za-z0-9_.-]")
+	}
+	tok, err := MintToken(s.cfg.AuthSecret, in.User, s.now(), 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"token": tok})
+	return nil
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
+	if err := s.svc.Ready(r.Context()); err != nil {
+		return err
+	}
+	if s.cfg.Ready != nil {
+		if err := s.cfg.Ready(r.Context()); err != nil {
+			return seckill.Errorf(seckill.CodeUnavailable, "not ready: %v", err)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return nil
+}
+
+func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) error {
+	b, err := assets.ReadFile("openapi.json")
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+	return nil
+}

@@ -1,0 +1,83 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/seckill-go/seckill"
+)
+
+// metrics holds the Prometheus series: requests by route and status, reservation and payment
+// outcomes, and per-sale stock gauges read live at scrape time.
+type metrics struct {
+	requests     *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
+	reservations *prometheus.CounterVec
+	payments     *prometheus.CounterVec
+}
+
+func newMetrics(reg *prometheus.Registry, svc *seckill.Service) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_http_requests_total", Help: "HTTP requests by route and status.",
+		}, []string{"route", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "seckill_http_request_duration_seconds", Help: "HTTP request latency by route.",
+			Buckets: []float64{.0001, .0005, .001, .005, .01, .05, .1, .5, 1},
+		}, []string{"route"}),
+		reservations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_reservations_total", Help: "Buy and cancel outcomes (held, queued, replayed, cancelled, or the error code).",
+		}, []string{"outcome"}),
+		payments: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_payments_total", Help: "Webhook deliveries by result.",
+		}, []string{"result"}),
+	}
+	reg.MustRegister(m.requests, m.duration, m.reservations, m.payments,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&stockCollector{svc: svc})
+	return m
+}
+
+func (m *metrics) observe(route string, status int, d time.Duration) {
+	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	m.duration.WithLabelValues(route).Observe(d.Seconds())
+}
+
+// outcome counts a buy or cancel outcome; labels are fixed words or error codes, never ids.
+func (m *metrics) outcome(o string) { m.reservations.WithLabelValues(o).Inc() }
+func (m *metrics) payment(r string) { m.payments.WithLabelValues(r).Inc() }
+
+func (m *metrics) handler(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+// stockCollector reports each sale's stock state when Prometheus scrapes, so the gauges are
+// never stale and cost nothing between scrapes.
+type stockCollector struct{ svc *seckill.Service }
+
+var stockDesc = prometheus.NewDesc("seckill_stock_units", "Units of a sale by state (sellable, available, held, sold, queued).", []string{"sale", "state"}, nil)
+
+func (c *stockCollector) Describe(ch chan<- *prometheus.Desc) { ch <- stockDesc }
+
+func (c *stockCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.svc == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	sales, err := c.svc.Sales(ctx)
+	if err != nil {
+		return
+	}
+	for _, s := range sales {
+		st := s.StockState
+		for state, v := range map[string]int{"sellable": st.Sellable, "available": st.Available, "held": st.Held, "sold": st.Sold, "queued": st.Queued} {
+			ch <- prometheus.MustNewConstMetric(stockDesc, prometheus.GaugeValue, float64(v), s.ID, state)
+		}
+	}
+}

@@ -1,0 +1,83 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/seckill-go/seckill"
+)
+
+// Problem is an RFC 9457 problem document with the extra `code` field clients switch on.
+type Problem struct {
+	Type   string       `json:"type"`
+	Title  string       `json:"title"`
+	Status int          `json:"status"`
+	Detail string       `json:"detail,omitempty"`
+	Code   seckill.Code `json:"code"`
+}
+
+// writeError renders err as problem+json using the one code → status table of the root package.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := seckill.ErrorCode(err)
+	if code == seckill.CodeInternal {
+		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	p := Problem{Type: "about:blank", Title: code.Title(), Status: code.HTTPStatus(), Detail: seckill.ErrorMessage(err), Code: code}
+	if code == seckill.CodeUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	if code == seckill.CodeRateLimited {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(mustJSON(p))))
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(mustJSON(p))
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only our own plain structs are marshalled
+	}
+	return b
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b := append(mustJSON(v), '\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// MaxBody is the largest request body accepted (DESIGN.md §3: 413 too_large above 64 KiB).
+const MaxBody = 64 << 10
+
+// readBody reads the whole body, refusing more than MaxBody bytes with too_large.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, seckill.Errorf(seckill.CodeTooLarge, "request body is larger than %d bytes", MaxBody)
+	}
+	if err != nil {
+		return nil, seckill.Errorf(seckill.CodeInvalidArgument, "reading body: %v", err)
+	}
+	return b, nil
+}
+
+// decodeJSON strictly decodes a JSON object body into v: unknown fields, trailing data and wrong
+// types are invalid_argument. An empty body leaves v as it is when allowEmpty.
+func decodeJSON(body []byte, v any, allowEmpty bool) error {
+	if len(body) == 0 && allowEmpty {
+		return nil
+	}
+	if err := DecodeStrict(body, v); err != nil {
+		return seckill.Errorf(seckill.CodeInvalidArgument, "invalid JSON body: %v", err)
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+// Package httpapi serves the HTTP API of DESIGN.md §3: JSON handlers over seckill.Service, user
+// JWT and admin-token auth, the dynamic purchase path, a per-user rate limit on buys, body size
+// limits, problem+json errors, Prometheus metrics, the OpenAPI document and the storefront.
+package httpapi
+
+import (
+	"context"
+	"embed"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/seckill-go/seckill"
+)
+
+//go:embed web openapi.json
+var assets embed.FS
+
+// Config configures a Server.
+type Config struct {
+	Service       *seckill.Service
+	AuthSecret    []byte // HS256 key for user JWTs (and, via the service, purchase tokens)
+	AdminToken    string
+	PaymentSecret []byte // webhook signature key
+	Dev           bool   // enables POST /api/v1/dev/token
+	Clock         seckill.Clock
+	Logger        *slog.Logger
+	// BuyRate and BuyBurst set the per-user buy budget (default 10/s, burst 10). A negative
+	// rate disables the limit (the load generator's own users are not throttled by it).
+	BuyRate  float64
+	BuyBurst int
+	// Registry receives the metrics; default a new registry served at /metrics.
+	Registry *prometheus.Registry
+	// Ready, if set, is checked by /readyz in addition to the database.
+	Ready func(context.Context) error
+}
+
+// Server is the HTTP API. Build it with New and serve Handler().
+type Server struct {
+	cfg     Config
+	svc     *seckill.Service
+	log     *slog.Logger
+	limiter *rateLimiter
+	metrics *metrics
+	handler http.Handler
+}
+
+// route is one entry of the routing table; the OpenAPI test checks the table against the
+// document so that the two cannot drift apart.
+type route struct {
+	method, pattern string
+	handler         func(http.ResponseWriter, *http.Request) error
+}
+
+// New returns a Server.
+func New(cfg Config) *Server {
+	if cfg.Clock == nil {
+		cfg.Clock = seckill.SystemClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.BuyRate == 0 {
+		cfg.BuyRate, cfg.BuyBurst = 10, 10
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, limiter: newRateLimiter(cfg.BuyRate, cfg.BuyBurst)}
+	s.metrics = newMetrics(cfg.Registry, cfg.Service)
+	mux := http.NewServeMux()
+	for _, rt := range s.routes() {
+		mux.Handle(rt.method+" "+rt.pattern, s.instrument(rt.pattern, rt.handler))
+	}
+	web, _ := fs.Sub(assets, "web")
+	mux.Handle("GET /{$}", s.static(web, "index.html"))
+	mux.Handle("GET /admin", s.static(web, "admin.html"))
+	mux.Handle("GET /metrics", s.metrics.handler(cfg.Registry))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, seckill.Errorf(seckill.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+	s.handler = mux
+	return s
+}
+
+// Handler is the server's http.Handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) now() time.Time { return s.cfg.Clock.Now() }
+
+func (s *Server) routes() []route {
+	return []route{
+		{"POST", "/api/v1/sales", s.createSale},
+		{"GET", "/api/v1/sales", s.listSales},
+		{"GET", "/api/v1/sales/{id}", s.getSale},
+		{"GET", "/api/v1/sales/{id}/path", s.purchasePath},
+		{"POST", "/api/v1/sales/{id}/buy/{token}", s.buy},
+		{"GET", "/api/v1/reservations/{rid}", s.getReservation},
+		{"DELETE", "/api/v1/reservations/{rid}", s.cancelReservation},
+		{"POST", "/api/v1/reservations/{rid}/pay", s.pay},
+		{"POST", "/api/v1/payments/webhook", s.webhook},
+		{"GET", "/api/v1/orders", s.orders},
+		{"GET", "/api/v1/sales/{id}/audit", s.audit},
+		{"POST", "/api/v1/sales/{id}/stock", s.addStock},
+		{"POST", "/api/v1/sales/{id}/close", s.closeSale},
+		{"POST", "/api/v1/dev/token", s.devToken},
+		{"GET", "/healthz", s.healthz},
+		{"GET", "/readyz", s.readyz},
+		{"GET", "/openapi.json", s.openapi},
+	}
+}
+
+// instrument turns a handler that returns an error into an http.Handler that writes the error
+// as problem+json and counts the request by route and status.
+func (s *Server) instrument(pattern string, h func(http.ResponseWriter, *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		start := time.Now()
+		if err := h(rec, r); err != nil {
+			s.writeError(rec, r, err)
+		}
+		s.metrics.observe(r.Method+" "+pattern, rec.status, time.Since(start))
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (s *Server) static(web fs.FS, name string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := fs.ReadFile(web, name)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		_, _ = w.Write(b)
+	})
+}
