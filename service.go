@@ -256,7 +256,10 @@ func (s *Service) ApplyPayment(ctx context.Context, p PaymentConfirmation, succe
 		return "", err
 	}
 	if result == PaymentDuplicate {
-		return PaymentDuplicate, nil
+		// The engine applied this payment before but the database has no record of it: the
+		// earlier delivery failed between the engine and the transaction (and the gateway
+		// retried). Record it now, so engine and database agree on sold units.
+		result = PaymentApplied
 	}
 	if r.ID == "" {
 		r = Reservation{ID: p.ReservationID}

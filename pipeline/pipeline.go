@@ -34,7 +34,20 @@ type Pipeline struct {
 	cfg     Config
 	applied atomic.Uint64
 	failed  atomic.Uint64
+	dropped atomic.Uint64
 }
+
+// permanent reports whether a store error will fail the same way on every retry.
+func permanent(err error) bool {
+	switch seckill.ErrorCode(err) {
+	case seckill.CodeInvalidArgument, seckill.CodeNotFound:
+		return true
+	}
+	return false
+}
+
+// Dropped is the number of events the store refused as invalid.
+func (p *Pipeline) Dropped() uint64 { return p.dropped.Load() }
 
 // New returns a pipeline reading from in.
 func New(store Store, in <-chan seckill.Event, cfg Config) *Pipeline {
@@ -105,13 +118,28 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 }
 
-// flush stores one batch, retrying with backoff until it succeeds or ctx is done.
+// flush stores one batch, retrying with backoff until it succeeds or ctx is done. A batch that
+// the store refuses as invalid (not a transient failure) is split and applied one event at a
+// time, so a single poison event is dropped with a log line instead of blocking every later one.
 func (p *Pipeline) flush(ctx context.Context, batch []seckill.Event) error {
 	delay := p.cfg.RetryDelay
 	for {
 		err := p.store.ApplyEvents(ctx, batch)
 		if err == nil {
 			p.applied.Add(uint64(len(batch)))
+			return nil
+		}
+		if permanent(err) {
+			if len(batch) == 1 {
+				p.dropped.Add(1)
+				p.cfg.Logger.Error("pipeline: dropping an event the store refuses", "reservation", batch[0].Reservation.ID, "err", err)
+				return nil
+			}
+			for i := range batch {
+				if err := p.flush(ctx, batch[i:i+1]); err != nil {
+					return err
+				}
+			}
 			return nil
 		}
 		p.failed.Add(1)

@@ -94,3 +94,35 @@ func TestCancelStopsRetrying(t *testing.T) {
 		t.Fatal("a failing store must not record events")
 	}
 }
+
+// poisonStore refuses any batch containing the reservation "bad" as invalid.
+type poisonStore struct{ fakeStore }
+
+func (p *poisonStore) ApplyEvents(ctx context.Context, evs []seckill.Event) error {
+	for _, e := range evs {
+		if e.Reservation.ID == "bad" {
+			return seckill.Errorf(seckill.CodeInvalidArgument, "bad event")
+		}
+	}
+	return p.fakeStore.ApplyEvents(ctx, evs)
+}
+
+func TestPoisonEventIsDroppedNotBlocking(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	store := &poisonStore{}
+	ch := make(chan seckill.Event, 10)
+	for _, id := range []string{"a", "bad", "b", "c"} {
+		ch <- seckill.Event{Reservation: seckill.Reservation{ID: id}}
+	}
+	close(ch)
+	p := New(store, ch, Config{BatchSize: 10, FlushEvery: time.Millisecond, RetryDelay: time.Millisecond})
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := store.ids(); len(got) != 3 || got[0] != "a" || got[1] != "b" || got[2] != "c" {
+		t.Fatalf("stored %v, want [a b c]", got)
+	}
+	if p.Dropped() != 1 || p.Applied() != 3 {
+		t.Fatalf("dropped %d applied %d, want 1 and 3", p.Dropped(), p.Applied())
+	}
+}

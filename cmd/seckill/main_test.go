@@ -1,0 +1,250 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/httpapi"
+	"github.com/seckill-go/seckill/loadgen"
+)
+
+func noEnv(string) string { return "" }
+
+func TestVersionAndUsage(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"version"}, noEnv, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "seckill ") {
+		t.Fatalf("version: code %d, out %q", code, out.String())
+	}
+	if code := run(context.Background(), []string{"nope"}, noEnv, &out, &errb); code != 2 {
+		t.Fatalf("unknown command: code %d, want 2", code)
+	}
+	if code := run(context.Background(), nil, noEnv, &out, &errb); code != 2 {
+		t.Fatalf("no command: code %d, want 2", code)
+	}
+}
+
+func TestServeWithoutSecretsRefusesToStart(t *testing.T) {
+	var out, errb bytes.Buffer
+	db := "sqlite://" + filepath.Join(t.TempDir(), "x.db")
+	code := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--db", db}, noEnv, &out, &errb)
+	if code != 1 {
+		t.Fatalf("code %d, want 1", code)
+	}
+	for _, name := range []string{"SECKILL_AUTH_SECRET", "SECKILL_ADMIN_TOKEN", "SECKILL_PAYMENT_SECRET", "--dev"} {
+		if !strings.Contains(errb.String(), name) {
+			t.Errorf("error message %q does not mention %s", errb.String(), name)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's log goroutines and the test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServeDevAndGracefulShutdown starts `serve --dev`, checks it prints the generated
+// secrets, masks them in the logged config, answers, and stops cleanly on cancellation.
+func TestServeDevAndGracefulShutdown(t *testing.T) {
+	var out, errb syncBuffer
+	db := "sqlite://" + filepath.Join(t.TempDir(), "x.db")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"serve", "--dev", "--addr", "127.0.0.1:0", "--db", db}, noEnv, &out, &errb)
+	}()
+	urlRe := regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+)`)
+	var url string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if m := urlRe.FindStringSubmatch(errb.String()); m != nil {
+			url = m[1]
+			break
+		}
+	}
+	if url == "" {
+		cancel()
+		t.Fatalf("server did not start: %s", errb.String())
+	}
+	secret := regexp.MustCompile(`SECKILL_ADMIN_TOKEN=([0-9a-f]+)`).FindStringSubmatch(out.String())
+	if secret == nil {
+		t.Fatalf("generated secrets not printed: %q", out.String())
+	}
+	if strings.Contains(errb.String(), secret[1]) {
+		t.Fatal("the logged configuration shows a secret unmasked")
+	}
+	var health map[string]string
+	if err := call(ctx, "GET", url+"/healthz", "", nil, &health); err != nil || health["status"] != "ok" {
+		t.Fatalf("healthz: %v %v", health, err)
+	}
+	var tok map[string]string
+	if err := call(ctx, "POST", url+"/api/v1/dev/token", "", map[string]string{"user": "alice"}, &tok); err != nil || tok["token"] == "" {
+		t.Fatalf("dev token: %v %v", tok, err)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("serve exited %d: %s", code, errb.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not stop after cancellation")
+	}
+}
+
+func TestDemoSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a flash sale over HTTP")
+	}
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"demo", "--units", "20", "--buyers", "400", "--hold", "1s", "--concurrency", "64"}, noEnv, &out, &errb)
+	if code != 0 {
+		t.Fatalf("demo exited %d:\n%s\n%s", code, out.String(), errb.String())
+	}
+	for _, want := range []string{"units sold", "20 / 20", "invariants", "ok", "p99 latency"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestAcceptanceRush is the issue's acceptance run, over HTTP against the real server: 2 000
+// users rush a 100-unit sale with 2 s holds; some pay, some cancel, some abandon, some pay late.
+// In the end exactly 100 units are paid, nobody exceeds the limit, every user's /orders agrees
+// with the audit, and after a restart on the same database nothing paid is lost.
+func TestAcceptanceRush(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a flash sale over HTTP")
+	}
+	ctx := context.Background()
+	db := "sqlite://" + filepath.Join(t.TempDir(), "rush.db")
+	cfg := config{Addr: "127.0.0.1:0", Engine: "memory", DB: db, Dev: true}
+	if _, err := cfg.secrets(); err != nil {
+		t.Fatal(err)
+	}
+	const seed = 7
+	hold := 2 * time.Second
+	delay := func(r seckill.Reservation) time.Duration {
+		if loadgen.BehaviorOf(r.UserID, seed, loadgen.DefaultMix) == loadgen.PayLate {
+			return hold + 300*time.Millisecond
+		}
+		return 50 * time.Millisecond
+	}
+	a, err := startApp(ctx, cfg, appOptions{gatewayDelay: delay, gatewayDup: 0.2, buyRate: -1}, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close(ctx)
+	admin := func(method, path string, body, out any) {
+		t.Helper()
+		if err := call(ctx, method, a.url+path, cfg.AdminToken, body, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now().UTC().Add(300 * time.Millisecond)
+	admin("POST", "/api/v1/sales", map[string]any{"id": "rush", "price_cents": 500, "stock": 100,
+		"starts_at": start, "ends_at": start.Add(time.Hour), "hold_seconds": 2}, nil)
+	secret := []byte(cfg.AuthSecret)
+	token := func(u string) (string, error) { return httpapi.MintToken(secret, u, time.Now(), time.Hour) }
+	res, err := loadgen.Run(ctx, loadgen.Config{BaseURL: a.url, SaleID: "rush", Buyers: 2000, Concurrency: 96,
+		Mix: loadgen.DefaultMix, Seed: seed, Token: token, Deadline: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Errors > 0 || res.ReplayMismatch > 0 {
+		t.Fatalf("errors %d, replay mismatches %d", res.Errors, res.ReplayMismatch)
+	}
+	if err := a.gateway.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var sale seckill.SaleView
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		admin("GET", "/api/v1/sales/rush", nil, &sale)
+		if sale.StockState.Held == 0 && sale.StockState.Queued == 0 && a.pipe.Backlog() == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sale did not settle: %+v", sale.StockState)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // the pipeline's last batch
+	if sale.StockState.Sold != 100 {
+		t.Fatalf("sold %d units, want exactly 100 (state %+v, crowd %+v)", sale.StockState.Sold, sale.StockState, *res)
+	}
+	var audit seckill.Audit
+	admin("GET", "/api/v1/sales/rush/audit", nil, &audit)
+	if !audit.OK || audit.Database.Sold != 100 || audit.Database.PaidUnits != 100 {
+		t.Fatalf("audit: %+v", audit)
+	}
+	gw := a.gateway.Stats()
+	if int(gw.PaymentsSucceeded) != audit.Database.PaidOrders+audit.Database.Refunds {
+		t.Fatalf("gateway succeeded %d payments; database has %d paid + %d refunds", gw.PaymentsSucceeded, audit.Database.PaidOrders, audit.Database.Refunds)
+	}
+	// Every user's /orders, summed, must agree with the audit; nobody over the limit of 1.
+	paid, refunds := 0, 0
+	for i := range 2000 {
+		user := loadgen.UserName(i)
+		tok, _ := token(user)
+		var orders struct{ Orders []seckill.Order }
+		if err := call(ctx, "GET", a.url+"/api/v1/orders", tok, nil, &orders); err != nil {
+			t.Fatal(err)
+		}
+		userPaid := 0
+		for _, o := range orders.Orders {
+			switch o.Status {
+			case seckill.StatusPaid:
+				userPaid += o.Quantity
+			case seckill.StatusRefundRequired:
+				refunds++
+			default:
+				t.Fatalf("order with status %s", o.Status)
+			}
+		}
+		if userPaid > 1 {
+			t.Fatalf("%s paid for %d units; limit 1", user, userPaid)
+		}
+		paid += userPaid
+	}
+	if paid != 100 || refunds != audit.Database.Refunds {
+		t.Fatalf("/orders: %d paid, %d refunds; audit says 100 and %d", paid, refunds, audit.Database.Refunds)
+	}
+	t.Logf("crowd: %+v; refunds %d", fmt.Sprintf("held %d queued %d handoffs %d expired %d soldout %d", res.Held, res.Queued, res.Handoffs, res.Expired, res.SoldOut), refunds)
+
+	// Restart on the same database: the engine is rebuilt and nothing paid is lost.
+	if err := a.close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := startApp(ctx, cfg, appOptions{}, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.close(ctx)
+	if err := call(ctx, "GET", b.url+"/api/v1/sales/rush", "", nil, &sale); err != nil {
+		t.Fatal(err)
+	}
+	if sale.StockState.Sold != 100 || sale.StockState.Available != 0 || sale.StockState.Held != 0 {
+		t.Fatalf("after restart: %+v", sale.StockState)
+	}
+	if err := call(ctx, "GET", b.url+"/api/v1/sales/rush/audit", cfg.AdminToken, nil, &audit); err != nil || !audit.OK {
+		t.Fatalf("audit after restart: %+v %v", audit, err)
+	}
+}

@@ -1,0 +1,268 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/seckill-go/seckill"
+)
+
+// finalRank is the rank of paid and refund_required: statuses that only the payment
+// transaction writes, and that events never change.
+var finalRank = seckill.StatusPaid.Rank()
+
+// resRow is a reservations row as stored.
+type resRow struct {
+	id, saleID, userID string
+	quantity           int
+	status             seckill.ReservationStatus
+	expiresAt          sql.NullInt64 // only while held
+	amountCents        int64
+	paymentID          sql.NullString
+	idempotencyKey     string
+	seq                int64
+	createdAt          int64
+	updatedAt          int64
+}
+
+const resColumns = `id, sale_id, user_id, quantity, status, expires_at, amount_cents, payment_id,
+	idempotency_key, seq, created_at, updated_at`
+
+func (r *resRow) scan(row scanner) error {
+	var status string
+	err := row.Scan(&r.id, &r.saleID, &r.userID, &r.quantity, &status, &r.expiresAt, &r.amountCents,
+		&r.paymentID, &r.idempotencyKey, &r.seq, &r.createdAt, &r.updatedAt)
+	r.status = seckill.ReservationStatus(status)
+	return err
+}
+
+// reservation converts the row to the domain type. Position is the engine's live queue place
+// and is not stored; the FIFO order is Seq.
+func (r resRow) reservation() seckill.Reservation {
+	res := seckill.Reservation{
+		ID:             r.id,
+		SaleID:         r.saleID,
+		UserID:         r.userID,
+		Quantity:       r.quantity,
+		Status:         r.status,
+		AmountCents:    r.amountCents,
+		PaymentID:      r.paymentID.String,
+		CreatedAt:      fromMillis(r.createdAt),
+		Seq:            uint64(r.seq),
+		IdempotencyKey: r.idempotencyKey,
+	}
+	if r.status == seckill.StatusHeld && r.expiresAt.Valid {
+		t := fromMillis(r.expiresAt.Int64)
+		res.ExpiresAt = &t
+	}
+	return res
+}
+
+// newResRow validates a reservation from an event or a payment and converts it to a row as of
+// at. expires_at is kept only while held, matching what the engine shows.
+func newResRow(r seckill.Reservation, at time.Time) (resRow, error) {
+	switch {
+	case r.ID == "" || r.SaleID == "":
+		return resRow{}, seckill.Errorf(seckill.CodeInvalidArgument, "reservation %q has no id or sale id", r.ID)
+	case !r.Status.Valid():
+		return resRow{}, seckill.Errorf(seckill.CodeInvalidArgument, "reservation %s: unknown status %q", r.ID, r.Status)
+	case r.Quantity < 1 || r.Quantity > seckill.MaxQuantity:
+		return resRow{}, seckill.Errorf(seckill.CodeInvalidArgument, "reservation %s: quantity %d out of range", r.ID, r.Quantity)
+	case r.Seq > math.MaxInt64:
+		return resRow{}, seckill.Errorf(seckill.CodeInvalidArgument, "reservation %s: seq %d out of range", r.ID, r.Seq)
+	}
+	row := resRow{
+		id:             r.ID,
+		saleID:         r.SaleID,
+		userID:         r.UserID,
+		quantity:       r.Quantity,
+		status:         r.Status,
+		amountCents:    r.AmountCents,
+		paymentID:      sql.NullString{String: r.PaymentID, Valid: r.PaymentID != ""},
+		idempotencyKey: r.IdempotencyKey,
+		seq:            int64(r.Seq),
+		createdAt:      toMillis(at),
+		updatedAt:      toMillis(at),
+	}
+	if !r.CreatedAt.IsZero() {
+		row.createdAt = toMillis(r.CreatedAt)
+	}
+	if r.Status == seckill.StatusHeld && r.ExpiresAt != nil {
+		row.expiresAt = sql.NullInt64{Int64: toMillis(*r.ExpiresAt), Valid: true}
+	}
+	return row, nil
+}
+
+// merge returns what an event row in does to the stored row cur, and whether it changes it.
+// Status only moves forward by rank; a final row (paid, refund_required) never changes. An
+// event of the same status updates the mutable fields (a re-granted hold's expiry) only if it
+// is not older than the last change, so a late duplicate of an earlier event cannot undo a
+// later one. Identity fields (sale, user, key, seq, created_at) are fixed by the first write.
+func merge(cur, in resRow) (resRow, bool) {
+	cr, ir := cur.status.Rank(), in.status.Rank()
+	switch {
+	case cr >= finalRank:
+		return cur, false
+	case ir > cr:
+	case ir == cr && in.status == cur.status && in.updatedAt >= cur.updatedAt:
+	default:
+		return cur, false
+	}
+	next := cur
+	next.status, next.quantity, next.amountCents, next.expiresAt = in.status, in.quantity, in.amountCents, in.expiresAt
+	if in.paymentID.Valid {
+		next.paymentID = in.paymentID
+	}
+	next.updatedAt = max(cur.updatedAt, in.updatedAt)
+	return next, next != cur
+}
+
+// insertReservation inserts row unless its id exists, reporting whether it did. A missing sale
+// is not_found (the foreign key).
+func (s *Store) insertReservation(ctx context.Context, tx *sql.Tx, row resRow) (bool, error) {
+	res, err := tx.ExecContext(ctx, s.q(s.d.insertIgnore(`INSERT INTO reservations (`+resColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, "id")),
+		row.id, row.saleID, row.userID, row.quantity, string(row.status), row.expiresAt, row.amountCents,
+		row.paymentID, row.idempotencyKey, row.seq, row.createdAt, row.updatedAt)
+	if s.d.classify(err) == foreignKeyViolation {
+		return false, fmt.Errorf("%w: %w", seckill.Errorf(seckill.CodeNotFound,
+			"reservation %s: sale %q not found", row.id, row.saleID), err)
+	}
+	if err != nil {
+		return false, fmt.Errorf("sqlstore: insert reservation %s: %w", row.id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("sqlstore: insert reservation %s: %w", row.id, err)
+	}
+	return n == 1, nil
+}
+
+// lockReservation reads a reservation row and, on server databases, locks it until the
+// transaction ends, so that an event and a payment for one reservation take turns.
+func (s *Store) lockReservation(ctx context.Context, tx *sql.Tx, id string) (resRow, error) {
+	var cur resRow
+	err := cur.scan(tx.QueryRowContext(ctx, s.q(`SELECT `+resColumns+` FROM reservations WHERE id = ?`+s.d.forUpdate), id))
+	if err != nil {
+		return resRow{}, fmt.Errorf("sqlstore: read reservation %s: %w", id, err)
+	}
+	return cur, nil
+}
+
+// updateReservation writes the mutable fields of row.
+func (s *Store) updateReservation(ctx context.Context, tx *sql.Tx, row resRow) error {
+	_, err := tx.ExecContext(ctx, s.q(`UPDATE reservations SET status = ?, quantity = ?, amount_cents = ?,
+		expires_at = ?, payment_id = ?, updated_at = ? WHERE id = ?`),
+		string(row.status), row.quantity, row.amountCents, row.expiresAt, row.paymentID, row.updatedAt, row.id)
+	if err != nil {
+		return fmt.Errorf("sqlstore: update reservation %s: %w", row.id, err)
+	}
+	return nil
+}
+
+// upsertForward inserts row, or merges it into the stored row by the forward-only rule.
+func (s *Store) upsertForward(ctx context.Context, tx *sql.Tx, row resRow) error {
+	inserted, err := s.insertReservation(ctx, tx, row)
+	if err != nil || inserted {
+		return err
+	}
+	cur, err := s.lockReservation(ctx, tx, row.id)
+	if err != nil {
+		return err
+	}
+	if next, changed := merge(cur, row); changed {
+		return s.updateReservation(ctx, tx, next)
+	}
+	return nil
+}
+
+// ApplyEvents upserts the reservations carried by events, all in one transaction. Status only
+// moves forward (ReservationStatus.Rank), so batches may arrive out of order or twice and still
+// leave the same rows.
+//
+// Paid and refund_required belong to the payment transaction: events never write them, never
+// change a row that has one, and never touch sales.sold. An event that reports a reservation
+// paid or refund_required is skipped (after validation), because RecordPayment writes that
+// status in the same transaction as the money. Were an event allowed to mark a row paid first,
+// a crash before the payment committed would leave a paid row that sales.sold does not count,
+// and a restarted engine (which takes paid rows as already sold) would sell the unit again
+// while answering the gateway's retry as a duplicate that is never recorded. Skipping keeps
+// "sum of paid reservations == sales.sold" exact at every commit.
+//
+// Events are applied in reservation-id order (the events of one reservation in batch order),
+// which keeps row locks in one order across concurrent batches. The batch is atomic: an invalid
+// event (invalid_argument) or one for a sale the store does not know (not_found) fails it whole,
+// and those codes tell the caller that retrying the same batch cannot help.
+func (s *Store) ApplyEvents(ctx context.Context, events []seckill.Event) error {
+	rows := make([]resRow, 0, len(events))
+	for _, e := range events {
+		row, err := newResRow(e.Reservation, s.stamp(e.At))
+		if err != nil {
+			return err
+		}
+		if row.status.Rank() >= finalRank {
+			continue
+		}
+		rows = append(rows, row)
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	// Stable, so the events of one reservation keep the order the engine sent them in.
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].id < rows[j].id })
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		for _, row := range rows {
+			if err := s.upsertForward(ctx, tx, row); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Reservations lists the reservations of a sale whose status is one of statuses (all of them
+// when none is given), in arrival order (Seq, then id), so a restarted engine can rebuild its
+// FIFO queue. An unknown sale is not_found.
+func (s *Store) Reservations(ctx context.Context, saleID string, statuses ...seckill.ReservationStatus) ([]seckill.Reservation, error) {
+	args := []any{saleID}
+	for _, st := range statuses {
+		if !st.Valid() {
+			return nil, seckill.Errorf(seckill.CodeInvalidArgument, "unknown reservation status %q", st)
+		}
+		args = append(args, string(st))
+	}
+	var one int
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT 1 FROM sales WHERE id = ?`), saleID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: reservations of %s: %w", saleID, err)
+	}
+	query := `SELECT ` + resColumns + ` FROM reservations WHERE sale_id = ?`
+	if len(statuses) > 0 {
+		query += ` AND status IN (` + placeholders(len(statuses)) + `)`
+	}
+	rows, err := s.rdb.QueryContext(ctx, s.q(query+` ORDER BY seq, id`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: reservations of %s: %w", saleID, err)
+	}
+	defer rows.Close()
+	out := []seckill.Reservation{}
+	for rows.Next() {
+		var r resRow
+		if err := r.scan(rows); err != nil {
+			return nil, fmt.Errorf("sqlstore: reservations of %s: %w", saleID, err)
+		}
+		out = append(out, r.reservation())
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlstore: reservations of %s: %w", saleID, err)
+	}
+	return out, nil
+}
