@@ -8,7 +8,8 @@ import (
 	"container/heap"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
+	"encoding/binary"
+	"strconv"
 	"sync"
 	"time"
 
@@ -52,8 +53,8 @@ type sale struct {
 
 	available, held, sold int
 
-	reservations map[resKey]*reservation // by the random part of the id
-	users        map[string]int          // units held + queued + paid per user
+	reservations []*reservation // by seq-1: ids carry their seq, so lookup is an index, not a hash
+	users        map[string]int // units held + queued + paid per user
 	idem         map[idemKey]*reservation
 	holds        holdHeap
 	queue        fifo
@@ -64,22 +65,19 @@ type sale struct {
 
 type idemKey struct{ user, key string }
 
-// resKey is the random half of a reservation id: a fixed-size key hashes and compares faster
-// than the whole string and holds no pointer for the garbage collector to chase.
-type resKey [16]byte
-
-func keyOf(id string) (resKey, bool) {
-	var k resKey
+// seqOf extracts the sequence number from a reservation id "<sale>-<16 hex seq><16 hex random>".
+// Finding a reservation by index keeps the hot path free of a second large hash map; the full id
+// is still compared, so the random half (64 bits from crypto/rand) makes ids unguessable.
+func seqOf(id string) (uint64, bool) {
 	if len(id) < 32 {
-		return k, false
+		return 0, false
 	}
-	_, err := hex.Decode(k[:], []byte(id[len(id)-32:]))
-	return k, err == nil
+	seq, err := strconv.ParseUint(id[len(id)-32:len(id)-16], 16, 64)
+	return seq, err == nil && seq > 0
 }
 
 type reservation struct {
 	id        string
-	key       resKey
 	user      string
 	quantity  int
 	status    seckill.ReservationStatus
@@ -107,11 +105,11 @@ func (e *Engine) sale(id string) (*sale, error) {
 // so no global index is needed and the lookup never contends across sales.
 func (e *Engine) saleOf(resID string) (*sale, *reservation, error) {
 	saleID, ok := seckill.SaleOfReservation(resID)
-	key, kok := keyOf(resID)
-	if ok && kok {
+	seq, sok := seqOf(resID)
+	if ok && sok {
 		if s, err := e.sale(saleID); err == nil {
 			s.mu.Lock()
-			if r := s.reservations[key]; r != nil && r.id == resID {
+			if r := s.lookup(seq); r != nil && r.id == resID {
 				return s, r, nil
 			}
 			s.mu.Unlock()
@@ -137,7 +135,7 @@ func (e *Engine) LoadSale(_ context.Context, def seckill.Sale, sold int) error {
 		def:          def,
 		available:    def.Sellable() - sold,
 		sold:         sold,
-		reservations: make(map[resKey]*reservation, expect),
+		reservations: make([]*reservation, 0, expect),
 		users:        make(map[string]int, expect),
 		idem:         make(map[idemKey]*reservation),
 	}
@@ -209,13 +207,12 @@ func (e *Engine) Buy(_ context.Context, req seckill.BuyRequest) (seckill.BuyResu
 		status = seckill.StatusQueued
 	}
 	s.seq++
-	id, key := s.newID()
 	r := &reservation{
-		id: id, key: key, user: req.UserID, quantity: q, status: status,
+		id: s.newID(s.seq), user: req.UserID, quantity: q, status: status,
 		amount: int64(q) * s.def.PriceCents, createdAt: now, seq: s.seq,
 		idemKey: req.IdempotencyKey, heapIndex: -1, slot: -1,
 	}
-	s.reservations[r.key] = r
+	s.store(r)
 	s.users[r.user] += q
 	if r.idemKey != "" {
 		s.idem[idemKey{r.user, r.idemKey}] = r
@@ -365,15 +362,15 @@ func (e *Engine) RestoreReservation(_ context.Context, in seckill.Reservation) e
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key, ok := keyOf(in.ID)
-	if sid, sok := seckill.SaleOfReservation(in.ID); !ok || !sok || sid != in.SaleID {
-		return seckill.Errorf(seckill.CodeInvalidArgument, "reservation id %q is not of sale %q", in.ID, in.SaleID)
+	seq, ok := seqOf(in.ID)
+	if sid, sok := seckill.SaleOfReservation(in.ID); !ok || !sok || sid != in.SaleID || seq != in.Seq {
+		return seckill.Errorf(seckill.CodeInvalidArgument, "reservation id %q is not of sale %q with seq %d", in.ID, in.SaleID, in.Seq)
 	}
-	if _, ok := s.reservations[key]; ok {
+	if s.lookup(seq) != nil {
 		return seckill.Errorf(seckill.CodeConflict, "reservation %q already restored", in.ID)
 	}
 	r := &reservation{
-		id: in.ID, key: key, user: in.UserID, quantity: in.Quantity, status: in.Status,
+		id: in.ID, user: in.UserID, quantity: in.Quantity, status: in.Status,
 		amount: in.AmountCents, paymentID: in.PaymentID, createdAt: in.CreatedAt,
 		seq: in.Seq, idemKey: in.IdempotencyKey, heapIndex: -1, slot: -1,
 	}
@@ -397,7 +394,7 @@ func (e *Engine) RestoreReservation(_ context.Context, in seckill.Reservation) e
 	case seckill.StatusPaid:
 		s.users[r.user] += r.quantity
 	}
-	s.reservations[r.key] = r
+	s.store(r)
 	if r.idemKey != "" {
 		s.idem[idemKey{r.user, r.idemKey}] = r
 	}
@@ -516,15 +513,34 @@ func (e *Engine) emit(s *sale, r *reservation, now time.Time) {
 	e.events <- seckill.Event{Reservation: s.view(r), At: now}
 }
 
-// newID returns a reservation id with 32 hex characters of crypto/rand output, read 4 KiB at a time so the buy path
-// pays for one system call per 256 reservations.
-func (s *sale) newID() (string, resKey) {
-	if len(s.idBuf) < 16 {
+// newID returns the id of the reservation with sequence seq: the sale id, then seq and 8 bytes
+// of crypto/rand output in hex. Random bytes are read 4 KiB at a time, so the buy path pays for
+// one system call per 512 reservations.
+func (s *sale) newID(seq uint64) string {
+	if len(s.idBuf) < 8 {
 		s.idBuf = make([]byte, 4096)
 		_, _ = rand.Read(s.idBuf)
 	}
-	var k resKey
-	copy(k[:], s.idBuf)
-	s.idBuf = s.idBuf[16:]
-	return seckill.ReservationID(s.def.ID, k[:]), k
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], seq)
+	copy(b[8:], s.idBuf[:8])
+	s.idBuf = s.idBuf[8:]
+	return seckill.ReservationID(s.def.ID, b[:])
+}
+
+// lookup returns the reservation with sequence seq, or nil.
+func (s *sale) lookup(seq uint64) *reservation {
+	if seq == 0 || seq > uint64(len(s.reservations)) {
+		return nil
+	}
+	return s.reservations[seq-1]
+}
+
+// store puts a restored reservation at its sequence's slot, growing the slice with holes for
+// reservations that were never persisted.
+func (s *sale) store(r *reservation) {
+	for uint64(len(s.reservations)) < r.seq {
+		s.reservations = append(s.reservations, nil)
+	}
+	s.reservations[r.seq-1] = r
 }
