@@ -53,8 +53,9 @@ type sale struct {
 
 	available, held, sold int
 
-	reservations []*reservation // by seq-1: ids carry their seq, so lookup is an index, not a hash
-	users        map[string]int // units held + queued + paid per user
+	reservations []*reservation          // by seq-1: ids carry their seq, so lookup is an index, not a hash
+	foreign      map[string]*reservation // restored reservations whose id is not in that format
+	users        map[string]int          // units held + queued + paid per user
 	idem         map[idemKey]*reservation
 	holds        holdHeap
 	queue        fifo
@@ -101,15 +102,14 @@ func (e *Engine) sale(id string) (*sale, error) {
 	return s, nil
 }
 
-// saleOf finds the sale of a reservation id: ids are "<sale id>-<32 hex>" (seckill.ReservationID),
-// so no global index is needed and the lookup never contends across sales.
+// saleOf finds and locks the sale of a reservation id: ids are "<sale id>-<32 hex>"
+// (seckill.ReservationID), so no global index is needed and the lookup never contends across
+// sales. On success the sale's mutex is held and the caller must unlock it.
 func (e *Engine) saleOf(resID string) (*sale, *reservation, error) {
-	saleID, ok := seckill.SaleOfReservation(resID)
-	seq, sok := seqOf(resID)
-	if ok && sok {
+	if saleID, ok := seckill.SaleOfReservation(resID); ok {
 		if s, err := e.sale(saleID); err == nil {
 			s.mu.Lock()
-			if r := s.lookup(seq); r != nil && r.id == resID {
+			if r := s.find(resID); r != nil {
 				return s, r, nil
 			}
 			s.mu.Unlock()
@@ -262,6 +262,7 @@ func (e *Engine) Cancel(_ context.Context, id, userID string) (seckill.Reservati
 		s.users[r.user] -= r.quantity
 		r.status = seckill.StatusCancelled
 		e.emit(s, r, now)
+		e.serveQueue(s, now) // a blocked head may have left: the buyers behind it can go
 	}
 	return s.view(r), nil
 }
@@ -362,11 +363,10 @@ func (e *Engine) RestoreReservation(_ context.Context, in seckill.Reservation) e
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	seq, ok := seqOf(in.ID)
-	if sid, sok := seckill.SaleOfReservation(in.ID); !ok || !sok || sid != in.SaleID || seq != in.Seq {
-		return seckill.Errorf(seckill.CodeInvalidArgument, "reservation id %q is not of sale %q with seq %d", in.ID, in.SaleID, in.Seq)
+	if sid, ok := seckill.SaleOfReservation(in.ID); !ok || sid != in.SaleID || in.Seq == 0 {
+		return seckill.Errorf(seckill.CodeInvalidArgument, "reservation %q: id must be of sale %q and seq at least 1", in.ID, in.SaleID)
 	}
-	if s.lookup(seq) != nil {
+	if s.find(in.ID) != nil {
 		return seckill.Errorf(seckill.CodeConflict, "reservation %q already restored", in.ID)
 	}
 	r := &reservation{
@@ -536,9 +536,27 @@ func (s *sale) lookup(seq uint64) *reservation {
 	return s.reservations[seq-1]
 }
 
-// store puts a restored reservation at its sequence's slot, growing the slice with holes for
-// reservations that were never persisted.
+// find returns the reservation with this id, or nil.
+func (s *sale) find(id string) *reservation {
+	if seq, ok := seqOf(id); ok {
+		if r := s.lookup(seq); r != nil && r.id == id {
+			return r
+		}
+	}
+	return s.foreign[id]
+}
+
+// store indexes r: at its sequence's slot when its id carries that sequence (growing the slice
+// with holes for reservations that were never persisted), otherwise in the foreign map (ids made
+// by another engine, restored after a switch).
 func (s *sale) store(r *reservation) {
+	if seq, ok := seqOf(r.id); !ok || seq != r.seq || s.lookup(seq) != nil {
+		if s.foreign == nil {
+			s.foreign = make(map[string]*reservation)
+		}
+		s.foreign[r.id] = r
+		return
+	}
 	for uint64(len(s.reservations)) < r.seq {
 		s.reservations = append(s.reservations, nil)
 	}
