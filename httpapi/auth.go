@@ -27,6 +27,9 @@ func (s *Server) userOf(r *http.Request) (string, error) {
 	if !ok {
 		return "", seckill.Errorf(seckill.CodeUnauthorized, "missing bearer token")
 	}
+	if len(s.cfg.AuthSecret) == 0 { // anyone can sign with an empty key
+		return "", seckill.Errorf(seckill.CodeUnauthorized, "user authentication is not configured")
+	}
 	claims := jwt.RegisteredClaims{}
 	_, err := jwt.ParseWithClaims(tok, &claims, func(*jwt.Token) (any, error) { return s.cfg.AuthSecret, nil },
 		jwt.WithValidMethods([]string{"HS256"}), jwt.WithTimeFunc(s.now), jwt.WithLeeway(5*time.Second))
@@ -39,11 +42,15 @@ func (s *Server) userOf(r *http.Request) (string, error) {
 	return claims.Subject, nil
 }
 
-// isAdmin compares the bearer token with the admin token in constant time.
+// checkAdmin compares the bearer token with the admin token in constant time. An empty token
+// (or an unconfigured admin token) never matches: a header such as "Bearer \u00a0" trims to "".
 func (s *Server) checkAdmin(r *http.Request) error {
 	tok, ok := bearer(r)
 	if !ok {
 		return seckill.Errorf(seckill.CodeUnauthorized, "missing bearer token")
+	}
+	if tok == "" || s.cfg.AdminToken == "" {
+		return seckill.Errorf(seckill.CodeForbidden, "admin token required")
 	}
 	if subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.AdminToken)) != 1 {
 		return seckill.Errorf(seckill.CodeForbidden, "admin token required")

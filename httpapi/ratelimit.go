@@ -38,7 +38,11 @@ func (l *rateLimiter) allow(user string, now time.Time) bool {
 		b = &bucket{tokens: l.burst, last: now}
 		l.buckets[user] = b
 	}
-	b.tokens = min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate)
+	// Refill only forward: a wall clock stepped back (NTP) must not take tokens away, which
+	// would lock every active user out for as long as the step.
+	if elapsed := now.Sub(b.last); elapsed > 0 {
+		b.tokens = min(l.burst, b.tokens+elapsed.Seconds()*l.rate)
+	}
 	b.last = now
 	if b.tokens < 1 {
 		return false

@@ -63,8 +63,12 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	// Each defaults on its own: a rate without a burst would otherwise refuse every buy.
 	if cfg.BuyRate == 0 {
-		cfg.BuyRate, cfg.BuyBurst = 10, 10
+		cfg.BuyRate = 10
+	}
+	if cfg.BuyBurst <= 0 {
+		cfg.BuyBurst = 10
 	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
