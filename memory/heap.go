@@ -6,8 +6,8 @@ type holdHeap []*reservation
 
 func (h holdHeap) Len() int { return len(h) }
 func (h holdHeap) Less(i, j int) bool {
-	if !h[i].expiresAt.Equal(h[j].expiresAt) {
-		return h[i].expiresAt.Before(h[j].expiresAt)
+	if h[i].expiresAt != h[j].expiresAt {
+		return h[i].expiresAt < h[j].expiresAt
 	}
 	return h[i].seq < h[j].seq
 }

@@ -61,7 +61,8 @@ type sale struct {
 	queue        fifo
 	seq          uint64
 
-	idBuf []byte // random bytes from crypto/rand, consumed 16 per reservation id
+	idBuf []byte        // random bytes from crypto/rand, consumed 8 per reservation id
+	slab  []reservation // preallocated reservations (see alloc)
 }
 
 type idemKey struct{ user, key string }
@@ -77,17 +78,20 @@ func seqOf(id string) (uint64, bool) {
 	return seq, err == nil && seq > 0
 }
 
+// reservation is one reservation's state. It holds few pointers and no time.Time (whose
+// location pointer the garbage collector would chase): a hot sale keeps a million of these live.
 type reservation struct {
-	id        string
 	user      string
+	idemKey   string
+	paymentID string
+	foreignID string // the id, when it is not "<sale>-<seq><random>" (restored from elsewhere)
+	random    uint64 // the random half of the id
+	seq       uint64
+	expiresAt int64 // unix nanoseconds, while held
+	createdAt int64 // unix nanoseconds
+	amount    int64
 	quantity  int
 	status    seckill.ReservationStatus
-	expiresAt time.Time
-	amount    int64
-	paymentID string
-	createdAt time.Time
-	seq       uint64
-	idemKey   string
 	heapIndex int // position in holds, -1 when not held
 	slot      int // slot in queue, -1 when not queued
 }
@@ -207,9 +211,10 @@ func (e *Engine) Buy(_ context.Context, req seckill.BuyRequest) (seckill.BuyResu
 		status = seckill.StatusQueued
 	}
 	s.seq++
-	r := &reservation{
-		id: s.newID(s.seq), user: req.UserID, quantity: q, status: status,
-		amount: int64(q) * s.def.PriceCents, createdAt: now, seq: s.seq,
+	r := s.alloc()
+	*r = reservation{
+		random: s.random(), user: req.UserID, quantity: q, status: status,
+		amount: int64(q) * s.def.PriceCents, createdAt: now.UnixNano(), seq: s.seq,
 		idemKey: req.IdempotencyKey, heapIndex: -1, slot: -1,
 	}
 	s.store(r)
@@ -370,8 +375,8 @@ func (e *Engine) RestoreReservation(_ context.Context, in seckill.Reservation) e
 		return seckill.Errorf(seckill.CodeConflict, "reservation %q already restored", in.ID)
 	}
 	r := &reservation{
-		id: in.ID, user: in.UserID, quantity: in.Quantity, status: in.Status,
-		amount: in.AmountCents, paymentID: in.PaymentID, createdAt: in.CreatedAt,
+		foreignID: in.ID, user: in.UserID, quantity: in.Quantity, status: in.Status,
+		amount: in.AmountCents, paymentID: in.PaymentID, createdAt: in.CreatedAt.UnixNano(),
 		seq: in.Seq, idemKey: in.IdempotencyKey, heapIndex: -1, slot: -1,
 	}
 	if r.seq > s.seq {
@@ -385,7 +390,7 @@ func (e *Engine) RestoreReservation(_ context.Context, in seckill.Reservation) e
 		}
 		s.available -= r.quantity
 		s.held += r.quantity
-		r.expiresAt = *in.ExpiresAt
+		r.expiresAt = in.ExpiresAt.UnixNano()
 		heap.Push(&s.holds, r)
 		s.users[r.user] += r.quantity
 	case seckill.StatusQueued:
@@ -406,7 +411,7 @@ func (e *Engine) RestoreReservation(_ context.Context, in seckill.Reservation) e
 // that created the holds; the sweeper keeps the backlog small when there is no traffic.
 func (e *Engine) reclaim(s *sale, now time.Time) int {
 	n := 0
-	for len(s.holds) > 0 && !now.Before(s.holds[0].expiresAt) {
+	for len(s.holds) > 0 && s.holds[0].expiresAt <= now.UnixNano() {
 		r := heap.Pop(&s.holds).(*reservation)
 		s.held -= r.quantity
 		s.available += r.quantity
@@ -458,7 +463,7 @@ func (e *Engine) rejectQueue(s *sale, now time.Time) {
 // hold moves r's units from available to held with a fresh expiry.
 func (s *sale) hold(r *reservation, now time.Time) {
 	r.status = seckill.StatusHeld
-	r.expiresAt = now.Add(s.def.HoldDuration())
+	r.expiresAt = now.Add(s.def.HoldDuration()).UnixNano()
 	s.available -= r.quantity
 	s.held += r.quantity
 	heap.Push(&s.holds, r)
@@ -492,13 +497,13 @@ func (s *sale) state() seckill.StockState {
 // view renders r as the API shows it: expires_at only while held, position only while queued.
 func (s *sale) view(r *reservation) seckill.Reservation {
 	v := seckill.Reservation{
-		ID: r.id, SaleID: s.def.ID, UserID: r.user, Quantity: r.quantity, Status: r.status,
-		AmountCents: r.amount, PaymentID: r.paymentID, CreatedAt: r.createdAt, Seq: r.seq,
+		ID: s.id(r), SaleID: s.def.ID, UserID: r.user, Quantity: r.quantity, Status: r.status,
+		AmountCents: r.amount, PaymentID: r.paymentID, CreatedAt: time.Unix(0, r.createdAt).UTC(), Seq: r.seq,
 		IdempotencyKey: r.idemKey,
 	}
 	switch r.status {
 	case seckill.StatusHeld:
-		t := r.expiresAt
+		t := time.Unix(0, r.expiresAt).UTC()
 		v.ExpiresAt = &t
 	case seckill.StatusQueued:
 		v.Position = s.queue.position(r)
@@ -513,19 +518,39 @@ func (e *Engine) emit(s *sale, r *reservation, now time.Time) {
 	e.events <- seckill.Event{Reservation: s.view(r), At: now}
 }
 
-// newID returns the id of the reservation with sequence seq: the sale id, then seq and 8 bytes
-// of crypto/rand output in hex. Random bytes are read 4 KiB at a time, so the buy path pays for
-// one system call per 512 reservations.
-func (s *sale) newID(seq uint64) string {
+// random returns 8 bytes of crypto/rand output for a reservation id. They are read 4 KiB at a
+// time, so the buy path pays for one system call per 512 reservations.
+func (s *sale) random() uint64 {
 	if len(s.idBuf) < 8 {
 		s.idBuf = make([]byte, 4096)
 		_, _ = rand.Read(s.idBuf)
 	}
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], seq)
-	copy(b[8:], s.idBuf[:8])
+	v := binary.BigEndian.Uint64(s.idBuf)
 	s.idBuf = s.idBuf[8:]
+	return v
+}
+
+// id renders r's id: the sale id, then its seq and its random half in hex. It is built when
+// shown rather than stored, which keeps a pointer per reservation away from the collector.
+func (s *sale) id(r *reservation) string {
+	if r.foreignID != "" {
+		return r.foreignID
+	}
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], r.seq)
+	binary.BigEndian.PutUint64(b[8:], r.random)
 	return seckill.ReservationID(s.def.ID, b[:])
+}
+
+// alloc hands out reservations from slabs of 256, so a rush costs one allocation per 256 buys
+// and the collector tracks far fewer objects.
+func (s *sale) alloc() *reservation {
+	if len(s.slab) == 0 {
+		s.slab = make([]reservation, 256)
+	}
+	r := &s.slab[0]
+	s.slab = s.slab[1:]
+	return r
 }
 
 // lookup returns the reservation with sequence seq, or nil.
@@ -539,7 +564,7 @@ func (s *sale) lookup(seq uint64) *reservation {
 // find returns the reservation with this id, or nil.
 func (s *sale) find(id string) *reservation {
 	if seq, ok := seqOf(id); ok {
-		if r := s.lookup(seq); r != nil && r.id == id {
+		if r := s.lookup(seq); r != nil && r.foreignID == "" && s.id(r) == id {
 			return r
 		}
 	}
@@ -550,12 +575,22 @@ func (s *sale) find(id string) *reservation {
 // with holes for reservations that were never persisted), otherwise in the foreign map (ids made
 // by another engine, restored after a switch).
 func (s *sale) store(r *reservation) {
-	if seq, ok := seqOf(r.id); !ok || seq != r.seq || s.lookup(seq) != nil {
-		if s.foreign == nil {
-			s.foreign = make(map[string]*reservation)
+	if r.foreignID != "" {
+		own := *r
+		if seq, ok := seqOf(r.foreignID); ok && seq == r.seq && s.lookup(seq) == nil {
+			own.random, _ = strconv.ParseUint(r.foreignID[len(r.foreignID)-16:], 16, 64)
+			own.foreignID = ""
 		}
-		s.foreign[r.id] = r
-		return
+		if own.foreignID == "" && s.id(&own) == r.foreignID {
+			// The id is in our own format: index it by seq; it renders exactly as stored.
+			r.random, r.foreignID = own.random, ""
+		} else {
+			if s.foreign == nil {
+				s.foreign = make(map[string]*reservation)
+			}
+			s.foreign[r.foreignID] = r
+			return
+		}
 	}
 	for uint64(len(s.reservations)) < r.seq {
 		s.reservations = append(s.reservations, nil)
