@@ -1,0 +1,132 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/lock"
+)
+
+// TestNoGoroutineLeft: the watchdog (and the expiry monitor of a leased hold) stops on Unlock,
+// and Close stops the pub/sub dispatcher; nothing is left running.
+func TestNoGoroutineLeft(t *testing.T) {
+	opt, err := redis.ParseURL(testenv.Redis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	base := goleak.IgnoreCurrent() // the Redis client's own goroutines, and the test runner's
+
+	c := lock.New(rdb, &lock.Options{Prefix: uniquePrefix(t, rdb), Lease: 300 * time.Millisecond})
+	a, b := c.NewMutex("leak"), c.NewMutex("leak")
+	la, err := a.Lock(ctx) // watchdog
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(250 * time.Millisecond) // at least two renewals
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-la.Done()
+	if _, err := a.TryLock(ctx, 0, time.Second); err != nil { // expiry monitor
+		t.Fatal(err)
+	}
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The watchdog goroutine outlives the last hold by a short idle period, then exits; no
+	// waiter ever subscribed, so no pub/sub goroutine was started.
+	noneWithin(t, 2*time.Second, base)
+
+	// A waiter starts the pub/sub dispatcher; Close stops it.
+	if _, err := a.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() {
+		_, err := b.Lock(ctx)
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	goleak.VerifyNone(t, base)
+}
+
+// noneWithin fails unless every goroutine not in base has exited within d.
+func noneWithin(t *testing.T, d time.Duration, base goleak.Option) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := goleak.Find(base)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines left %v after the last Unlock: %v", d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestCloseEndsHolds: Close does not wait for a renewal period; a hold still open ends with a
+// cause wrapping ErrLost, and a blocked waiter returns ErrClosed.
+func TestCloseEndsHolds(t *testing.T) {
+	rdb := redisClient(t)
+	prefix := uniquePrefix(t, rdb)
+	c := lock.New(rdb, &lock.Options{Prefix: prefix})
+	prefixOf := func(*lock.Client) string { return prefix }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a, b := c.NewMutex("close"), c.NewMutex("close")
+	la, err := a.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := b.Lock(ctx)
+		waiting <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	_ = c.Close()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Close took %v", d)
+	}
+	if !errors.Is(la.Err(), lock.ErrLost) {
+		t.Fatalf("open hold after Close: Err = %v, want ErrLost", la.Err())
+	}
+	if err := <-waiting; !errors.Is(err, lock.ErrClosed) {
+		t.Fatalf("waiter after Close: %v, want ErrClosed", err)
+	}
+	if _, err := a.Lock(ctx); !errors.Is(err, lock.ErrClosed) {
+		t.Fatalf("Lock after Close: %v, want ErrClosed", err)
+	}
+	if err := a.Unlock(ctx); err != nil { // still releases the key in Redis
+		t.Fatalf("Unlock after Close: %v", err)
+	}
+	if n := rdb.Exists(ctx, prefixOf(c)+"{close}").Val(); n != 0 {
+		t.Fatal("lock key left after Unlock")
+	}
+}
