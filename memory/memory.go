@@ -142,6 +142,7 @@ func (e *Engine) LoadSale(_ context.Context, def seckill.Sale, sold int) error {
 		reservations: make([]*reservation, 0, expect),
 		users:        make(map[string]int, expect),
 		idem:         make(map[idemKey]*reservation),
+		holds:        make(holdHeap, 0, min(def.Sellable(), 1<<20)), // never more holds than units
 	}
 	return nil
 }
@@ -211,12 +212,12 @@ func (e *Engine) Buy(_ context.Context, req seckill.BuyRequest) (seckill.BuyResu
 		status = seckill.StatusQueued
 	}
 	s.seq++
+	// Fields are set one by one on the zeroed slab entry: assigning a whole struct literal
+	// would copy it with a bulk write barrier while the collector runs.
 	r := s.alloc()
-	*r = reservation{
-		random: s.random(), user: req.UserID, quantity: q, status: status,
-		amount: int64(q) * s.def.PriceCents, createdAt: now.UnixNano(), seq: s.seq,
-		idemKey: req.IdempotencyKey, heapIndex: -1, slot: -1,
-	}
+	r.random, r.user, r.quantity, r.status = s.random(), req.UserID, q, status
+	r.amount, r.createdAt, r.seq = int64(q)*s.def.PriceCents, now.UnixNano(), s.seq
+	r.idemKey, r.heapIndex, r.slot = req.IdempotencyKey, -1, -1
 	s.store(r)
 	s.users[r.user] += q
 	if r.idemKey != "" {
