@@ -1,32 +1,70 @@
 package memory
 
-// holdHeap orders held reservations by expiry (then arrival), so reclaim pops only the holds
-// that have expired: O(log n) per expired hold, however many holds are outstanding.
-type holdHeap []*reservation
+import "github.com/seckill-go/seckill"
 
-func (h holdHeap) Len() int { return len(h) }
-func (h holdHeap) Less(i, j int) bool {
+// holdHeap orders holds by expiry (then arrival), so reclaim pops only the holds that have
+// expired: O(log n) per expired hold, however many holds are outstanding. Entries carry their
+// key inline, so sifting touches only the heap's own array, not a million reservations.
+//
+// Removal is lazy: a hold that is paid or cancelled stays in the heap until its expiry time
+// comes and is then skipped (entry.live() is false). That keeps cancel and pay O(1) and spares
+// the heap from tracking each reservation's index.
+type holdHeap []holdEntry
+
+type holdEntry struct {
+	expiresAt int64 // unix nanoseconds
+	seq       uint64
+	r         *reservation
+}
+
+// live reports whether the entry still describes r's current hold.
+func (e holdEntry) live() bool {
+	return e.r.status == seckill.StatusHeld && e.r.expiresAt == e.expiresAt
+}
+
+func (h holdHeap) less(i, j int) bool {
 	if h[i].expiresAt != h[j].expiresAt {
 		return h[i].expiresAt < h[j].expiresAt
 	}
 	return h[i].seq < h[j].seq
 }
-func (h holdHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].heapIndex = i
-	h[j].heapIndex = j
+
+func (h *holdHeap) push(r *reservation) {
+	*h = append(*h, holdEntry{expiresAt: r.expiresAt, seq: r.seq, r: r})
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !s.less(i, p) {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
 }
-func (h *holdHeap) Push(x any) {
-	r := x.(*reservation)
-	r.heapIndex = len(*h)
-	*h = append(*h, r)
-}
-func (h *holdHeap) Pop() any {
-	old := *h
-	n := len(old)
-	r := old[n-1]
-	old[n-1] = nil
-	*h = old[:n-1]
-	r.heapIndex = -1
-	return r
+
+// pop removes and returns the earliest entry; the heap must not be empty.
+func (h *holdHeap) pop() holdEntry {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s[n] = holdEntry{}
+	s = s[:n]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && s.less(r, l) {
+			m = r
+		}
+		if !s.less(m, i) {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
 }

@@ -5,7 +5,6 @@
 package memory
 
 import (
-	"container/heap"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -92,7 +91,6 @@ type reservation struct {
 	amount    int64
 	quantity  int
 	status    seckill.ReservationStatus
-	heapIndex int // position in holds, -1 when not held
 	slot      int // slot in queue, -1 when not queued
 }
 
@@ -142,7 +140,7 @@ func (e *Engine) LoadSale(_ context.Context, def seckill.Sale, sold int) error {
 		reservations: make([]*reservation, 0, expect),
 		users:        make(map[string]int, expect),
 		idem:         make(map[idemKey]*reservation),
-		holds:        make(holdHeap, 0, min(def.Sellable(), 1<<20)), // never more holds than units
+		holds:        make(holdHeap, 0, min(def.Sellable(), 1<<20)), // live holds ≤ units
 	}
 	return nil
 }
@@ -217,7 +215,7 @@ func (e *Engine) Buy(_ context.Context, req seckill.BuyRequest) (seckill.BuyResu
 	r := s.alloc()
 	r.random, r.user, r.quantity, r.status = s.random(), req.UserID, q, status
 	r.amount, r.createdAt, r.seq = int64(q)*s.def.PriceCents, now.UnixNano(), s.seq
-	r.idemKey, r.heapIndex, r.slot = req.IdempotencyKey, -1, -1
+	r.idemKey, r.slot = req.IdempotencyKey, -1
 	s.store(r)
 	s.users[r.user] += q
 	if r.idemKey != "" {
@@ -290,8 +288,7 @@ func (e *Engine) ConfirmPayment(_ context.Context, p seckill.PaymentConfirmation
 	case p.AmountCents != r.amount:
 		return seckill.PaymentRefundRequired, s.view(r), nil
 	case r.status == seckill.StatusHeld:
-		heap.Remove(&s.holds, r.heapIndex)
-		s.held -= r.quantity
+		s.held -= r.quantity // its heap entry goes stale (see holdHeap)
 		s.sold += r.quantity
 		r.status, r.paymentID = seckill.StatusPaid, p.PaymentID
 		e.emit(s, r, now)
@@ -378,7 +375,7 @@ func (e *Engine) RestoreReservation(_ context.Context, in seckill.Reservation) e
 	r := &reservation{
 		foreignID: in.ID, user: in.UserID, quantity: in.Quantity, status: in.Status,
 		amount: in.AmountCents, paymentID: in.PaymentID, createdAt: in.CreatedAt.UnixNano(),
-		seq: in.Seq, idemKey: in.IdempotencyKey, heapIndex: -1, slot: -1,
+		seq: in.Seq, idemKey: in.IdempotencyKey, slot: -1,
 	}
 	if r.seq > s.seq {
 		s.seq = r.seq
@@ -392,7 +389,7 @@ func (e *Engine) RestoreReservation(_ context.Context, in seckill.Reservation) e
 		s.available -= r.quantity
 		s.held += r.quantity
 		r.expiresAt = in.ExpiresAt.UnixNano()
-		heap.Push(&s.holds, r)
+		s.holds.push(r)
 		s.users[r.user] += r.quantity
 	case seckill.StatusQueued:
 		s.queue.push(r)
@@ -413,7 +410,11 @@ func (e *Engine) RestoreReservation(_ context.Context, in seckill.Reservation) e
 func (e *Engine) reclaim(s *sale, now time.Time) int {
 	n := 0
 	for len(s.holds) > 0 && s.holds[0].expiresAt <= now.UnixNano() {
-		r := heap.Pop(&s.holds).(*reservation)
+		h := s.holds.pop()
+		if !h.live() {
+			continue // paid or cancelled before it expired
+		}
+		r := h.r
 		s.held -= r.quantity
 		s.available += r.quantity
 		s.users[r.user] -= r.quantity
@@ -467,13 +468,12 @@ func (s *sale) hold(r *reservation, now time.Time) {
 	r.expiresAt = now.Add(s.def.HoldDuration()).UnixNano()
 	s.available -= r.quantity
 	s.held += r.quantity
-	heap.Push(&s.holds, r)
+	s.holds.push(r)
 }
 
 // release returns a held reservation's units to available.
 func (s *sale) release(r *reservation) {
-	heap.Remove(&s.holds, r.heapIndex)
-	s.held -= r.quantity
+	s.held -= r.quantity // its heap entry goes stale (see holdHeap)
 	s.available += r.quantity
 	s.users[r.user] -= r.quantity
 }
