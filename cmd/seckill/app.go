@@ -108,7 +108,18 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 		Service: a.svc, AuthSecret: []byte(cfg.AuthSecret), AdminToken: cfg.AdminToken,
 		PaymentSecret: []byte(cfg.PaymentSecret), Dev: cfg.Dev, Logger: log, BuyRate: opts.buyRate,
 	})
-	a.http = &http.Server{Handler: a.api.Handler(), ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	handler := a.api.Handler()
+	if a.gateway != nil {
+		// The mock gateway's "payment page": a real gateway would show a form here.
+		mux := http.NewServeMux()
+		mux.Handle("/", handler)
+		mux.HandleFunc("GET /mock-gateway/pay/{id}", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			fmt.Fprintf(w, "seckill mock gateway: payment %s is being processed; its signed webhook will confirm it shortly.\n", r.PathValue("id"))
+		})
+		handler = mux
+	}
+	a.http = &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	a.serveDone = make(chan error, 1)
 	go func() { a.serveDone <- a.http.Serve(a.listener) }()
 	return a, nil

@@ -100,7 +100,7 @@ func demo(ctx context.Context, args []string, getenv func(string) string, stdout
 	bar := newProgressBar(stderr)
 	res, err := loadgen.Run(ctx, loadgen.Config{
 		BaseURL: a.url, SaleID: saleID, Buyers: *buyers, Concurrency: *conc, Mix: mix, Seed: *seed,
-		Token: func(u string) (string, error) { return httpapi.MintToken(secret, u, time.Now(), time.Hour) },
+		Token:    func(u string) (string, error) { return httpapi.MintToken(secret, u, time.Now(), time.Hour) },
 		Progress: bar.update, Deadline: 3 * time.Minute,
 	})
 	bar.finish()
@@ -207,22 +207,44 @@ func call(ctx context.Context, method, url, token string, body, out any) error {
 	return nil
 }
 
-// progressBar draws "[#####.....] n/total" on one terminal line.
+// progressBar draws "[#####.....] n/total" on one terminal line, or, when the output is not a
+// terminal (CI logs), prints a line at every tenth.
 type progressBar struct {
-	w    io.Writer
-	last int
+	w     io.Writer
+	tty   bool
+	last  int
+	tenth int
 }
 
-func newProgressBar(w io.Writer) *progressBar { return &progressBar{w: w, last: -1} }
+func newProgressBar(w io.Writer) *progressBar {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	return &progressBar{w: w, tty: tty, last: -1}
+}
 
 func (p *progressBar) update(done, total int) {
 	if done == p.last || total == 0 {
 		return
 	}
 	p.last = done
+	if !p.tty {
+		if t := done * 10 / total; t > p.tenth {
+			p.tenth = t
+			fmt.Fprintf(p.w, "%d/%d buyers done\n", done, total)
+		}
+		return
+	}
 	const width = 40
 	n := done * width / total
 	fmt.Fprintf(p.w, "\r[%s%s] %d/%d buyers", strings.Repeat("#", n), strings.Repeat(".", width-n), done, total)
 }
 
-func (p *progressBar) finish() { fmt.Fprintln(p.w) }
+func (p *progressBar) finish() {
+	if p.tty {
+		fmt.Fprintln(p.w)
+	}
+}
