@@ -1,0 +1,163 @@
+package seckill_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/seckilltest"
+)
+
+func TestNewSaleDefaultsAndValidation(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 123456789, time.UTC)
+	ptr := func(v int) *int { return &v }
+	price := int64(100)
+	s, err := seckill.NewSale(seckill.SaleInput{PriceCents: &price, Stock: ptr(100), Holdback: 20}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Sellable() != 80 || s.QueueLimit != 800 || s.PerUserLimit != 1 || s.HoldSeconds != 60 {
+		t.Fatalf("defaults: %+v", s)
+	}
+	if !s.StartsAt.Equal(now.Truncate(time.Millisecond)) || s.EndsAt.Sub(s.StartsAt) != time.Hour || !seckill.ValidID(s.ID) {
+		t.Fatalf("window/id defaults: %+v", s)
+	}
+	zero := 0
+	if s, err := seckill.NewSale(seckill.SaleInput{PriceCents: &price, Stock: ptr(5), QueueLimit: &zero}, now); err != nil || s.QueueLimit != 0 {
+		t.Fatalf("queue_limit 0 must mean no queue: %+v %v", s, err)
+	}
+	bad := []seckill.SaleInput{
+		{Stock: ptr(1)},                                  // no price
+		{PriceCents: &price},                             // no stock
+		{PriceCents: &price, Stock: ptr(-1)},             // negative stock
+		{PriceCents: &price, Stock: ptr(1), Holdback: 2}, // holdback > stock
+		{PriceCents: &price, Stock: ptr(1), HoldSeconds: ptr(0)},
+		{PriceCents: &price, Stock: ptr(1), PerUserLimit: ptr(0)},
+		{PriceCents: &price, Stock: ptr(1), QueueLimit: ptr(-1)},
+		{PriceCents: &price, Stock: ptr(1), ID: "has space"},
+		{PriceCents: &price, Stock: ptr(1), StartsAt: &now, EndsAt: &now},
+	}
+	for i, in := range bad {
+		if _, err := seckill.NewSale(in, now); seckill.ErrorCode(err) != seckill.CodeInvalidArgument {
+			t.Errorf("case %d: got %v, want invalid_argument", i, err)
+		}
+	}
+}
+
+func TestSaleStatus(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := seckill.Sale{StartsAt: t0, EndsAt: t0.Add(time.Hour)}
+	st := seckill.StockState{Sellable: 2, Sold: 1}
+	for _, c := range []struct {
+		at   time.Time
+		st   seckill.StockState
+		want seckill.SaleStatus
+	}{
+		{t0.Add(-time.Nanosecond), st, seckill.SaleUpcoming},
+		{t0, st, seckill.SaleActive},
+		{t0, seckill.StockState{Sellable: 2, Sold: 2}, seckill.SaleSoldOut},
+		{t0.Add(time.Hour), st, seckill.SaleEnded},
+	} {
+		if got := s.Status(c.at, c.st); got != c.want {
+			t.Errorf("Status(%v, %+v) = %s, want %s", c.at, c.st, got, c.want)
+		}
+	}
+}
+
+func TestErrorCodesMapToDocumentedStatuses(t *testing.T) {
+	want := map[seckill.Code]int{
+		seckill.CodeInvalidArgument: 400, seckill.CodeUnauthorized: 401, seckill.CodeInvalidSignature: 401,
+		seckill.CodeForbidden: 403, seckill.CodeInvalidToken: 403, seckill.CodeNotFound: 404,
+		seckill.CodeConflict: 409, seckill.CodeSoldOut: 409, seckill.CodeLimitExceeded: 409,
+		seckill.CodeQueueFull: 409, seckill.CodeHoldExpired: 409, seckill.CodeEnded: 410,
+		seckill.CodeTooLarge: 413, seckill.CodeNotStarted: http.StatusTooEarly, seckill.CodeRateLimited: 429,
+		seckill.CodeUnavailable: 503, seckill.CodeInternal: 500, seckill.Code("bogus"): 500,
+	}
+	for code, status := range want {
+		if got := code.HTTPStatus(); got != status {
+			t.Errorf("%s → %d, want %d", code, got, status)
+		}
+	}
+	if seckill.ErrorCode(nil) != "" || seckill.ErrorCode(http.ErrBodyNotAllowed) != seckill.CodeInternal {
+		t.Error("ErrorCode of nil / foreign errors")
+	}
+	if seckill.ErrorMessage(http.ErrBodyNotAllowed) != "internal error" {
+		t.Error("internal errors must not leak their text")
+	}
+}
+
+func TestReservationIDCarriesSale(t *testing.T) {
+	random := make([]byte, 16)
+	for _, sale := range []string{"s", "a-b-c", "x.y_z"} {
+		id := seckill.ReservationID(sale, random)
+		got, ok := seckill.SaleOfReservation(id)
+		if !ok || got != sale {
+			t.Errorf("SaleOfReservation(%q) = %q, %v; want %q", id, got, ok, sale)
+		}
+	}
+	for _, bad := range []string{"", "-", "nodash", "s-short", "-00000000000000000000000000000000"} {
+		if _, ok := seckill.SaleOfReservation(bad); ok {
+			t.Errorf("SaleOfReservation(%q) accepted a malformed id", bad)
+		}
+	}
+}
+
+func TestStatusRankOnlyMovesForward(t *testing.T) {
+	order := []seckill.ReservationStatus{seckill.StatusQueued, seckill.StatusHeld, seckill.StatusExpired, seckill.StatusPaid}
+	for i := 1; i < len(order); i++ {
+		if order[i-1].Rank() >= order[i].Rank() {
+			t.Errorf("%s must rank below %s", order[i-1], order[i])
+		}
+	}
+	if seckill.StatusPaid.Rank() != seckill.StatusRefundRequired.Rank() || seckill.ReservationStatus("x").Valid() {
+		t.Error("paid and refund_required are both final; unknown statuses are invalid")
+	}
+}
+
+// TestPurchaseTokenSharedAcrossInstances: two instances with the same auth secret accept each
+// other's purchase tokens; a token is bound to its user and sale; another secret refuses it.
+func TestPurchaseTokenSharedAcrossInstances(t *testing.T) {
+	ctx := t.Context()
+	clock := seckilltest.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	price, stock := int64(1), 5
+	sale, err := seckill.NewSale(seckill.SaleInput{ID: "s1", PriceCents: &price, Stock: &stock}, clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	newInstance := func(secret string) *seckill.Service {
+		m := seckilltest.NewModel(clock)
+		if err := m.LoadSale(ctx, sale, 0); err != nil {
+			t.Fatal(err)
+		}
+		return seckill.NewService(seckill.ServiceConfig{Inventory: m, Clock: clock, AuthSecret: []byte(secret)})
+	}
+	a, b, other := newInstance("k"), newInstance("k"), newInstance("another")
+	p, err := a.PurchasePath(ctx, "s1", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.ExpiresAt.Equal(sale.EndsAt) {
+		t.Errorf("path expires at %v, want the sale's end %v", p.ExpiresAt, sale.EndsAt)
+	}
+	token := p.Path[len("/api/v1/sales/s1/buy/"):]
+	if err := b.CheckPurchaseToken(ctx, "s1", token, "alice"); err != nil {
+		t.Fatalf("another instance refused the token: %v", err)
+	}
+	for _, c := range []struct {
+		svc        *seckill.Service
+		sale, user string
+	}{{b, "s1", "bob"}, {other, "s1", "alice"}} {
+		if err := c.svc.CheckPurchaseToken(ctx, c.sale, token, c.user); seckill.ErrorCode(err) != seckill.CodeInvalidToken {
+			t.Errorf("token used by %s on %s: %v, want invalid_token", c.user, c.sale, err)
+		}
+	}
+	clock.Set(sale.StartsAt.Add(-time.Second))
+	if _, err := a.PurchasePath(ctx, "s1", "alice"); seckill.ErrorCode(err) != seckill.CodeNotStarted {
+		t.Errorf("path before start: %v, want not_started", err)
+	}
+	clock.Set(sale.EndsAt)
+	if _, err := a.PurchasePath(ctx, "s1", "alice"); seckill.ErrorCode(err) != seckill.CodeEnded {
+		t.Errorf("path at end: %v, want ended", err)
+	}
+}
