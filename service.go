@@ -90,7 +90,7 @@ func (s *Service) CreateSale(ctx context.Context, in SaleInput) (SaleView, error
 		return SaleView{}, err
 	}
 	if err := s.store.CreateSale(ctx, sale); err != nil {
-		return SaleView{}, err
+		return SaleView{}, unavailable(err)
 	}
 	if err := s.inv.LoadSale(ctx, sale, 0); err != nil {
 		return SaleView{}, err
@@ -111,7 +111,7 @@ func (s *Service) Sale(ctx context.Context, id string) (SaleView, error) {
 func (s *Service) Sales(ctx context.Context) ([]SaleView, error) {
 	sales, _, err := s.store.Sales(ctx)
 	if err != nil {
-		return nil, err
+		return nil, unavailable(err)
 	}
 	out := make([]SaleView, 0, len(sales))
 	for _, sale := range sales {
@@ -131,7 +131,7 @@ func (s *Service) Sales(ctx context.Context) ([]SaleView, error) {
 func (s *Service) SaleIDs(ctx context.Context) ([]string, error) {
 	sales, _, err := s.store.Sales(ctx)
 	if err != nil {
-		return nil, err
+		return nil, unavailable(err)
 	}
 	ids := make([]string, len(sales))
 	for i, sale := range sales {
@@ -249,7 +249,7 @@ func (s *Service) ApplyPayment(ctx context.Context, p PaymentConfirmation, succe
 	if prev, err := s.store.PaymentResult(ctx, p.PaymentID); err == nil && prev != "" {
 		return PaymentDuplicate, nil
 	} else if err != nil && ErrorCode(err) != CodeNotFound {
-		return "", err
+		return "", unavailable(err)
 	}
 	result, r, err := s.inv.ConfirmPayment(ctx, p)
 	if err != nil {
@@ -264,14 +264,16 @@ func (s *Service) ApplyPayment(ctx context.Context, p PaymentConfirmation, succe
 	if r.ID == "" {
 		r = Reservation{ID: p.ReservationID}
 	}
-	return s.store.RecordPayment(ctx, PaymentRecord{
+	recorded, err := s.store.RecordPayment(ctx, PaymentRecord{
 		PaymentID: p.PaymentID, Reservation: r, AmountCents: p.AmountCents, Result: result, At: s.clock.Now(),
 	})
+	return recorded, unavailable(err)
 }
 
 // Orders lists the user's paid orders and refunds owed, from the database.
 func (s *Service) Orders(ctx context.Context, userID string) ([]Order, error) {
-	return s.store.Orders(ctx, userID)
+	orders, err := s.store.Orders(ctx, userID)
+	return orders, unavailable(err)
 }
 
 // AddStock restocks a running sale; queued buyers are served first.
@@ -281,7 +283,7 @@ func (s *Service) AddStock(ctx context.Context, saleID string, add int) (SaleVie
 		return SaleView{}, err
 	}
 	if err := s.store.UpdateSale(ctx, sale); err != nil {
-		return SaleView{}, err
+		return SaleView{}, unavailable(err)
 	}
 	return s.view(sale, st), nil
 }
@@ -293,7 +295,7 @@ func (s *Service) CloseSale(ctx context.Context, saleID string) (SaleView, error
 		return SaleView{}, err
 	}
 	if err := s.store.UpdateSale(ctx, sale); err != nil {
-		return SaleView{}, err
+		return SaleView{}, unavailable(err)
 	}
 	return s.view(sale, st), nil
 }
@@ -338,7 +340,7 @@ func (s *Service) Audit(ctx context.Context, saleID string) (Audit, error) {
 	}
 	db, err := s.store.Counts(ctx, saleID)
 	if err != nil {
-		return Audit{}, err
+		return Audit{}, unavailable(err)
 	}
 	a := Audit{Engine: st, Database: db, Violations: []string{}}
 	bad := func(format string, args ...any) { a.Violations = append(a.Violations, fmt.Sprintf(format, args...)) }
@@ -362,7 +364,7 @@ func (s *Service) Audit(ctx context.Context, saleID string) (Audit, error) {
 	}
 	paid, err := s.store.Reservations(ctx, saleID, StatusPaid)
 	if err != nil {
-		return Audit{}, err
+		return Audit{}, unavailable(err)
 	}
 	perUser := map[string]int{}
 	for _, r := range paid {
@@ -383,4 +385,14 @@ func (s *Service) Ready(ctx context.Context) error {
 		return errors.Join(Errorf(CodeUnavailable, "database is not reachable"), err)
 	}
 	return nil
+}
+
+// unavailable turns an uncoded store error (a driver or connection failure) into a coded
+// `unavailable` one, so the client gets 503 with Retry-After and the gateway retries, while the
+// driver's text stays in the log. Coded errors (not_found, conflict, …) pass through unchanged.
+func unavailable(err error) error {
+	if err == nil || ErrorCode(err) != CodeInternal {
+		return err
+	}
+	return fmt.Errorf("%w: %w", Errorf(CodeUnavailable, "the database is unavailable; retry shortly"), err)
 }

@@ -22,14 +22,14 @@ type Problem struct {
 // writeError renders err as problem+json using the one code → status table of the root package.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := seckill.ErrorCode(err)
-	if code == seckill.CodeInternal {
+	switch code {
+	case seckill.CodeInternal:
 		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+	case seckill.CodeUnavailable:
+		s.log.Warn("dependency unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	p := Problem{Type: "about:blank", Title: code.Title(), Status: code.HTTPStatus(), Detail: seckill.ErrorMessage(err), Code: code}
-	if code == seckill.CodeUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
-	if code == seckill.CodeRateLimited {
+	if code == seckill.CodeUnavailable || code == seckill.CodeRateLimited {
 		w.Header().Set("Retry-After", "1")
 	}
 	w.Header().Set("Content-Type", "application/problem+json")

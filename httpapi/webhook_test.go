@@ -286,13 +286,12 @@ func TestWebhookRetryAfterStoreFailure(t *testing.T) {
 
 	e.flaky.failPayments.Store(1)
 	r := e.webhook(t, succeeded(pid, res))
-	// DESIGN.md §3 asks for 503 unavailable when a dependency is down; a plain 500 internal is
-	// what an unclassified driver error gives. Either makes the gateway retry.
-	code := seckill.CodeInternal
-	if r.Status == http.StatusServiceUnavailable {
-		code = seckill.CodeUnavailable
+	// DESIGN.md §3: a dependency that is down is 503 unavailable with Retry-After, and the
+	// gateway retries.
+	p := wantProblem(t, r, http.StatusServiceUnavailable, seckill.CodeUnavailable)
+	if r.Header.Get("Retry-After") == "" {
+		t.Error("503 without Retry-After")
 	}
-	p := wantProblem(t, r, max(r.Status, 500), code)
 	if strings.Contains(p.Detail, "connection reset") {
 		t.Fatalf("internal error leaked to the client: %q", p.Detail)
 	}
