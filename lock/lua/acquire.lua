@@ -38,21 +38,15 @@ if type(ch) ~= 'string' or ch == '' then
 end
 -- all arguments are valid: writes may start below
 
--- the uncontended fast path: no hold and nobody queued (EXISTS counts both keys at once), so
--- the new hold has no q flag and its final release will not look at the queue. take('1') is
--- for a hold taken while others may still be queued.
-local function take(q)
+-- the uncontended fast path: no hold and nobody queued (EXISTS counts both keys at once)
+local function take()
   local token = redis.call('INCR', fk)
-  if q then
-    redis.call('HSET', lk, 'o', owner, 'c', 1, 't', token, 'a', entry, 'q', q)
-  else
-    redis.call('HSET', lk, 'o', owner, 'c', 1, 't', token, 'a', entry)
-  end
+  redis.call('HSET', lk, 'o', owner, 'c', 1, 't', token, 'a', entry)
   redis.call('PEXPIRE', lk, lease)
   return {1, token, 1}
 end
 if redis.call('EXISTS', lk, qk) == 0 then
-  return take(nil)
+  return take()
 end
 
 local cur = redis.call('HGET', lk, 'o')
@@ -69,20 +63,19 @@ if cur == owner then
 end
 
 local now = nil
-local exists = cur ~= false -- whether the lock key exists (HGET answers false for a missing key)
 if not cur then
   local head
   head, now = first_live(qk, dk, nil)
   if head == false then
-    return take(nil) -- first_live emptied the queue: nobody else waits
+    return take()
   end
   if mode == '1' and head == entry then
     redis.call('LPOP', qk)
     redis.call('ZREM', dk, head)
-    return take('1')
+    return take()
   end
   -- a live waiter is ahead of us: the free lock is its, not ours
-  exists = hand_off(lk, fk, qk, dk, ch, now) ~= false
+  hand_off(lk, fk, qk, dk, ch, now)
 end
 
 if mode == '1' then
@@ -94,10 +87,5 @@ if mode == '1' then
   -- every live entry's deadline is at most now + wttl, so an abandoned queue vanishes by itself
   redis.call('PEXPIRE', qk, wttl)
   redis.call('PEXPIRE', dk, wttl)
-  -- tell the holder's final release that someone waits (only on an existing key: HSET on a
-  -- missing one would create a hash without a TTL)
-  if exists then
-    redis.call('HSET', lk, 'q', '1')
-  end
 end
 return {0, redis.call('PTTL', lk)}

@@ -8,20 +8,10 @@
 --   lock key     HASH    o = owner id, c = reentrancy count, t = fencing token of the hold,
 --                        w = queue entry the lock was handed to (present only after a hand-off),
 --                        a = id of the last acquire that counted, r = id of the last release
---                        that left a level (both make a re-sent call harmless),
---                        q = "1" when a waiter may be queued (absent: the queue was empty
---                        when the hold began and nobody has joined it since, so the final
---                        release only deletes the hash and need not look at the queue)
+--                        that left a level (both make a re-sent call harmless)
 --   fence key    STRING  last fencing token issued for this name (INCR; never expires)
 --   queue key    LIST    waiting entries in arrival order; entry = "<owner>|<nonce>|<lease ms>"
 --   deadline key ZSET    entry -> deadline in ms of Redis time; an entry past it is dropped
---
--- Invariant kept by every script that writes the lock key or the queue: while the lock key
--- exists and the queue holds an entry, the lock key has q = "1". A hold is created with q only
--- when the queue may be non-empty (after a hand-off or a claim from the queue q is set
--- unconditionally), and a waiter that joins the queue of an existing lock key sets q. q may be
--- stale ("1" with an empty queue): the release then looks at the queue, finds nobody, and is
--- merely one command slower.
 --
 -- Every script validates all of its arguments before its first write (Redis does not roll back
 -- a script that fails half way) and compares replies explicitly (in Lua, 0 is true).
@@ -70,8 +60,8 @@ local function first_live(qk, dk, now)
 end
 
 -- hand_off gives the free lock to the first live waiter: it removes the entry from the queue,
--- issues the next fencing token, makes the waiter the owner for the lease it asked for (with
--- q = "1": more waiters may follow), and publishes "<entry>|<token>" on the lock's channel so that exactly that waiter wakes, already
+-- issues the next fencing token, makes the waiter the owner for the lease it asked for, and
+-- publishes "<entry>|<token>" on the lock's channel so that exactly that waiter wakes, already
 -- holding the lock. Returns the entry and its token when it handed the lock over, false when
 -- nobody waits.
 local function hand_off(lk, fk, qk, dk, ch, now)
@@ -86,7 +76,7 @@ local function hand_off(lk, fk, qk, dk, ch, now)
     local owner, lease = string.match(head, '^([^|]+)|[^|]+|(%d+)$')
     if owner and tonumber(lease) >= 1 then
       local token = redis.call('INCR', fk)
-      redis.call('HSET', lk, 'o', owner, 'c', 1, 't', token, 'w', head, 'q', '1')
+      redis.call('HSET', lk, 'o', owner, 'c', 1, 't', token, 'w', head)
       redis.call('PEXPIRE', lk, lease)
       redis.call('PUBLISH', ch, head .. '|' .. token)
       return head, token

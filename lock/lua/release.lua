@@ -1,7 +1,5 @@
 -- release.lua: leave one level of a hold; on the last one free the lock and hand it to the
 -- first live waiter (one round trip: the waiter is woken by the PUBLISH, already the owner).
--- The uncontended final release is HMGET + DEL: a hold without the q flag has had nobody
--- queued behind it (see the invariant in common.lua), so the queue is not looked at.
 --
 -- KEYS[1] lock key (hash)   KEYS[2] fence key (string)
 -- KEYS[3] queue key (list)  KEYS[4] deadline key (zset)
@@ -39,7 +37,7 @@ if type(rid) ~= 'string' or string.sub(rid, 1, #owner + 1) ~= owner .. '|' then
   fail('release id must start with "<owner>|"')
 end
 
-local h = redis.call('HMGET', lk, 'o', 't', 'c', 'r', 'q')
+local h = redis.call('HMGET', lk, 'o', 't', 'c', 'r')
 if h[1] ~= owner then
   return {-1}
 end
@@ -60,9 +58,6 @@ if (tonumber(h[3]) or 1) > 1 then
   return {c}
 end
 redis.call('DEL', lk)
-if h[5] == false then
-  return {0} -- no q flag: nobody joined the queue during this hold (see common.lua)
-end
 local entry, next_token = hand_off(lk, fk, qk, dk, ch, nil)
 if entry then
   return {0, entry, next_token}
