@@ -1,12 +1,15 @@
 package seckill_test
 
 import (
+	"context"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/seckilltest"
+	"github.com/seckill-go/seckill/sqlstore"
 )
 
 func TestNewSaleDefaultsAndValidation(t *testing.T) {
@@ -159,5 +162,54 @@ func TestPurchaseTokenSharedAcrossInstances(t *testing.T) {
 	clock.Set(sale.EndsAt)
 	if _, err := a.PurchasePath(ctx, "s1", "alice"); seckill.ErrorCode(err) != seckill.CodeEnded {
 		t.Errorf("path at end: %v, want ended", err)
+	}
+}
+
+// reclaimCounter counts holds expired through Reclaim, i.e. by the sweeper, not by a read.
+type reclaimCounter struct {
+	seckill.Inventory
+	reclaimed atomic.Int64
+}
+
+func (r *reclaimCounter) Reclaim(ctx context.Context, id string) (int, error) {
+	n, err := r.Inventory.Reclaim(ctx, id)
+	r.reclaimed.Add(int64(n))
+	return n, err
+}
+
+// TestSweeperReclaimsWithoutTraffic: with no call touching the sale, the sweeper alone expires a
+// hold within a few sweep intervals of its expiry (DESIGN.md §1 invariant 8).
+func TestSweeperReclaimsWithoutTraffic(t *testing.T) {
+	ctx := t.Context()
+	clock := seckilltest.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store, err := sqlstore.Open(ctx, "sqlite://:memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	inv := &reclaimCounter{Inventory: seckilltest.NewModel(clock)}
+	svc := seckill.NewService(seckill.ServiceConfig{Inventory: inv, Store: store, Clock: clock, AuthSecret: []byte("k")})
+	price, stock, hold := int64(1), 1, 2
+	if _, err := svc.CreateSale(ctx, seckill.SaleInput{ID: "s", PriceCents: &price, Stock: &stock, HoldSeconds: &hold}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Buy(ctx, seckill.BuyRequest{SaleID: "s", UserID: "u", Quantity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	sweepCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); svc.Sweep(sweepCtx, 10*time.Millisecond) }()
+	defer func() { stop(); <-done }()
+	time.Sleep(50 * time.Millisecond)
+	if inv.reclaimed.Load() != 0 {
+		t.Fatal("the sweeper expired a hold before its time")
+	}
+	clock.Advance(2 * time.Second)
+	deadline := time.Now().Add(time.Second)
+	for inv.reclaimed.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no hold reclaimed by the sweeper within 1 s of its expiry")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
