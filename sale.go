@@ -60,6 +60,21 @@ func (s Sale) Status(now time.Time, st StockState) SaleStatus {
 	}
 }
 
+// Open reports whether buying is open at now: starts_at ≤ now < ends_at.
+func (s Sale) Open(now time.Time) bool { return !now.Before(s.StartsAt) && now.Before(s.EndsAt) }
+
+// WindowError is nil while the sale is open, else not_started or ended. It allocates only when
+// it refuses, so the hot path can call it on every buy.
+func (s Sale) WindowError(now time.Time) error {
+	if now.Before(s.StartsAt) {
+		return Errorf(CodeNotStarted, "sale %s starts at %s", s.ID, s.StartsAt.Format(time.RFC3339))
+	}
+	if !now.Before(s.EndsAt) {
+		return Errorf(CodeEnded, "sale %s has ended", s.ID)
+	}
+	return nil
+}
+
 // MaxQuantity bounds the fields of a sale so that arithmetic never overflows.
 const MaxQuantity = 1_000_000_000
 

@@ -152,7 +152,7 @@ func (s *Service) PurchasePath(ctx context.Context, saleID, userID string) (Purc
 	if err != nil {
 		return PurchasePath{}, err
 	}
-	if err := windowError(sale, s.clock.Now()); err != nil {
+	if err := sale.WindowError(s.clock.Now()); err != nil {
 		return PurchasePath{}, err
 	}
 	return PurchasePath{
@@ -178,16 +178,6 @@ func (s *Service) CheckPurchaseToken(ctx context.Context, saleID, token, userID 
 	want := s.purchaseToken(sale, userID)
 	if !hmac.Equal([]byte(want), []byte(token)) {
 		return Errorf(CodeInvalidToken, "purchase token is not valid for this user and sale")
-	}
-	return nil
-}
-
-func windowError(sale Sale, now time.Time) error {
-	if now.Before(sale.StartsAt) {
-		return Errorf(CodeNotStarted, "sale %s starts at %s", sale.ID, sale.StartsAt.Format(time.RFC3339))
-	}
-	if !now.Before(sale.EndsAt) {
-		return Errorf(CodeEnded, "sale %s has ended", sale.ID)
 	}
 	return nil
 }

@@ -12,12 +12,8 @@ func (s *Server) createSale(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkAdmin(r); err != nil {
 		return err
 	}
-	body, err := readBody(w, r)
-	if err != nil {
-		return err
-	}
 	var in seckill.SaleInput
-	if err := decodeJSON(body, &in, false); err != nil {
+	if err := decodeBody(w, r, &in, false); err != nil {
 		return err
 	}
 	v, err := s.svc.CreateSale(r.Context(), in)
@@ -82,12 +78,8 @@ func (s *Server) buy(w http.ResponseWriter, r *http.Request) error {
 	if err := s.svc.CheckPurchaseToken(r.Context(), saleID, r.PathValue("token"), user); err != nil {
 		return err
 	}
-	body, err := readBody(w, r)
-	if err != nil {
-		return err
-	}
 	var in BuyBody
-	if err := decodeJSON(body, &in, true); err != nil {
+	if err := decodeBody(w, r, &in, true); err != nil {
 		return err
 	}
 	q := 1
@@ -224,12 +216,8 @@ func (s *Server) addStock(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkAdmin(r); err != nil {
 		return err
 	}
-	body, err := readBody(w, r)
-	if err != nil {
-		return err
-	}
 	var in StockBody
-	if err := decodeJSON(body, &in, false); err != nil {
+	if err := decodeBody(w, r, &in, false); err != nil {
 		return err
 	}
 	if in.Add == nil || *in.Add < 1 {
@@ -264,12 +252,8 @@ func (s *Server) devToken(w http.ResponseWriter, r *http.Request) error {
 	if !s.cfg.Dev {
 		return seckill.Errorf(seckill.CodeNotFound, "no such endpoint (start with --dev)")
 	}
-	body, err := readBody(w, r)
-	if err != nil {
-		return err
-	}
 	var in DevTokenBody
-	if err := decodeJSON(body, &in, false); err != nil {
+	if err := decodeBody(w, r, &in, false); err != nil {
 		return err
 	}
 	if !seckill.ValidID(in.User) {

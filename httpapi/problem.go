@@ -32,10 +32,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if code == seckill.CodeUnavailable || code == seckill.CodeRateLimited {
 		w.Header().Set("Retry-After", "1")
 	}
+	b := mustJSON(p)
 	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(mustJSON(p))))
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(p.Status)
-	_, _ = w.Write(mustJSON(p))
+	_, _ = w.Write(b)
 }
 
 func mustJSON(v any) []byte {
@@ -68,6 +69,15 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		return nil, seckill.Errorf(seckill.CodeInvalidArgument, "reading body: %v", err)
 	}
 	return b, nil
+}
+
+// decodeBody reads the request body (64 KiB at most) and strictly decodes it into v.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) error {
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	return decodeJSON(body, v, allowEmpty)
 }
 
 // decodeJSON strictly decodes a JSON object body into v: unknown fields, trailing data and wrong

@@ -181,7 +181,7 @@ func (e *Engine) Buy(_ context.Context, req seckill.BuyRequest) (seckill.BuyResu
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e.reclaim(s, now)
-	if err := s.window(now); err != nil {
+	if err := s.windowError(now); err != nil {
 		return seckill.BuyResult{}, err
 	}
 	if req.IdempotencyKey != "" {
@@ -295,7 +295,7 @@ func (e *Engine) ConfirmPayment(_ context.Context, p seckill.PaymentConfirmation
 		e.serveQueue(s, now) // the last held unit sold: the queue learns it is sold out
 		return seckill.PaymentApplied, s.view(r), nil
 	case r.status == seckill.StatusExpired || r.status == seckill.StatusCancelled:
-		if s.window(now) == nil && s.available >= r.quantity && s.users[r.user]+r.quantity <= s.def.PerUserLimit {
+		if s.open(now) && s.available >= r.quantity && s.users[r.user]+r.quantity <= s.def.PerUserLimit {
 			s.available -= r.quantity
 			s.sold += r.quantity
 			s.users[r.user] += r.quantity
@@ -422,7 +422,7 @@ func (e *Engine) reclaim(s *sale, now time.Time) int {
 		e.emit(s, r, now)
 		n++
 	}
-	if n > 0 || (s.queue.len() > 0 && s.window(now) != nil) {
+	if n > 0 || (s.queue.len() > 0 && !s.open(now)) {
 		e.serveQueue(s, now)
 	}
 	return n
@@ -430,7 +430,7 @@ func (e *Engine) reclaim(s *sale, now time.Time) int {
 
 // serveQueue hands free units to the earliest queued buyers (docs/MODEL.md "Serving the queue").
 func (e *Engine) serveQueue(s *sale, now time.Time) {
-	if s.window(now) != nil {
+	if !s.open(now) {
 		e.rejectQueue(s, now)
 		return
 	}
@@ -478,15 +478,16 @@ func (s *sale) release(r *reservation) {
 	s.users[r.user] -= r.quantity
 }
 
-// window reports whether buying is open at now.
-func (s *sale) window(now time.Time) error {
-	if now.Before(s.def.StartsAt) {
-		return seckill.Errorf(seckill.CodeNotStarted, "sale %q starts at %s", s.def.ID, s.def.StartsAt.Format(time.RFC3339))
+// open reports whether buying is open at now. A closed sale stays closed even if the clock
+// steps back before the ends_at that CloseSale set.
+func (s *sale) open(now time.Time) bool { return !s.closed && s.def.Open(now) }
+
+// windowError is nil while buying is open, else not_started or ended.
+func (s *sale) windowError(now time.Time) error {
+	if err := s.def.WindowError(now); err != nil || !s.closed {
+		return err
 	}
-	if s.closed || !now.Before(s.def.EndsAt) {
-		return seckill.Errorf(seckill.CodeEnded, "sale %q has ended", s.def.ID)
-	}
-	return nil
+	return seckill.Errorf(seckill.CodeEnded, "sale %q has ended", s.def.ID)
 }
 
 func (s *sale) state() seckill.StockState {
