@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -227,7 +226,7 @@ func TestAcceptanceRush(t *testing.T) {
 	if paid != 100 || refunds != audit.Database.Refunds {
 		t.Fatalf("/orders: %d paid, %d refunds; audit says 100 and %d", paid, refunds, audit.Database.Refunds)
 	}
-	t.Logf("crowd: %+v; refunds %d", fmt.Sprintf("held %d queued %d handoffs %d expired %d soldout %d", res.Held, res.Queued, res.Handoffs, res.Expired, res.SoldOut), refunds)
+	t.Logf("crowd: held %d queued %d handoffs %d expired %d soldout %d; refunds %d", res.Held, res.Queued, res.Handoffs, res.Expired, res.SoldOut, refunds)
 
 	// Restart on the same database: the engine is rebuilt and nothing paid is lost.
 	if err := a.close(ctx); err != nil {
