@@ -18,7 +18,7 @@
 //     crypto/rand; an Unlock by anyone else, or after the lease ran out and someone else took
 //     the lock, changes nothing and returns ErrNotHeld. Unlock is safe to retry.
 //   - Reentrancy: a handle that holds the lock acquires it again at once; each acquisition
-//     needs its own Unlock. The count lives in Redis (the lock's hash), as in Redisson.
+//     needs its own Unlock. The count lives in Redis (in the lock's value), as in Redisson.
 //   - Fair waiting without polling: a blocked waiter joins the lock's FIFO queue and listens
 //     on the lock's pub/sub channel. Unlock hands the lock straight to the first live waiter
 //     and publishes one message naming it, in the same round trip; the waiter wakes already

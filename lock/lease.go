@@ -46,10 +46,13 @@ type hold struct {
 	// pendingRelease is the id of an Unlock that failed with an unknown outcome, reused by
 	// the next Unlock (guarded by m.mu)
 	pendingRelease string
-	lease          time.Duration
-	watchdog       bool
-	ctx            context.Context
-	cancel         context.CancelCauseFunc
+	// takenBy is the attempt id whose fast-path take started the hold, "" if it started
+	// otherwise (hand-off, quorum); read-only
+	takenBy  string
+	lease    time.Duration
+	watchdog bool
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
 
 	// guarded by the watchdog's mutex
 	due        time.Time // next tick
@@ -57,11 +60,11 @@ type hold struct {
 	validUntil time.Time // written only by newHold and tick, which never overlap
 }
 
-func newHold(m *Mutex, token uint64, count int, lease time.Duration, watchdog bool, validUntil time.Time) *hold {
+func newHold(m *Mutex, token uint64, count int, lease time.Duration, watchdog bool, validUntil time.Time, takenBy string) *hold {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	h := &hold{
 		m: m, token: token, count: count, lease: lease, watchdog: watchdog,
-		ctx: ctx, cancel: cancel, validUntil: validUntil,
+		ctx: ctx, cancel: cancel, validUntil: validUntil, takenBy: takenBy,
 	}
 	h.due = h.nextTick(time.Now(), h.lease/3)
 	if !m.c.wd.add(h) {
@@ -129,7 +132,7 @@ func (m *Mutex) renew(ctx context.Context, token uint64, lease time.Duration) (b
 		leaseMs = ms(lease)
 	}
 	if len(m.c.nodes) == 1 {
-		n, err := scriptRenew.Run(ctx, m.c.nodes[0].rdb, m.keys[:1], m.owner, token, leaseMs).Int64()
+		n, err := scriptRenew.run(ctx, m.c.nodes[0].rdb, m.keyArgs[:1], m.owner, token, leaseMs).Int64()
 		if err != nil {
 			return false, err
 		}

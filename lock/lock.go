@@ -170,13 +170,17 @@ func (c *Client) NewMutex(name string) *Mutex {
 		panic("lock: crypto/rand failed: " + err.Error()) // never happens on supported platforms
 	}
 	base := c.opts.Prefix + "{" + hashTagSafe(name) + "}"
-	return &Mutex{
+	m := &Mutex{
 		c:       c,
 		name:    name,
 		owner:   hex.EncodeToString(b[:]),
 		keys:    []string{base, base + ":fence", base + ":queue", base + ":deadlines"},
-		channel: base + ":ch",
+		channel: base + ":ch", // the scripts derive it the same way from the lock key
 	}
+	for _, k := range m.keys {
+		m.keyArgs = append(m.keyArgs, k)
+	}
+	return m
 }
 
 // hashTagSafe makes name usable between the braces of a Cluster hash tag: a tag must not be
@@ -196,6 +200,7 @@ type Mutex struct {
 	name    string
 	owner   string
 	keys    []string // lock, fence, queue, deadlines
+	keyArgs []any    // keys, boxed once for the script calls
 	channel string
 	nonce   atomic.Uint64
 
@@ -259,30 +264,42 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 		rid = m.releaseID()
 		h.pendingRelease = rid
 	}
+	count := h.count
 	m.mu.Unlock()
-	v, err := scriptRelease.Run(ctx, nd.rdb, m.keys, m.owner, h.token, m.channel, "0", rid).Slice()
+	var args [3]any
+	args[0], args[1] = rid, h.token
+	n := 2
+	if count == 1 && h.takenBy != "" {
+		// the value acquire.lua's fast path wrote: if Redis still holds exactly that, the
+		// release is a plain GET and DEL
+		args[2] = h.takenBy + "|" + strconv.FormatUint(h.token, 10) + "|1|0|"
+		n = 3
+	}
+	v, err := scriptRelease.run(ctx, nd.rdb, m.keyArgs, args[:n]...).Result()
+	var left, token int64
+	var entry string
+	if err == nil {
+		left, entry, token, err = decodeRelease(v)
+	}
 	if err != nil {
 		return fmt.Errorf("lock: unlock %q: %w", m.name, err)
 	}
 	m.mu.Lock()
 	h.pendingRelease = ""
 	m.mu.Unlock()
-	n, _ := v[0].(int64)
 	switch {
-	case n < 0:
+	case left < 0:
 		m.drop(h, fmt.Errorf("%w: found not held at unlock", ErrLost))
 		return ErrNotHeld
-	case n > 0:
+	case left > 0:
 		m.mu.Lock()
-		h.count = int(n)
+		h.count = int(left)
 		m.mu.Unlock()
 		return nil
 	}
-	if len(v) == 3 {
+	if entry != "" {
 		// Handed to a waiter. If it waits in this process, wake it now rather than after the
 		// pub/sub message makes its way back (which it ignores if it is already awake).
-		entry, _ := v[1].(string)
-		token, _ := v[2].(int64)
 		nd.sub.deliver(m.channel, entry, strconv.FormatInt(token, 10))
 	}
 	m.drop(h, ErrReleased)
@@ -292,12 +309,22 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 // attemptID returns a new id for one acquire call: "<owner>|<nonce>|<lease ms>". It is the
 // call's queue entry and makes the call idempotent in Redis.
 func (m *Mutex) attemptID(leaseMs int64) string {
-	return m.owner + "|" + strconv.FormatUint(m.nonce.Add(1), 10) + "|" + strconv.FormatInt(leaseMs, 10)
+	var buf [96]byte // one allocation (the string) on the uncontended path
+	b := append(buf[:0], m.owner...)
+	b = append(b, '|')
+	b = strconv.AppendUint(b, m.nonce.Add(1), 10)
+	b = append(b, '|')
+	b = strconv.AppendInt(b, leaseMs, 10)
+	return string(b)
 }
 
 // releaseID returns a new id for one release call, "<owner>|r<nonce>".
 func (m *Mutex) releaseID() string {
-	return m.owner + "|r" + strconv.FormatUint(m.nonce.Add(1), 10)
+	var buf [64]byte
+	b := append(buf[:0], m.owner...)
+	b = append(b, '|', 'r')
+	b = strconv.AppendUint(b, m.nonce.Add(1), 10)
+	return string(b)
 }
 
 // acquire is Lock (wait < 0) and TryLock (wait >= 0). lease 0 means the watchdog lease.
@@ -328,8 +355,8 @@ func (m *Mutex) acquire(ctx context.Context, wait, lease time.Duration) (*Lease,
 // held records a successful acquisition and returns its Lease. A result with the token of the
 // current live hold is a re-entry into it; anything else starts a new hold (renewed or
 // checked by the watchdog), whose validity is counted from sent, the time the winning request
-// left.
-func (m *Mutex) held(token uint64, count int, lease time.Duration, watchdog bool, sent time.Time) *Lease {
+// left. takenBy is the attempt id when acquire.lua's fast path took the lock, else "".
+func (m *Mutex) held(token uint64, count int, lease time.Duration, watchdog bool, sent time.Time, takenBy string) *Lease {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if h := m.hold; h != nil && h.token == token && h.ctx.Err() == nil {
@@ -346,7 +373,7 @@ func (m *Mutex) held(token uint64, count int, lease time.Duration, watchdog bool
 	if count <= 0 {
 		count = 1
 	}
-	h := newHold(m, token, count, lease, watchdog, sent.Add(m.c.validity(lease)))
+	h := newHold(m, token, count, lease, watchdog, sent.Add(m.c.validity(lease)), takenBy)
 	m.hold = h
 	return &Lease{h: h}
 }

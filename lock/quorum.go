@@ -147,19 +147,20 @@ func (m *Mutex) tryQuorum(ctx context.Context, lease time.Duration, watchdog boo
 	}
 	res := make([]result, len(m.c.nodes))
 	leaseMs := ms(lease)
-	wttl := ms(m.c.opts.WaiterTimeout)
 	attempt := m.attemptID(leaseMs)
 	m.c.onNodes(ctx, func(ctx context.Context, i int, n *node) {
-		v, err := scriptAcquire.Run(ctx, n.rdb, m.keys, m.owner, leaseMs, "0", attempt, wttl, m.channel).Int64Slice()
+		v, err := scriptAcquire.run(ctx, n.rdb, m.keyArgs, attempt).Result() // try once
+		var r acquireReply
+		if err == nil {
+			r, err = decodeAcquire(v)
+		}
 		switch {
 		case err != nil:
 			res[i].err = err
-		case len(v) == 3 && v[0] == 1:
-			res[i] = result{ok: true, token: uint64(v[1])}
-		case len(v) == 2:
-			res[i].pttl = v[1]
+		case r.held:
+			res[i] = result{ok: true, token: r.token}
 		default:
-			res[i].err = fmt.Errorf("unexpected reply %v", v)
+			res[i].pttl = r.pttl.Milliseconds()
 		}
 	})
 	won, token, minTTL := 0, uint64(0), int64(-1)
@@ -184,7 +185,7 @@ func (m *Mutex) tryQuorum(ctx context.Context, lease time.Duration, watchdog boo
 			if !res[i].ok {
 				return
 			}
-			v, err := scriptFence.Run(ctx, n.rdb, m.keys[:2], m.owner, token).Int64()
+			v, err := scriptFence.run(ctx, n.rdb, m.keyArgs[:2], m.owner, token).Int64()
 			if err == nil && v == 1 {
 				mu.Lock()
 				committed++
@@ -192,7 +193,7 @@ func (m *Mutex) tryQuorum(ctx context.Context, lease time.Duration, watchdog boo
 			}
 		})
 		if committed >= m.c.quorum && m.c.validity(lease)-time.Since(sent) > 0 {
-			return m.held(token, 1, lease, watchdog, sent), 0, nil
+			return m.held(token, 1, lease, watchdog, sent, ""), 0, nil
 		}
 	}
 	// Lost the vote (or ran out of validity): give back what we won, on every node, so that
@@ -209,18 +210,17 @@ func (m *Mutex) tryQuorum(ctx context.Context, lease time.Duration, watchdog boo
 // replies: released (the hold was ours there), notHeld, and errs.
 func (m *Mutex) releaseNodes(ctx context.Context, pick func(i int) bool) (released, notHeld int, errs []error) {
 	var mu sync.Mutex
-	rid := m.releaseID()
 	m.c.onNodes(ctx, func(ctx context.Context, i int, n *node) {
 		if !pick(i) {
 			return
 		}
-		v, err := scriptRelease.Run(ctx, n.rdb, m.keys, m.owner, 0, m.channel, "1", rid).Int64Slice()
+		left, err := scriptReleaseAll.run(ctx, n.rdb, m.keyArgs[:1], m.owner).Int64()
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("node %d: %w", i, err))
-		case len(v) == 0 || v[0] < 0:
+		case left < 0:
 			notHeld++
 		default:
 			released++
@@ -256,7 +256,7 @@ func (m *Mutex) renewQuorum(ctx context.Context, token uint64, leaseMs int64) (b
 	ok, gone := 0, 0
 	var errs []error
 	m.c.onNodes(ctx, func(ctx context.Context, i int, n *node) {
-		v, err := scriptRenew.Run(ctx, n.rdb, m.keys[:1], m.owner, token, leaseMs).Int64()
+		v, err := scriptRenew.run(ctx, n.rdb, m.keyArgs[:1], m.owner, token, leaseMs).Int64()
 		mu.Lock()
 		defer mu.Unlock()
 		switch {

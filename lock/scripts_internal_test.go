@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,78 +39,106 @@ func noKeys(t *testing.T, rdb *redis.Client, m *Mutex) {
 	}
 }
 
-// release runs release.lua in fair mode and returns its first reply element.
-func release(t *testing.T, rdb *redis.Client, m *Mutex, owner string, token int64) int64 {
+// acquire runs acquire.lua with an attempt id (and a waiter timeout when wttl > 0, which
+// makes the call queue while busy) and decodes the reply.
+func acquire(t *testing.T, rdb *redis.Client, m *Mutex, entry string, wttl int) acquireReply {
 	t.Helper()
-	v, err := scriptRelease.Run(context.Background(), rdb, m.keys, owner, token, m.channel, "0", owner+"|r"+fmt.Sprint(time.Now().UnixNano())).Slice()
+	args := []any{entry}
+	if wttl > 0 {
+		args = append(args, wttl)
+	}
+	v, err := scriptAcquire.run(context.Background(), rdb, m.keyArgs, args...).Result()
+	if err != nil {
+		t.Fatalf("acquire %s: %v", entry, err)
+	}
+	r, err := decodeAcquire(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return v[0].(int64)
+	return r
+}
+
+// releaseWith runs release.lua (slow path: no expected value) with a release id and returns
+// the levels left (-1 not held) and the waiter it handed the lock to, if any.
+func releaseWith(t *testing.T, rdb *redis.Client, m *Mutex, rid string, token int64, expect ...string) (int64, string, int64) {
+	t.Helper()
+	args := []any{rid, token}
+	for _, e := range expect {
+		args = append(args, e)
+	}
+	v, err := scriptRelease.run(context.Background(), rdb, m.keyArgs, args...).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, entry, tok, err := decodeRelease(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, entry, tok
+}
+
+// release runs release.lua with a fresh release id and returns the levels left.
+func release(t *testing.T, rdb *redis.Client, m *Mutex, owner string, token int64) int64 {
+	t.Helper()
+	n, _, _ := releaseWith(t, rdb, m, owner+"|r"+fmt.Sprint(time.Now().UnixNano()), token)
+	return n
+}
+
+// holdIn is the lock value split into its fields (see lua/common.lua).
+type holdIn struct {
+	owner, nonce, token, count, q, r string
+}
+
+func readHold(t *testing.T, rdb *redis.Client, m *Mutex) (holdIn, bool) {
+	t.Helper()
+	v, err := rdb.Get(context.Background(), m.keys[0]).Result()
+	if err == redis.Nil {
+		return holdIn{}, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Split(v, "|")
+	if len(f) != 7 {
+		t.Fatalf("lock value %q: want 7 fields", v)
+	}
+	return holdIn{owner: f[0], nonce: f[1], token: f[3], count: f[4], q: f[5], r: f[6]}, true
 }
 
 func TestScriptsValidateBeforeWriting(t *testing.T) {
 	rdb, m := scriptEnv(t)
 	ctx := context.Background()
 	entry := m.owner + "|1|1000"
+	k := m.keyArgs
 	cases := []struct {
 		name string
 		run  func() error
 	}{
-		{"acquire lease not a number", func() error {
-			return scriptAcquire.Run(ctx, rdb, m.keys, m.owner, "x", "1", entry, 1000, m.channel).Err()
+		{"acquire lease not a number", func() error { return scriptAcquire.run(ctx, rdb, k, m.owner+"|1|x", 1000).Err() }},
+		{"acquire lease 0", func() error { return scriptAcquire.run(ctx, rdb, k, m.owner+"|1|0", 1000).Err() }},
+		{"acquire fractional lease", func() error { return scriptAcquire.run(ctx, rdb, k, m.owner+"|1|1.5", 1000).Err() }},
+		{"acquire huge lease", func() error {
+			return scriptAcquire.run(ctx, rdb, k, m.owner+"|1|9999999999999999", 1000).Err()
 		}},
-		{"acquire lease 0", func() error {
-			return scriptAcquire.Run(ctx, rdb, m.keys, m.owner, 0, "1", entry, 1000, m.channel).Err()
+		{"acquire empty owner", func() error { return scriptAcquire.run(ctx, rdb, k, "|1|1000").Err() }},
+		{"acquire empty nonce", func() error { return scriptAcquire.run(ctx, rdb, k, m.owner+"||1000").Err() }},
+		{"acquire extra field", func() error { return scriptAcquire.run(ctx, rdb, k, "a|b|1|1000").Err() }},
+		{"acquire no attempt id", func() error { return scriptAcquire.run(ctx, rdb, k).Err() }},
+		{"acquire waiter timeout 0", func() error { return scriptAcquire.run(ctx, rdb, k, entry, 0).Err() }},
+		{"acquire waiter timeout not a number", func() error { return scriptAcquire.run(ctx, rdb, k, entry, "x").Err() }},
+		{"acquire too many arguments", func() error { return scriptAcquire.run(ctx, rdb, k, entry, 1000, "x").Err() }},
+		{"acquire too few keys", func() error { return scriptAcquire.run(ctx, rdb, k[:2], entry).Err() }},
+		{"release bad token", func() error { return scriptRelease.run(ctx, rdb, k, m.owner+"|r1", "-1").Err() }},
+		{"release missing token", func() error { return scriptRelease.run(ctx, rdb, k, m.owner+"|r1").Err() }},
+		{"release bad id", func() error { return scriptRelease.run(ctx, rdb, k, "x", 0).Err() }},
+		{"release too many arguments", func() error {
+			return scriptRelease.run(ctx, rdb, k, m.owner+"|r1", 0, "v", "x").Err()
 		}},
-		{"acquire fractional lease", func() error {
-			return scriptAcquire.Run(ctx, rdb, m.keys, m.owner, "1.5", "1", entry, 1000, m.channel).Err()
-		}},
-		{"acquire empty owner", func() error {
-			return scriptAcquire.Run(ctx, rdb, m.keys, "", 1000, "0", "|1|1000", 1000, m.channel).Err()
-		}},
-		{"acquire owner with separator", func() error {
-			return scriptAcquire.Run(ctx, rdb, m.keys, "a|b", 1000, "0", "a|b|1|1000", 1000, m.channel).Err()
-		}},
-		{"acquire bad mode", func() error {
-			return scriptAcquire.Run(ctx, rdb, m.keys, m.owner, 1000, "2", entry, 1000, m.channel).Err()
-		}},
-		{"acquire mode 0 without attempt id", func() error {
-			return scriptAcquire.Run(ctx, rdb, m.keys, m.owner, 1000, "0", "", 1000, m.channel).Err()
-		}},
-		{"acquire entry of another owner", func() error {
-			return scriptAcquire.Run(ctx, rdb, m.keys, m.owner, 1000, "1", "other|1|1000", 1000, m.channel).Err()
-		}},
-		{"acquire missing waiter timeout", func() error {
-			return scriptAcquire.Run(ctx, rdb, m.keys, m.owner, 1000, "1", entry).Err()
-		}},
-		{"acquire missing channel", func() error {
-			return scriptAcquire.Run(ctx, rdb, m.keys, m.owner, 1000, "0", entry, 1000).Err()
-		}},
-		{"acquire too few keys", func() error {
-			return scriptAcquire.Run(ctx, rdb, m.keys[:2], m.owner, 1000, "0", entry, 1000, m.channel).Err()
-		}},
-		{"release bad token", func() error {
-			return scriptRelease.Run(ctx, rdb, m.keys, m.owner, "-1", m.channel, "0", m.owner+"|r1").Err()
-		}},
-		{"release bad mode", func() error {
-			return scriptRelease.Run(ctx, rdb, m.keys, m.owner, 0, m.channel, "", m.owner+"|r1").Err()
-		}},
-		{"release id of another owner", func() error {
-			return scriptRelease.Run(ctx, rdb, m.keys, m.owner, 0, m.channel, "0", "x|r1").Err()
-		}},
-		{"cancel bad entry", func() error {
-			return scriptCancel.Run(ctx, rdb, m.keys, m.owner, "zzz", m.channel, "0").Err()
-		}},
-		{"cancel bad orphan flag", func() error {
-			return scriptCancel.Run(ctx, rdb, m.keys, m.owner, m.owner+"|1|1000", m.channel, "x").Err()
-		}},
-		{"renew bad lease", func() error {
-			return scriptRenew.Run(ctx, rdb, m.keys[:1], m.owner, 0, "-5").Err()
-		}},
-		{"fence token 0", func() error {
-			return scriptFence.Run(ctx, rdb, m.keys[:2], m.owner, 0).Err()
-		}},
+		{"cancel bad entry", func() error { return scriptCancel.run(ctx, rdb, k, "zzz", "0").Err() }},
+		{"cancel bad orphan flag", func() error { return scriptCancel.run(ctx, rdb, k, entry, "x").Err() }},
+		{"renew bad lease", func() error { return scriptRenew.run(ctx, rdb, k[:1], m.owner, 0, "-5").Err() }},
+		{"fence token 0", func() error { return scriptFence.run(ctx, rdb, k[:2], m.owner, 0).Err() }},
+		{"release_all bad owner", func() error { return scriptReleaseAll.run(ctx, rdb, k[:1], "a|b").Err() }},
 	}
 	for _, tc := range cases {
 		err := tc.run()
@@ -123,17 +152,23 @@ func TestScriptsValidateBeforeWriting(t *testing.T) {
 func TestScriptsMissingKeys(t *testing.T) {
 	rdb, m := scriptEnv(t)
 	ctx := context.Background()
-	if v, err := scriptRelease.Run(ctx, rdb, m.keys, m.owner, 0, m.channel, "0", m.owner+"|r1").Int64Slice(); err != nil || v[0] != -1 {
-		t.Errorf("release of a missing lock = %v, %v; want {-1}", v, err)
+	if n := release(t, rdb, m, m.owner, 0); n != -1 {
+		t.Errorf("release of a missing lock = %d; want -1", n)
 	}
-	if v, err := scriptRenew.Run(ctx, rdb, m.keys[:1], m.owner, 0, 1000).Int64(); err != nil || v != 0 {
+	if n, _, _ := releaseWith(t, rdb, m, m.owner+"|r1", 0, m.owner+"|1|1000|1|1|0|"); n != -1 {
+		t.Errorf("fast-path release of a missing lock = %d; want -1", n)
+	}
+	if v, err := scriptRenew.run(ctx, rdb, m.keyArgs[:1], m.owner, 0, 1000).Int64(); err != nil || v != 0 {
 		t.Errorf("renew of a missing lock = %d, %v; want 0", v, err)
 	}
-	if v, err := scriptCancel.Run(ctx, rdb, m.keys, m.owner, m.owner+"|1|1000", m.channel, "1").Int64(); err != nil || v != 0 {
+	if v, err := scriptCancel.run(ctx, rdb, m.keyArgs, m.owner+"|1|1000", "1").Int64(); err != nil || v != 0 {
 		t.Errorf("cancel with nothing queued = %d, %v; want 0", v, err)
 	}
-	if v, err := scriptFence.Run(ctx, rdb, m.keys[:2], m.owner, 5).Int64(); err != nil || v != 0 {
+	if v, err := scriptFence.run(ctx, rdb, m.keyArgs[:2], m.owner, 5).Int64(); err != nil || v != 0 {
 		t.Errorf("fence of a missing lock = %d, %v; want 0", v, err)
+	}
+	if v, err := scriptReleaseAll.run(ctx, rdb, m.keyArgs[:1], m.owner).Int64(); err != nil || v != -1 {
+		t.Errorf("release_all of a missing lock = %d, %v; want -1", v, err)
 	}
 	noKeys(t, rdb, m)
 }
@@ -142,19 +177,23 @@ func TestScriptsZeroIsNotTrue(t *testing.T) {
 	rdb, m := scriptEnv(t)
 	ctx := context.Background()
 	other := "someoneelse"
-	v, err := scriptAcquire.Run(ctx, rdb, m.keys, m.owner, 5000, "0", m.attemptID(5000), 1000, m.channel).Int64Slice()
-	if err != nil || v[0] != 1 {
-		t.Fatalf("acquire = %v, %v", v, err)
+	entry := m.attemptID(5000)
+	v := acquire(t, rdb, m, entry, 0)
+	if !v.held || !v.fresh {
+		t.Fatalf("acquire = %+v", v)
 	}
-	token := v[1]
+	token := int64(v.token)
 	// A stranger's release, renew and re-entry all get "no", and change nothing.
 	if r := release(t, rdb, m, other, 0); r != -1 {
 		t.Errorf("stranger's release = %d, want -1", r)
 	}
-	if r, _ := scriptRenew.Run(ctx, rdb, m.keys[:1], other, 0, 99999).Int64(); r != 0 {
+	if r, _, _ := releaseWith(t, rdb, m, other+"|r1", 0, other+"|1|5000|"+fmt.Sprint(token)+"|1|0|"); r != -1 {
+		t.Errorf("stranger's fast-path release = %d, want -1", r)
+	}
+	if r, _ := scriptRenew.run(ctx, rdb, m.keyArgs[:1], other, 0, 99999).Int64(); r != 0 {
 		t.Errorf("stranger's renew = %d, want 0", r)
 	}
-	if r, _ := scriptRenew.Run(ctx, rdb, m.keys[:1], m.owner, token+1, 99999).Int64(); r != 0 {
+	if r, _ := scriptRenew.run(ctx, rdb, m.keyArgs[:1], m.owner, token+1, 99999).Int64(); r != 0 {
 		t.Errorf("renew with the wrong token = %d, want 0", r)
 	}
 	if ttl := rdb.PTTL(ctx, m.keys[0]).Val(); ttl > 5*time.Second {
@@ -163,41 +202,50 @@ func TestScriptsZeroIsNotTrue(t *testing.T) {
 	if r := release(t, rdb, m, m.owner, token+1); r != -1 {
 		t.Errorf("release with the wrong token = %d, want -1", r)
 	}
-	if r, _ := scriptAcquire.Run(ctx, rdb, m.keys, other, 5000, "0", other+"|1|5000", 1000, m.channel).Int64Slice(); r[0] != 0 {
-		t.Errorf("stranger's acquire = %v, want busy", r)
+	if r, _ := scriptReleaseAll.run(ctx, rdb, m.keyArgs[:1], other).Int64(); r != -1 {
+		t.Errorf("stranger's release_all = %d, want -1", r)
 	}
-	if o := rdb.HGet(ctx, m.keys[0], "o").Val(); o != m.owner {
-		t.Fatalf("owner is %q after refused calls", o)
+	if r := acquire(t, rdb, m, other+"|1|5000", 0); r.held {
+		t.Errorf("stranger's acquire = %+v, want busy", r)
+	}
+	if h, _ := readHold(t, rdb, m); h.owner != m.owner {
+		t.Fatalf("owner is %q after refused calls", h.owner)
+	}
+	// The holder's fast-path release matches the value the fast-path take wrote.
+	if r, _, _ := releaseWith(t, rdb, m, m.releaseID(), token, entry+"|"+fmt.Sprint(token)+"|1|0|"); r != 0 {
+		t.Fatalf("fast-path release = %d, want 0", r)
+	}
+	if _, ok := readHold(t, rdb, m); ok {
+		t.Fatal("lock key left after the fast-path release")
 	}
 }
 
 func TestScriptsReentrantCount(t *testing.T) {
 	rdb, m := scriptEnv(t)
-	ctx := context.Background()
-	var token int64
-	for want := int64(1); want <= 3; want++ {
-		v, err := scriptAcquire.Run(ctx, rdb, m.keys, m.owner, 5000, "0", m.attemptID(5000), 1000, m.channel).Int64Slice()
-		if err != nil || v[0] != 1 || v[2] != want {
-			t.Fatalf("acquire %d = %v, %v", want, v, err)
+	var token uint64
+	for want := 1; want <= 3; want++ {
+		v := acquire(t, rdb, m, m.attemptID(5000), 0)
+		if !v.held || v.count != want {
+			t.Fatalf("acquire %d = %+v", want, v)
 		}
 		if want == 1 {
-			token = v[1]
-		} else if v[1] != token {
-			t.Fatalf("re-entry token %d, want %d", v[1], token)
+			token = v.token
+		} else if v.token != token || v.fresh {
+			t.Fatalf("re-entry = %+v, want token %d, not fresh", v, token)
 		}
-		if c := rdb.HGet(ctx, m.keys[0], "c").Val(); c != fmt.Sprint(want) {
-			t.Fatalf("count in Redis %q, want %d", c, want)
+		if h, _ := readHold(t, rdb, m); h.count != fmt.Sprint(want) {
+			t.Fatalf("count in Redis %q, want %d", h.count, want)
 		}
 	}
 	for want := int64(2); want >= 0; want-- {
-		if r := release(t, rdb, m, m.owner, token); r != want {
+		if r := release(t, rdb, m, m.owner, int64(token)); r != want {
 			t.Fatalf("release = %d, want %d", r, want)
 		}
 	}
-	if rdb.Exists(ctx, m.keys[0]).Val() != 0 {
+	if rdb.Exists(context.Background(), m.keys[0]).Val() != 0 {
 		t.Fatal("lock key left after the last release")
 	}
-	if f := rdb.Get(ctx, m.keys[1]).Val(); f != fmt.Sprint(token) {
+	if f := rdb.Get(context.Background(), m.keys[1]).Val(); f != fmt.Sprint(token) {
 		t.Fatalf("fence counter %q, want %d (it must outlive the hold)", f, token)
 	}
 }
@@ -207,33 +255,22 @@ func TestScriptsReentrantCount(t *testing.T) {
 // under its holder).
 func TestScriptsIdempotent(t *testing.T) {
 	rdb, m := scriptEnv(t)
-	ctx := context.Background()
 	first, second := m.attemptID(5000), m.attemptID(5000)
-	acq := func(id string) []int64 {
-		v, err := scriptAcquire.Run(ctx, rdb, m.keys, m.owner, 5000, "0", id, 1000, m.channel).Int64Slice()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
+	if v := acquire(t, rdb, m, first, 0); !v.held || v.count != 1 {
+		t.Fatalf("take = %+v", v)
 	}
-	if v := acq(first); v[0] != 1 || v[2] != 1 {
-		t.Fatalf("take = %v", v)
+	if v := acquire(t, rdb, m, first, 0); !v.held || v.count != 1 {
+		t.Fatalf("the same take re-sent = %+v, want count 1", v)
 	}
-	if v := acq(first); v[0] != 1 || v[2] != 1 {
-		t.Fatalf("the same take re-sent = %v, want count 1", v)
+	if v := acquire(t, rdb, m, second, 0); v.count != 2 {
+		t.Fatalf("re-entry = %+v, want count 2", v)
 	}
-	if v := acq(second); v[2] != 2 {
-		t.Fatalf("re-entry = %v, want count 2", v)
-	}
-	if v := acq(second); v[2] != 2 {
-		t.Fatalf("the same re-entry re-sent = %v, want count 2", v)
+	if v := acquire(t, rdb, m, second, 0); v.count != 2 {
+		t.Fatalf("the same re-entry re-sent = %+v, want count 2", v)
 	}
 	rel := func(id string) int64 {
-		v, err := scriptRelease.Run(ctx, rdb, m.keys, m.owner, 0, m.channel, "0", id).Int64Slice()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v[0]
+		n, _, _ := releaseWith(t, rdb, m, id, 0)
+		return n
 	}
 	if r := rel(m.releaseID()); r != 1 {
 		t.Fatalf("release = %d, want 1", r)
@@ -246,8 +283,8 @@ func TestScriptsIdempotent(t *testing.T) {
 		t.Fatalf("the last release re-sent = %d, want -1 (already free)", r)
 	}
 	// partial release re-sent
-	acq(m.attemptID(5000))
-	acq(m.attemptID(5000))
+	acquire(t, rdb, m, m.attemptID(5000), 0)
+	acquire(t, rdb, m, m.attemptID(5000), 0)
 	rid = m.releaseID()
 	if r := rel(rid); r != 1 {
 		t.Fatalf("partial release = %d", r)
@@ -255,8 +292,16 @@ func TestScriptsIdempotent(t *testing.T) {
 	if r := rel(rid); r != 1 {
 		t.Fatalf("the same partial release re-sent = %d, want 1: it must not leave a second level", r)
 	}
-	if o := rdb.HGet(ctx, m.keys[0], "o").Val(); o != m.owner {
+	if h, _ := readHold(t, rdb, m); h.owner != m.owner {
 		t.Fatal("lock freed by a re-sent partial release")
+	}
+	// a fast-path release whose expected value is stale (the hold was re-entered and left
+	// since) falls back to the slow path and still leaves exactly one level
+	held, _ := readHold(t, rdb, m)
+	stale := m.owner + "|1|5000|" + held.token + "|1|0|"
+	tok, _ := strconv.ParseInt(held.token, 10, 64)
+	if r, _, _ := releaseWith(t, rdb, m, m.releaseID(), tok, stale); r != 0 {
+		t.Fatalf("release with a stale expected value = %d, want 0", r)
 	}
 }
 
@@ -266,28 +311,27 @@ func TestScriptsHandOffAndQueue(t *testing.T) {
 	a, b, c := "aaaa", "bbbb", "cccc"
 	ea, eb, ec := b+"|1|7000", c+"|1|7000", a+"|9|7000"
 	n := 0
-	run := func(owner, mode, entry string) []int64 {
+	run := func(owner string, wttl int, entry string) acquireReply {
 		if entry == "" {
 			n++
 			entry = fmt.Sprintf("%s|x%d|5000", owner, n)
 		}
-		v, err := scriptAcquire.Run(ctx, rdb, m.keys, owner, 5000, mode, entry, 60000, m.channel).Int64Slice()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
+		return acquire(t, rdb, m, entry, wttl)
 	}
-	if v := run(a, "0", ""); v[0] != 1 {
-		t.Fatalf("a: %v", v)
+	if v := run(a, 0, ""); !v.held {
+		t.Fatalf("a: %+v", v)
 	}
-	if v := run(b, "1", ea); v[0] != 0 { // b queues
-		t.Fatalf("b: %v", v)
+	if v := run(b, 60000, ea); v.held { // b queues
+		t.Fatalf("b: %+v", v)
 	}
-	if v := run(c, "1", eb); v[0] != 0 { // c queues behind b
-		t.Fatalf("c: %v", v)
+	if h, _ := readHold(t, rdb, m); h.q != "1" {
+		t.Fatalf("queue flag %q after b queued, want 1: the final release must look at the queue", h.q)
 	}
-	if v := run(b, "1", ea); v[0] != 0 { // refreshing does not duplicate b's place
-		t.Fatalf("b again: %v", v)
+	if v := run(c, 60000, eb); v.held { // c queues behind b
+		t.Fatalf("c: %+v", v)
+	}
+	if v := run(b, 60000, ea); v.held { // refreshing does not duplicate b's place
+		t.Fatalf("b again: %+v", v)
 	}
 	if n := rdb.LLen(ctx, m.keys[2]).Val(); n != 2 {
 		t.Fatalf("queue length %d, want 2", n)
@@ -297,45 +341,70 @@ func TestScriptsHandOffAndQueue(t *testing.T) {
 	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rel, err := scriptRelease.Run(ctx, rdb, m.keys, a, 0, m.channel, "0", a+"|r1").Slice()
-	if err != nil || len(rel) != 3 || rel[0] != int64(0) || rel[1] != ea {
-		t.Fatalf("release = %v, %v; want {0, %q, token}", rel, err, ea)
+	left, entry, tok := releaseWith(t, rdb, m, a+"|r1", 0)
+	if left != 0 || entry != ea {
+		t.Fatalf("release = %d, %q; want 0 and a hand-off to %q", left, entry, ea)
 	}
 	msg, err := sub.ReceiveMessage(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := rdb.HGetAll(ctx, m.keys[0]).Val()
-	if h["o"] != b || h["w"] != ea || msg.Payload != ea+"|"+h["t"] || fmt.Sprint(rel[2]) != h["t"] {
-		t.Fatalf("after release: hash %v, message %q; want b handed the lock", h, msg.Payload)
+	h, _ := readHold(t, rdb, m)
+	if h.owner != b || h.nonce != "1" || h.q != "1" || msg.Payload != ea+"|"+h.token || fmt.Sprint(tok) != h.token {
+		t.Fatalf("after release: hold %+v, message %q; want b handed the lock", h, msg.Payload)
 	}
 	if ttl := rdb.PTTL(ctx, m.keys[0]).Val(); ttl <= 5*time.Second {
 		t.Fatalf("hand-off TTL %v, want the waiter's 7s lease", ttl)
 	}
 	// b missed the message: its next try claims the hand-off without a second count.
-	if v := run(b, "1", ea); v[0] != 1 || v[2] != 1 {
-		t.Fatalf("claim = %v, want held with count 1", v)
+	if v := run(b, 60000, ea); !v.held || v.count != 1 || v.fresh {
+		t.Fatalf("claim = %+v, want held with count 1", v)
 	}
 	// a newcomer does not overtake c even when the lock is free.
 	if r := release(t, rdb, m, b, 0); r != 0 {
 		t.Fatalf("release b = %d", r)
 	}
-	if v := run(a, "0", ""); v[0] != 0 {
-		t.Fatalf("newcomer took the lock from the queue's head: %v", v)
+	if v := run(a, 0, ""); v.held {
+		t.Fatalf("newcomer took the lock from the queue's head: %+v", v)
 	}
 	// c gives up while holding the hand-off: the lock is given back, and a may now take it.
-	if r, _ := scriptCancel.Run(ctx, rdb, m.keys, c, eb, m.channel, "0").Int64(); r != 1 {
+	if r, _ := scriptCancel.run(ctx, rdb, m.keyArgs, eb, "0").Int64(); r != 1 {
 		t.Fatalf("cancel = %d, want 1 (hand-off given back)", r)
 	}
-	if v := run(a, "1", ec); v[0] != 1 {
-		t.Fatalf("after the head gave up: %v", v)
+	if v := run(a, 60000, ec); !v.held {
+		t.Fatalf("after the head gave up: %+v", v)
 	}
 	// a failed call of a handle that held nothing gives back the hold it may have taken
-	if r, _ := scriptCancel.Run(ctx, rdb, m.keys, a, ec, m.channel, "1").Int64(); r != 1 {
+	if r, _ := scriptCancel.run(ctx, rdb, m.keyArgs, ec, "1").Int64(); r != 1 {
 		t.Fatalf("orphan cancel = %d, want 1", r)
 	}
 	if rdb.Exists(ctx, m.keys[0]).Val() != 0 {
 		t.Fatal("orphaned hold left in place")
+	}
+}
+
+// A failed re-entry whose outcome is unknown is taken back by cancel: the level it may have
+// counted goes, the hold stays.
+func TestScriptsCancelTakesBackAReentry(t *testing.T) {
+	rdb, m := scriptEnv(t)
+	ctx := context.Background()
+	acquire(t, rdb, m, m.attemptID(5000), 0)
+	re := m.attemptID(5000)
+	if v := acquire(t, rdb, m, re, 0); v.count != 2 {
+		t.Fatalf("re-entry = %+v", v)
+	}
+	if r, _ := scriptCancel.run(ctx, rdb, m.keyArgs, re, "0").Int64(); r != 1 {
+		t.Fatalf("cancel of the re-entry = %d, want 1", r)
+	}
+	h, ok := readHold(t, rdb, m)
+	if !ok || h.count != "1" || h.nonce != "" {
+		t.Fatalf("after the cancel: %+v, %v; want the hold with count 1", h, ok)
+	}
+	if r, _ := scriptCancel.run(ctx, rdb, m.keyArgs, re, "0").Int64(); r != 0 {
+		t.Fatalf("the cancel re-sent = %d, want 0: it must not take a second level", r)
+	}
+	if r := release(t, rdb, m, m.owner, 0); r != 0 {
+		t.Fatalf("release = %d, want 0", r)
 	}
 }
 
@@ -345,20 +414,32 @@ func TestScriptsDropDeadWaiters(t *testing.T) {
 	// A crashed waiter's entry, past its deadline, and a malformed entry: both are skipped.
 	rdb.RPush(ctx, m.keys[2], "dead|1|1000", "garbage")
 	rdb.ZAdd(ctx, m.keys[3], redis.Z{Score: 1, Member: "dead|1|1000"}, redis.Z{Score: 1e15, Member: "garbage"})
-	v, err := scriptAcquire.Run(ctx, rdb, m.keys, m.owner, 5000, "0", m.attemptID(5000), 1000, m.channel).Int64Slice()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v[0] == 1 {
-		t.Fatalf("took the lock with a live-looking entry queued: %v", v)
+	if v := acquire(t, rdb, m, m.attemptID(5000), 0); v.held {
+		t.Fatalf("took the lock with a live-looking entry queued: %+v", v)
 	}
 	// "garbage" was live by deadline but malformed: the hand-off dropped it and found nobody.
-	if o := rdb.HGet(ctx, m.keys[0], "o").Val(); o != "" {
-		t.Fatalf("lock handed to %q", o)
+	if h, ok := readHold(t, rdb, m); ok {
+		t.Fatalf("lock handed to %+v", h)
 	}
-	v, err = scriptAcquire.Run(ctx, rdb, m.keys, m.owner, 5000, "0", m.attemptID(5000), 1000, m.channel).Int64Slice()
-	if err != nil || v[0] != 1 {
-		t.Fatalf("acquire with only dead entries queued = %v, %v", v, err)
+	if v := acquire(t, rdb, m, m.attemptID(5000), 0); !v.held {
+		t.Fatalf("acquire with only dead entries queued = %+v", v)
+	}
+}
+
+// A lock key holding something this package never writes is nobody's hold: calls fail or
+// answer "not held", and never overwrite it.
+func TestScriptsForeignValue(t *testing.T) {
+	rdb, m := scriptEnv(t)
+	ctx := context.Background()
+	rdb.Set(ctx, m.keys[0], "not a hold", time.Minute)
+	if err := scriptAcquire.run(ctx, rdb, m.keyArgs, m.attemptID(5000), 1000).Err(); err == nil {
+		t.Error("acquire over a foreign value succeeded")
+	}
+	if r := release(t, rdb, m, m.owner, 0); r != -1 {
+		t.Errorf("release of a foreign value = %d, want -1", r)
+	}
+	if v := rdb.Get(ctx, m.keys[0]).Val(); v != "not a hold" {
+		t.Fatalf("foreign value overwritten: %q", v)
 	}
 }
 

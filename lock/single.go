@@ -16,11 +16,11 @@ import (
 // at the latest after min(remaining TTL, WaiterTimeout/3).
 func (m *Mutex) acquireSingle(ctx context.Context, wait time.Duration, deadline time.Time, lease time.Duration, watchdog bool) (*Lease, error) {
 	nd := m.c.nodes[0]
-	leaseMs := ms(lease)
-	entry := m.attemptID(leaseMs)
-	mode := "1"
-	if wait == 0 {
-		mode = "0"
+	entry := m.attemptID(ms(lease))
+	wttl := m.c.opts.WaiterTimeout
+	args := []any{entry} // try once, never queue
+	if wait != 0 {
+		args = append(args, ms(wttl)) // join the queue while busy
 	}
 
 	w := waitState{sub: nd.sub, ch: m.channel, entry: entry}
@@ -33,17 +33,24 @@ func (m *Mutex) acquireSingle(ctx context.Context, wait time.Duration, deadline 
 		}
 	}
 
-	wttl := m.c.opts.WaiterTimeout
 	for {
 		sent := time.Now()
-		res, err := scriptAcquire.Run(ctx, nd.rdb, m.keys, m.owner, leaseMs, mode, entry, ms(wttl), m.channel).Int64Slice()
+		v, err := scriptAcquire.run(ctx, nd.rdb, m.keyArgs, args...).Result()
+		var res acquireReply
+		if err == nil {
+			res, err = decodeAcquire(v)
+		}
 		if err != nil {
 			// The script may have run (a timeout after sending): undo whatever it did.
 			m.abandon(ctx, entry)
 			return nil, fmt.Errorf("lock: acquire %q: %w", m.name, err)
 		}
-		if len(res) == 3 && res[0] == 1 {
-			return m.held(uint64(res[1]), int(res[2]), lease, watchdog, sent), nil
+		if res.held {
+			takenBy := ""
+			if res.fresh {
+				takenBy = entry
+			}
+			return m.held(res.token, res.count, lease, watchdog, sent, takenBy), nil
 		}
 		if wait == 0 {
 			return nil, ErrNotAcquired
@@ -64,10 +71,7 @@ func (m *Mutex) acquireSingle(ctx context.Context, wait time.Duration, deadline 
 		}
 		// Busy: sleep until handed the lock, nudged, or the fallback timer fires (the
 		// lock's remaining TTL, or a third of the waiter timeout to keep our place).
-		pttl := time.Duration(0)
-		if len(res) == 2 {
-			pttl = time.Duration(res[1]) * time.Millisecond
-		}
+		pttl := res.pttl
 		if pttl <= 0 || pttl > wttl/3 {
 			pttl = wttl / 3
 		}
@@ -78,7 +82,7 @@ func (m *Mutex) acquireSingle(ctx context.Context, wait time.Duration, deadline 
 		if token != "" {
 			tok, perr := strconv.ParseUint(token, 10, 64)
 			if perr == nil {
-				return m.held(tok, 1, lease, watchdog, time.Now()), nil
+				return m.held(tok, 1, lease, watchdog, time.Now(), ""), nil
 			}
 		}
 	}
@@ -155,9 +159,9 @@ func (m *Mutex) giveUp(ctx context.Context, entry string) {
 }
 
 // abandon undoes an acquire call that failed with an unknown outcome: it leaves the queue and,
-// if the handle held nothing before, gives back any hold the call may have taken. A handle
-// that already held the lock keeps it (a re-entry that may have been counted in Redis then
-// costs one extra Unlock, or ends with the lease).
+// if the handle held nothing before, gives back any hold the call may have taken; if the
+// handle held the lock already, it takes back the level the call may have counted (Redis
+// remembers which attempt counted last), and the hold stays.
 func (m *Mutex) abandon(ctx context.Context, entry string) {
 	m.mu.Lock()
 	orphan := m.hold == nil || m.hold.ctx.Err() != nil
@@ -172,5 +176,60 @@ func (m *Mutex) abandon(ctx context.Context, entry string) {
 func (m *Mutex) cancelScript(ctx context.Context, entry, orphan string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	_ = scriptCancel.Run(ctx, m.c.nodes[0].rdb, m.keys, m.owner, entry, m.channel, orphan).Err()
+	_ = scriptCancel.run(ctx, m.c.nodes[0].rdb, m.keyArgs, entry, orphan).Err()
+}
+
+// acquireReply is acquire.lua's answer: held (with the hold's token and the reentrancy count
+// after the call), or busy (with the lock key's remaining TTL).
+type acquireReply struct {
+	held  bool
+	fresh bool // the fast path took the free lock: the lock value is "<attempt id>|<token>|1|0|"
+	token uint64
+	count int
+	pttl  time.Duration
+}
+
+// decodeAcquire reads acquire.lua's reply: a bare token for a new hold, {1, token, count}
+// for any other way of holding, {0, pttl} for busy.
+func decodeAcquire(v any) (acquireReply, error) {
+	switch v := v.(type) {
+	case int64:
+		if v >= 1 {
+			return acquireReply{held: true, fresh: true, token: uint64(v), count: 1}, nil
+		}
+	case []any:
+		switch {
+		case len(v) == 3 && v[0] == int64(1):
+			t, ok1 := v[1].(int64)
+			c, ok2 := v[2].(int64)
+			if ok1 && ok2 && t >= 1 && c >= 1 {
+				return acquireReply{held: true, token: uint64(t), count: int(c)}, nil
+			}
+		case len(v) == 2 && v[0] == int64(0):
+			if p, ok := v[1].(int64); ok {
+				return acquireReply{pttl: time.Duration(p) * time.Millisecond}, nil
+			}
+		}
+	}
+	return acquireReply{}, fmt.Errorf("unexpected reply %v from acquire.lua", v)
+}
+
+// decodeRelease reads release.lua's reply: n = -1 not held, 0 free, n >= 1 the levels left;
+// entry and token name the waiter the lock was handed to, if any.
+func decodeRelease(v any) (n int64, entry string, token int64, err error) {
+	switch v := v.(type) {
+	case int64:
+		if v >= -1 {
+			return v, "", 0, nil
+		}
+	case []any:
+		if len(v) == 3 && v[0] == int64(0) {
+			e, ok1 := v[1].(string)
+			t, ok2 := v[2].(int64)
+			if ok1 && ok2 {
+				return 0, e, t, nil
+			}
+		}
+	}
+	return 0, "", 0, fmt.Errorf("unexpected reply %v from release.lua", v)
 }

@@ -1,65 +1,70 @@
 -- acquire.lua: take the lock, re-enter it, claim a hand-off, or join the queue of waiters.
 --
--- KEYS[1] lock key (hash)   KEYS[2] fence key (string)
--- KEYS[3] queue key (list)  KEYS[4] deadline key (zset)
--- ARGV[1] owner id of the handle (non-empty, no "|")
--- ARGV[2] lease in ms (integer >= 1): TTL of the lock key when this call takes the lock
--- ARGV[3] mode: "0" try once and never queue, "1" join (or stay in) the queue while busy
--- ARGV[4] id of this attempt, "<owner>|<nonce>|<lease ms>": its queue entry in mode "1", and
---         in both modes what makes the call idempotent (a client library that re-sends the
+-- KEYS[1] lock key (string)  KEYS[2] fence key (string)
+-- KEYS[3] queue key (list)   KEYS[4] deadline key (zset)
+-- ARGV[1] id of this attempt, "<owner>|<nonce>|<lease ms>": owner id of the handle (non-empty,
+--         no "|"), a nonce unique for that owner (non-empty, no "|"), and the lease (integer
+--         >= 1), the TTL of the lock key when this call takes the lock. It is the attempt's
+--         queue entry, and what makes the call idempotent (a client library that re-sends the
 --         call after a timeout must not count a re-entry twice)
--- ARGV[5] waiter timeout in ms (integer >= 1): an entry not refreshed for that long is dropped
--- ARGV[6] channel on which hand-offs are published (non-empty)
+-- ARGV[2] optional: waiter timeout in ms (integer >= 1). Given: join (or stay in) the queue
+--         while the lock is busy, and an entry not refreshed for that long is dropped. Absent:
+--         try once and never queue
+-- Hand-offs are published on KEYS[1] .. ":ch".
 --
--- Returns {1, token, count} when the caller holds the lock after the call (count = reentrancy
--- depth; a re-entry keeps the hold's token and TTL; a repeated call with the same attempt id
--- changes nothing and returns the same), or {0, pttl} when it does not (pttl =
--- remaining TTL of the lock key in ms). Fair: while a live waiter is queued, a newcomer never
--- takes a free lock; the lock goes to the head of the queue instead.
+-- Returns the fencing token (an integer >= 1) when the call took the free lock: the lock
+-- value is then "<ARGV[1]>|<token>|1|0|", the value release.lua's fast path expects;
+-- {1, token, count} when the caller holds the lock after the call in another way (a
+-- re-entry: count = reentrancy depth, same token and TTL; a claimed hand-off; or a repeated
+-- call with the same attempt id, which changes nothing); {0, pttl} when it does not hold it
+-- (pttl = remaining TTL of the lock key in ms). Fair: while a live waiter is queued, a
+-- newcomer never takes a free lock; the lock goes to the head of the queue instead.
 
 local lk, fk, qk, dk = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-if #KEYS ~= 4 then
-  fail('acquire wants 4 keys')
+local entry, wttl = ARGV[1], ARGV[2]
+-- (the lease stays a string: Redis would format a Lua number back into one for SET)
+local lease = #KEYS == 4 and #ARGV <= 2 and type(entry) == 'string' and string.match(entry, '^[^|]+|[^|]+|([1-9]%d*)$')
+if not lease or #lease > 15 then
+  error({err = 'ERR lock: acquire wants 4 keys and an attempt id "<owner>|<nonce>|<lease ms >= 1>", got ' .. tostring(entry)})
 end
-local owner = owner_arg(ARGV[1])
-local lease = int_arg(ARGV[2], 'lease', 1)
-local mode = ARGV[3]
-if mode ~= '0' and mode ~= '1' then
-  fail('mode must be "0" or "1"')
-end
-local entry = ARGV[4]
-if type(entry) ~= 'string' or string.sub(entry, 1, #owner + 1) ~= owner .. '|' then
-  fail('attempt id must start with "<owner>|"')
-end
-local wttl = int_arg(ARGV[5], 'waiter timeout', 1)
-local ch = ARGV[6]
-if type(ch) ~= 'string' or ch == '' then
-  fail('channel must not be empty')
+if wttl ~= nil then
+  wttl = tonumber(wttl)
+  if wttl == nil or wttl ~= math.floor(wttl) or wttl < 1 then
+    error({err = 'ERR lock: waiter timeout must be an integer >= 1, got ' .. tostring(ARGV[2])})
+  end
 end
 -- all arguments are valid: writes may start below
 
 -- the uncontended fast path: no hold and nobody queued (EXISTS counts both keys at once)
-local function take()
-  local token = redis.call('INCR', fk)
-  redis.call('HSET', lk, 'o', owner, 'c', 1, 't', token, 'a', entry)
-  redis.call('PEXPIRE', lk, lease)
-  return {1, token, 1}
-end
 if redis.call('EXISTS', lk, qk) == 0 then
-  return take()
+  local token = redis.call('INCR', fk)
+  redis.call('SET', lk, entry .. '|' .. token .. '|1|0|', 'PX', lease)
+  return token
 end
 
-local cur = redis.call('HGET', lk, 'o')
-if cur == owner then
-  local h = redis.call('HMGET', lk, 'w', 'a', 't', 'c')
-  if h[1] == entry or h[2] == entry then
-    -- this very attempt was handed the lock (and missed the message), or already took or
-    -- re-entered it: it holds the lock as is
-    return {1, tonumber(h[3]), tonumber(h[4])}
+-- @common
+
+-- take makes the caller the holder; q: may waiters be queued (see common.lua)?
+local function take(q)
+  local token = redis.call('INCR', fk)
+  redis.call('SET', lk, hold_value(entry, token, 1, q, ''), 'PX', lease)
+  return token
+end
+
+local owner, nonce = string.match(entry, '^([^|]+)|([^|]+)|')
+local cur = redis.call('GET', lk)
+local o, n, t, c, q, r, a
+if cur then
+  o, n, t, c, q, r, a = parse_hold(cur)
+  if o == owner then
+    if n == nonce then
+      -- this very attempt took, re-entered or was handed the lock already (a re-sent call,
+      -- or a waiter that missed its hand-off message): it holds the lock as is
+      return {1, tonumber(t), c}
+    end
+    redis.call('SET', lk, hold_value(entry, t, c + 1, q, r), 'KEEPTTL')
+    return {1, tonumber(t), c + 1}
   end
-  local c = redis.call('HINCRBY', lk, 'c', 1)
-  redis.call('HSET', lk, 'a', entry)
-  return {1, tonumber(h[3]), c}
 end
 
 local now = nil
@@ -67,22 +72,26 @@ if not cur then
   local head
   head, now = first_live(qk, dk, nil)
   if head == false then
-    return take()
+    return take('0') -- first_live emptied the queue of dead entries
   end
-  if mode == '1' and head == entry then
+  if wttl and head == entry then
     redis.call('LPOP', qk)
     redis.call('ZREM', dk, head)
-    return take()
+    return take('1')
   end
   -- a live waiter is ahead of us: the free lock is its, not ours
-  hand_off(lk, fk, qk, dk, ch, now)
+  hand_off(lk, fk, qk, dk, now)
 end
 
-if mode == '1' then
+if wttl then
   now = now or now_ms()
   -- ZADD answers 1 for a new member (join the line), 0 for a refreshed one (keep the place)
   if redis.call('ZADD', dk, now + wttl, entry) == 1 then
     redis.call('RPUSH', qk, entry)
+    if cur and q == '0' then
+      -- tell the holder's final release to look at the queue
+      redis.call('SET', lk, hold_value(a, t, c, '1', r), 'KEEPTTL')
+    end
   end
   -- every live entry's deadline is at most now + wttl, so an abandoned queue vanishes by itself
   redis.call('PEXPIRE', qk, wttl)

@@ -1,53 +1,51 @@
 -- cancel.lua: a waiter gives up (context done, wait time over, or a failed call whose outcome
--- is unknown). Removes its queue entry; if the lock had already been handed to that entry, or
--- (orphan mode) is held by this owner at all, gives the lock back to the next waiter.
+-- is unknown). Removes its queue entry; if the lock had already been handed to that entry (or
+-- taken or re-entered by that very attempt), or (orphan mode) is held by this owner at all,
+-- gives that back, handing the lock to the next waiter when it becomes free.
 --
--- KEYS[1] lock key (hash)   KEYS[2] fence key (string)
--- KEYS[3] queue key (list)  KEYS[4] deadline key (zset)
--- ARGV[1] owner id of the handle (non-empty, no "|")
--- ARGV[2] queue entry of the attempt, "<owner>|<nonce>|<lease ms>"
--- ARGV[3] channel on which hand-offs are published (non-empty)
--- ARGV[4] "1" orphan mode: the handle holds nothing as far as its process knows, so a hold of
---         this owner can only come from the failed call and is given back whole; "0" only a
---         hand-off to this very entry is given back
+-- KEYS[1] lock key (string)  KEYS[2] fence key (string)
+-- KEYS[3] queue key (list)   KEYS[4] deadline key (zset)
+-- ARGV[1] queue entry (attempt id) of the attempt, "<owner>|<nonce>|<lease ms>"
+-- ARGV[2] "1" orphan mode: the handle holds nothing as far as its process knows, so a hold of
+--         this owner can only come from the failed call and is given back whole; "0" only
+--         the level counted by this very attempt is given back
+-- Hand-offs are published on KEYS[1] .. ":ch".
 --
--- Returns 1 when a hold was given back, 0 otherwise.
+-- Returns 1 when a hold or a level of it was given back, 0 otherwise.
+
+-- @common
 
 local lk, fk, qk, dk = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-if #KEYS ~= 4 then
-  fail('cancel wants 4 keys')
+if #KEYS ~= 4 or #ARGV ~= 2 then
+  fail('cancel wants 4 keys and 2 arguments')
 end
-local owner = owner_arg(ARGV[1])
-local entry = ARGV[2]
-if type(entry) ~= 'string' or string.sub(entry, 1, #owner + 1) ~= owner .. '|' then
-  fail('entry must start with "<owner>|"')
+local entry = ARGV[1]
+local owner, nonce = string.match(type(entry) == 'string' and entry or '', '^([^|]+)|([^|]+)|%d+$')
+if not owner then
+  fail('entry must be "<owner>|<nonce>|<lease ms>", got ' .. tostring(entry))
 end
-local ch = ARGV[3]
-if type(ch) ~= 'string' or ch == '' then
-  fail('channel must not be empty')
-end
-local orphan = ARGV[4]
+local orphan = ARGV[2]
 if orphan ~= '0' and orphan ~= '1' then
   fail('orphan flag must be "0" or "1"')
 end
 
 redis.call('LREM', qk, 0, entry)
 redis.call('ZREM', dk, entry)
-if redis.call('HGET', lk, 'o') ~= owner then
+local v = redis.call('GET', lk)
+if not v then
   return 0
 end
-if orphan == '1' then
+local o, n, t, c, q, r = parse_hold(v)
+if o ~= owner then
+  return 0
+end
+if orphan == '0' and n ~= nonce then
+  return 0
+end
+if orphan == '1' or c <= 1 then
   redis.call('DEL', lk)
-  hand_off(lk, fk, qk, dk, ch, nil)
-  return 1
+  hand_off(lk, fk, qk, dk, nil)
+else
+  redis.call('SET', lk, hold_value(o .. '||', t, c - 1, q, r), 'KEEPTTL')
 end
-if redis.call('HGET', lk, 'w') == entry then
-  redis.call('HDEL', lk, 'w')
-  local c = redis.call('HINCRBY', lk, 'c', -1)
-  if c <= 0 then
-    redis.call('DEL', lk)
-    hand_off(lk, fk, qk, dk, ch, nil)
-  end
-  return 1
-end
-return 0
+return 1

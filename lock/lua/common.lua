@@ -1,17 +1,30 @@
--- common.lua: helpers shared by every script in this directory. It is never run on its own: the
--- Go side prepends it to each script before loading, so these locals are in scope there.
+-- common.lua: helpers shared by the scripts in this directory. It is never run on its own: the
+-- Go side splices it into each script at the script's "-- @common" line, so that a script's
+-- fast path (above that line) runs before these functions are even created, and its slow path
+-- (below it) can use them.
 --
 -- KEYS: none of its own.  ARGV: none of its own.  Returns: nothing (defines local functions).
 --
 -- Layout of one lock (all keys carry the hash tag {name}, so every script is atomic on one
 -- Cluster node):
---   lock key     HASH    o = owner id, c = reentrancy count, t = fencing token of the hold,
---                        w = queue entry the lock was handed to (present only after a hand-off),
---                        a = id of the last acquire that counted, r = id of the last release
---                        that left a level (both make a re-sent call harmless)
+--   lock key     STRING  "<a>|<token>|<count>|<q>|<r>", TTL = lease, where
+--                        <a> = "<owner>|<nonce>|<lease ms>" is the id of the last acquire
+--                        attempt the hold counted (the one that took it, was handed it, or
+--                        re-entered it; nonce and lease are empty after a cancel took that
+--                        level back), so the value starts with the owner id; token is the
+--                        hold's fencing token, count its reentrancy depth; q = "1" if a waiter
+--                        may have queued during the hold ("0": the queue is surely empty, and
+--                        the final release need not look at it); r = nonce of the last
+--                        release that left a level ("" for none). The ids make a re-sent call
+--                        harmless.
 --   fence key    STRING  last fencing token issued for this name (INCR; never expires)
---   queue key    LIST    waiting entries in arrival order; entry = "<owner>|<nonce>|<lease ms>"
+--   queue key    LIST    waiting entries (attempt ids) in arrival order
 --   deadline key ZSET    entry -> deadline in ms of Redis time; an entry past it is dropped
+--   channel      lock key .. ":ch": hand-offs are published there
+-- A string rather than a hash: SET ... PX writes the value and its TTL in one command, GET
+-- reads the whole hold in one, and a hold taken on the fast path is "<attempt id>|<token>|1|0|",
+-- which its holder can predict: the uncontended lock+unlock pair is five commands (EXISTS,
+-- INCR, SET; GET, DEL) and needs no parsing of values in Lua.
 --
 -- Every script validates all of its arguments before its first write (Redis does not roll back
 -- a script that fails half way) and compares replies explicitly (in Lua, 0 is true).
@@ -33,6 +46,23 @@ local function owner_arg(v)
     fail('owner must be a non-empty string without "|"')
   end
   return v
+end
+
+-- parse_hold splits a lock value into owner, the nonce of <a>, token (string), count
+-- (number), q, r, and a itself; it fails on anything this package never writes (the key must
+-- not be shared with other software).
+local function parse_hold(v)
+  local a, o, n, t, c, q, r = string.match(v, '^(([^|]+)|([^|]*)|%d*)|(%d+)|(%d+)|([01])|([^|]*)$')
+  if not o then
+    fail('the lock key holds a value this package did not write')
+  end
+  return o, n, t, tonumber(c), q, r, a
+end
+
+-- hold_value is the lock value for attempt id a (or "<owner>||" for none), token t, count c,
+-- queue flag q and release nonce r.
+local function hold_value(a, t, c, q, r)
+  return a .. '|' .. t .. '|' .. c .. '|' .. q .. '|' .. r
 end
 
 local function now_ms()
@@ -60,11 +90,12 @@ local function first_live(qk, dk, now)
 end
 
 -- hand_off gives the free lock to the first live waiter: it removes the entry from the queue,
--- issues the next fencing token, makes the waiter the owner for the lease it asked for, and
+-- issues the next fencing token, makes the waiter the owner for the lease it asked for (with
+-- q = "1": more waiters may be queued behind it), and
 -- publishes "<entry>|<token>" on the lock's channel so that exactly that waiter wakes, already
 -- holding the lock. Returns the entry and its token when it handed the lock over, false when
 -- nobody waits.
-local function hand_off(lk, fk, qk, dk, ch, now)
+local function hand_off(lk, fk, qk, dk, now)
   while true do
     local head
     head, now = first_live(qk, dk, now)
@@ -73,12 +104,11 @@ local function hand_off(lk, fk, qk, dk, ch, now)
     end
     redis.call('LPOP', qk)
     redis.call('ZREM', dk, head)
-    local owner, lease = string.match(head, '^([^|]+)|[^|]+|(%d+)$')
-    if owner and tonumber(lease) >= 1 then
+    local lease = string.match(head, '^[^|]+|[^|]+|(%d+)$')
+    if lease and tonumber(lease) >= 1 then
       local token = redis.call('INCR', fk)
-      redis.call('HSET', lk, 'o', owner, 'c', 1, 't', token, 'w', head)
-      redis.call('PEXPIRE', lk, lease)
-      redis.call('PUBLISH', ch, head .. '|' .. token)
+      redis.call('SET', lk, hold_value(head, token, 1, '1', ''), 'PX', lease)
+      redis.call('PUBLISH', lk .. ':ch', head .. '|' .. token)
       return head, token
     end
     -- a malformed entry (never written by this package) is dropped; try the next one

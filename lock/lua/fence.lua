@@ -3,11 +3,13 @@
 -- at least T. Any two majorities share a node, so the next winner reads a counter >= T and its
 -- token is > T: tokens increase strictly across the quorum as long as nodes keep their data.
 --
--- KEYS[1] lock key (hash)   KEYS[2] fence key (string)
+-- KEYS[1] lock key (string)  KEYS[2] fence key (string)
 -- ARGV[1] owner id of the handle (non-empty, no "|")
 -- ARGV[2] token T (integer >= 1)
 --
 -- Returns 1 when the owner holds the lock on this node and its token is now T, 0 otherwise.
+
+-- @common
 
 local lk, fk = KEYS[1], KEYS[2]
 if #KEYS ~= 2 then
@@ -16,12 +18,17 @@ end
 local owner = owner_arg(ARGV[1])
 local token = int_arg(ARGV[2], 'token', 1)
 
-if redis.call('HGET', lk, 'o') ~= owner then
+local v = redis.call('GET', lk)
+if not v then
+  return 0
+end
+local o, _, _, c, q, r, a = parse_hold(v)
+if o ~= owner then
   return 0
 end
 local last = tonumber(redis.call('GET', fk) or '0')
 if last < token then
   redis.call('SET', fk, token)
 end
-redis.call('HSET', lk, 't', token)
+redis.call('SET', lk, hold_value(a, string.format('%d', token), c, q, r), 'KEEPTTL')
 return 1

@@ -1,12 +1,14 @@
 -- renew.lua: the watchdog's heartbeat; also the holder's check that it still holds the lock.
 --
--- KEYS[1] lock key (hash)
+-- KEYS[1] lock key (string)
 -- ARGV[1] owner id of the handle (non-empty, no "|")
 -- ARGV[2] fencing token of the hold (integer >= 0; "0" accepts any token of this owner)
 -- ARGV[3] lease in ms (integer >= 0): new TTL of the lock key; "0" only checks
 --
 -- Returns 1 when the owner holds the lock with that token (and the TTL was reset), 0 otherwise
 -- (the key vanished or belongs to another hold: the caller has lost the lock).
+
+-- @common
 
 local lk = KEYS[1]
 if #KEYS ~= 1 then
@@ -17,10 +19,12 @@ local token = ARGV[2]
 int_arg(token, 'token', 0)
 local lease = int_arg(ARGV[3], 'lease', 0)
 
-if redis.call('HGET', lk, 'o') ~= owner then
+local v = redis.call('GET', lk)
+if not v then
   return 0
 end
-if token ~= '0' and redis.call('HGET', lk, 't') ~= token then
+local o, _, t = parse_hold(v)
+if o ~= owner or (token ~= '0' and t ~= token) then
   return 0
 end
 if lease > 0 then
