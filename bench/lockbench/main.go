@@ -61,6 +61,7 @@ type config struct {
 	rounds      int
 	libs        []string
 	holdMode    string
+	redisCPUs   string
 }
 
 func run(args []string) error {
@@ -75,6 +76,7 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.poll, "poll", time.Millisecond, "poll interval of the polling peers")
 	fs.StringVar(&cfg.holdMode, "holdmode", "precise", `how a holder spends -hold: "sleep" (time.Sleep, which overshoots by the timer latency of a loaded machine) or "precise" (spin, yielding, for the last 1.5 ms)`)
 	fs.IntVar(&cfg.rounds, "rounds", 3, "repeat every measurement this many times (interleaved) and report the median")
+	fs.StringVar(&cfg.redisCPUs, "redis-cpus", "", `pin the private redis-server to these CPUs (a taskset list, e.g. "1"); run the tool itself under "taskset -c 0" so that client and server do not compete for a core`)
 	fs.StringVar(&libs, "libs", "lock,redsync,redislock,redsync-default,redislock-default", "what to measure")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -84,13 +86,16 @@ func run(args []string) error {
 	url := cfg.url
 	where := url
 	if url == "" {
-		addr, stop, err := startRedis()
+		addr, stop, err := startRedis(cfg.redisCPUs)
 		if err != nil {
 			return err
 		}
 		defer stop()
 		url = "redis://" + addr + "/0"
 		where = "private redis-server at " + addr
+		if cfg.redisCPUs != "" {
+			where += " on CPUs " + cfg.redisCPUs
+		}
 	}
 	opt, err := redis.ParseURL(url)
 	if err != nil {
@@ -118,8 +123,8 @@ func run(args []string) error {
 	if cfg.holdMode != "sleep" && cfg.holdMode != "precise" {
 		return fmt.Errorf("-holdmode must be sleep or precise")
 	}
-	fmt.Printf("# lockbench: %s; Redis %s; Go %s %s/%s, %d CPUs; %d goroutines, %v hold (%s), %v poll, median of %d rounds\n",
-		where, field(info, "redis_version"), runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(),
+	fmt.Printf("# lockbench: %s; Redis %s; Go %s %s/%s, %d CPUs, GOMAXPROCS %d; %d goroutines, %v hold (%s), %v poll, median of %d rounds\n",
+		where, field(info, "redis_version"), runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0),
 		cfg.goroutines, cfg.hold, cfg.holdMode, cfg.poll, cfg.rounds)
 
 	impls := map[string]func() impl{
@@ -476,10 +481,20 @@ func (h *rlHandle) unlock(ctx context.Context) error { return h.l.Release(ctx) }
 
 // --- a private redis-server ---
 
-func startRedis() (string, func(), error) {
+// startRedis starts a private redis-server on a free port, pinned to cpus (via taskset) if
+// cpus is not empty.
+func startRedis(cpus string) (string, func(), error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return "", nil, fmt.Errorf("no redis-server on PATH (or pass -redis): %w", err)
+	}
+	var pre []string
+	if cpus != "" {
+		ts, err := exec.LookPath("taskset")
+		if err != nil {
+			return "", nil, fmt.Errorf("-redis-cpus needs taskset on PATH: %w", err)
+		}
+		pre = []string{ts, "-c", cpus}
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -487,7 +502,8 @@ func startRedis() (string, func(), error) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	argv := append(pre, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	cmd := exec.Command(argv[0], argv[1:]...)
 	if err := cmd.Start(); err != nil {
 		return "", nil, err
 	}
