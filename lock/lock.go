@@ -272,7 +272,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	if count == 1 && h.takenBy != "" {
 		// the value acquire.lua's fast path wrote: if Redis still holds exactly that, the
 		// release is a plain GET and DEL
-		args[2] = h.takenBy + "|" + strconv.FormatUint(h.token, 10) + "|1|0|"
+		args[2] = h.takenBy + "|" + strconv.FormatUint(h.token, 10) + "|1|0||"
 		n = 3
 	}
 	v, err := scriptRelease.run(ctx, nd.rdb, m.keyArgs, args[:n]...).Result()

@@ -86,7 +86,7 @@ func release(t *testing.T, rdb *redis.Client, m *Mutex, owner string, token int6
 
 // holdIn is the lock value split into its fields (see lua/common.lua).
 type holdIn struct {
-	owner, nonce, token, count, q, r string
+	owner, nonce, token, count, q, r, w string
 }
 
 func readHold(t *testing.T, rdb *redis.Client, m *Mutex) (holdIn, bool) {
@@ -99,10 +99,10 @@ func readHold(t *testing.T, rdb *redis.Client, m *Mutex) (holdIn, bool) {
 		t.Fatal(err)
 	}
 	f := strings.Split(v, "|")
-	if len(f) != 7 {
-		t.Fatalf("lock value %q: want 7 fields", v)
+	if len(f) != 8 {
+		t.Fatalf("lock value %q: want 8 fields", v)
 	}
-	return holdIn{owner: f[0], nonce: f[1], token: f[3], count: f[4], q: f[5], r: f[6]}, true
+	return holdIn{owner: f[0], nonce: f[1], token: f[3], count: f[4], q: f[5], r: f[6], w: f[7]}, true
 }
 
 func TestScriptsValidateBeforeWriting(t *testing.T) {
@@ -126,6 +126,9 @@ func TestScriptsValidateBeforeWriting(t *testing.T) {
 		{"acquire no attempt id", func() error { return scriptAcquire.run(ctx, rdb, k).Err() }},
 		{"acquire waiter timeout 0", func() error { return scriptAcquire.run(ctx, rdb, k, entry, 0).Err() }},
 		{"acquire waiter timeout not a number", func() error { return scriptAcquire.run(ctx, rdb, k, entry, "x").Err() }},
+		{"acquire waiter timeout inf", func() error { return scriptAcquire.run(ctx, rdb, k, entry, "inf").Err() }},
+		{"acquire waiter timeout 1e300", func() error { return scriptAcquire.run(ctx, rdb, k, entry, "1e300").Err() }},
+		{"acquire fractional waiter timeout", func() error { return scriptAcquire.run(ctx, rdb, k, entry, "1.5").Err() }},
 		{"acquire too many arguments", func() error { return scriptAcquire.run(ctx, rdb, k, entry, 1000, "x").Err() }},
 		{"acquire too few keys", func() error { return scriptAcquire.run(ctx, rdb, k[:2], entry).Err() }},
 		{"release bad token", func() error { return scriptRelease.run(ctx, rdb, k, m.owner+"|r1", "-1").Err() }},
@@ -149,13 +152,35 @@ func TestScriptsValidateBeforeWriting(t *testing.T) {
 	}
 }
 
+// A waiter timeout that is not a plain positive integer must be refused before the queue is
+// touched, also when the lock is held (the queueing path writes): "inf" used to be queued
+// with an endless deadline and a queue key without TTL.
+func TestScriptsValidateWaiterTimeoutWhenBusy(t *testing.T) {
+	rdb, m := scriptEnv(t)
+	ctx := context.Background()
+	if v := acquire(t, rdb, m, "holder|1|5000", 0); !v.held {
+		t.Fatalf("holder: %+v", v)
+	}
+	for _, wttl := range []string{"inf", "1e300", "-5", "0", "1.5", "1234567890123456"} {
+		if err := scriptAcquire.run(ctx, rdb, m.keyArgs, m.attemptID(5000), wttl).Err(); err == nil || !strings.Contains(err.Error(), "lock:") {
+			t.Errorf("waiter timeout %q: got %v, want a validation error", wttl, err)
+		}
+	}
+	if n := rdb.Exists(ctx, m.keys[2], m.keys[3]).Val(); n != 0 {
+		t.Fatalf("%d queue keys exist after refused calls", n)
+	}
+	if h, _ := readHold(t, rdb, m); h.q != "0" {
+		t.Fatalf("q flag %q after refused calls, want 0", h.q)
+	}
+}
+
 func TestScriptsMissingKeys(t *testing.T) {
 	rdb, m := scriptEnv(t)
 	ctx := context.Background()
 	if n := release(t, rdb, m, m.owner, 0); n != -1 {
 		t.Errorf("release of a missing lock = %d; want -1", n)
 	}
-	if n, _, _ := releaseWith(t, rdb, m, m.owner+"|r1", 0, m.owner+"|1|1000|1|1|0|"); n != -1 {
+	if n, _, _ := releaseWith(t, rdb, m, m.owner+"|r1", 0, m.owner+"|1|1000|1|1|0||"); n != -1 {
 		t.Errorf("fast-path release of a missing lock = %d; want -1", n)
 	}
 	if v, err := scriptRenew.run(ctx, rdb, m.keyArgs[:1], m.owner, 0, 1000).Int64(); err != nil || v != 0 {
@@ -187,7 +212,7 @@ func TestScriptsZeroIsNotTrue(t *testing.T) {
 	if r := release(t, rdb, m, other, 0); r != -1 {
 		t.Errorf("stranger's release = %d, want -1", r)
 	}
-	if r, _, _ := releaseWith(t, rdb, m, other+"|r1", 0, other+"|1|5000|"+fmt.Sprint(token)+"|1|0|"); r != -1 {
+	if r, _, _ := releaseWith(t, rdb, m, other+"|r1", 0, other+"|1|5000|"+fmt.Sprint(token)+"|1|0||"); r != -1 {
 		t.Errorf("stranger's fast-path release = %d, want -1", r)
 	}
 	if r, _ := scriptRenew.run(ctx, rdb, m.keyArgs[:1], other, 0, 99999).Int64(); r != 0 {
@@ -212,7 +237,7 @@ func TestScriptsZeroIsNotTrue(t *testing.T) {
 		t.Fatalf("owner is %q after refused calls", h.owner)
 	}
 	// The holder's fast-path release matches the value the fast-path take wrote.
-	if r, _, _ := releaseWith(t, rdb, m, m.releaseID(), token, entry+"|"+fmt.Sprint(token)+"|1|0|"); r != 0 {
+	if r, _, _ := releaseWith(t, rdb, m, m.releaseID(), token, entry+"|"+fmt.Sprint(token)+"|1|0||"); r != 0 {
 		t.Fatalf("fast-path release = %d, want 0", r)
 	}
 	if _, ok := readHold(t, rdb, m); ok {
@@ -298,7 +323,7 @@ func TestScriptsIdempotent(t *testing.T) {
 	// a fast-path release whose expected value is stale (the hold was re-entered and left
 	// since) falls back to the slow path and still leaves exactly one level
 	held, _ := readHold(t, rdb, m)
-	stale := m.owner + "|1|5000|" + held.token + "|1|0|"
+	stale := m.owner + "|1|5000|" + held.token + "|1|0||"
 	tok, _ := strconv.ParseInt(held.token, 10, 64)
 	if r, _, _ := releaseWith(t, rdb, m, m.releaseID(), tok, stale); r != 0 {
 		t.Fatalf("release with a stale expected value = %d, want 0", r)
@@ -350,7 +375,7 @@ func TestScriptsHandOffAndQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	h, _ := readHold(t, rdb, m)
-	if h.owner != b || h.nonce != "1" || h.q != "1" || msg.Payload != ea+"|"+h.token || fmt.Sprint(tok) != h.token {
+	if h.owner != b || h.nonce != "1" || h.w != "1" || h.q != "1" || msg.Payload != ea+"|"+h.token || fmt.Sprint(tok) != h.token {
 		t.Fatalf("after release: hold %+v, message %q; want b handed the lock", h, msg.Payload)
 	}
 	if ttl := rdb.PTTL(ctx, m.keys[0]).Val(); ttl <= 5*time.Second {
@@ -470,5 +495,87 @@ func TestKeysShareOneSlot(t *testing.T) {
 	}
 	if a, b := c.NewMutex("x"), c.NewMutex("x"); a.owner == b.owner || len(a.owner) != 32 {
 		t.Errorf("owner ids %q, %q: want distinct random 128-bit ids", a.owner, b.owner)
+	}
+}
+
+// Tokens are written as exact decimals up to 2^53: Lua's own number formatting would store
+// 1.7962274618961e+15, which no script could read back (found in review; a time-based floor
+// for the fence counter, as the package docs suggest after a failover, is that large).
+func TestScriptsLargeTokens(t *testing.T) {
+	rdb, m := scriptEnv(t)
+	ctx := context.Background()
+	const floor = 1796227461896078 // microseconds since 1970, December 2026
+	rdb.Set(ctx, m.keys[1], floor, 0)
+	entry := m.attemptID(5000)
+	v := acquire(t, rdb, m, entry, 0)
+	if !v.held || v.token != floor+1 {
+		t.Fatalf("take = %+v, want token %d", v, floor+1)
+	}
+	if h, _ := readHold(t, rdb, m); h.token != fmt.Sprint(floor+1) {
+		t.Fatalf("token stored as %q", h.token)
+	}
+	if r, _ := scriptRenew.run(ctx, rdb, m.keyArgs[:1], m.owner, floor+1, 9000).Int64(); r != 1 {
+		t.Fatalf("renew with the exact token = %d, want 1", r)
+	}
+	// a waiter is handed the lock: the published token is exact too
+	other := "waiter"
+	we := other + "|1|5000"
+	if r := acquire(t, rdb, m, we, 60000); r.held {
+		t.Fatalf("waiter: %+v", r)
+	}
+	sub := rdb.Subscribe(ctx, m.channel)
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, e, tok := releaseWith(t, rdb, m, m.releaseID(), floor+1, entry+"|"+fmt.Sprint(floor+1)+"|1|0||"); n != 0 || e != we || tok != floor+2 {
+		t.Fatalf("release = %d, %q, %d; want a hand-off to %q with token %d", n, e, tok, we, floor+2)
+	}
+	msg, err := sub.ReceiveMessage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("%s|%d", we, int64(floor+2)); msg.Payload != want {
+		t.Fatalf("hand-off message %q, want %q", msg.Payload, want)
+	}
+	if r := release(t, rdb, m, other, floor+2); r != 0 {
+		t.Fatalf("the waiter's release = %d, want 0", r)
+	}
+}
+
+// A handle may be shared by goroutines: after the lock was handed to one goroutine's queued
+// attempt, another goroutine of the same handle re-enters. The handed attempt must still be
+// able to claim (without a second count) or give back its level (found in review: the
+// hand-off used to be remembered only as the last counted attempt, which the re-entry
+// overwrote).
+func TestScriptsHandOffSurvivesReentry(t *testing.T) {
+	for _, giveUp := range []bool{false, true} {
+		rdb, m := scriptEnv(t)
+		ctx := context.Background()
+		if v := acquire(t, rdb, m, "holder|1|5000", 0); !v.held {
+			t.Fatalf("holder: %+v", v)
+		}
+		handed := m.attemptID(5000)
+		if v := acquire(t, rdb, m, handed, 60000); v.held {
+			t.Fatalf("queued attempt: %+v", v)
+		}
+		if n, e, _ := releaseWith(t, rdb, m, "holder|r1", 0); n != 0 || e != handed {
+			t.Fatalf("release = %d, %q; want a hand-off to %q", n, e, handed)
+		}
+		if v := acquire(t, rdb, m, m.attemptID(5000), 0); !v.held || v.count != 2 {
+			t.Fatalf("re-entry by the same handle = %+v, want count 2", v)
+		}
+		if giveUp {
+			if r, _ := scriptCancel.run(ctx, rdb, m.keyArgs, handed, "0").Int64(); r != 1 {
+				t.Fatalf("the handed attempt gives up: cancel = %d, want 1 (its level given back)", r)
+			}
+			if r := release(t, rdb, m, m.owner, 0); r != 0 {
+				t.Fatalf("the re-entry's release = %d, want 0: the lock must be free", r)
+			}
+			continue
+		}
+		if v := acquire(t, rdb, m, handed, 60000); !v.held || v.count != 2 {
+			t.Fatalf("the handed attempt claims = %+v, want held with count 2 (not counted again)", v)
+		}
 	}
 }

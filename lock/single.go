@@ -183,7 +183,7 @@ func (m *Mutex) cancelScript(ctx context.Context, entry, orphan string) {
 // after the call), or busy (with the lock key's remaining TTL).
 type acquireReply struct {
 	held  bool
-	fresh bool // the fast path took the free lock: the lock value is "<attempt id>|<token>|1|0|"
+	fresh bool // took the free lock, count 1; if nobody was queued the value is "<attempt id>|<token>|1|0||"
 	token uint64
 	count int
 	pttl  time.Duration

@@ -12,8 +12,9 @@
 --         try once and never queue
 -- Hand-offs are published on KEYS[1] .. ":ch".
 --
--- Returns the fencing token (an integer >= 1) when the call took the free lock: the lock
--- value is then "<ARGV[1]>|<token>|1|0|", the value release.lua's fast path expects;
+-- Returns the fencing token (an integer >= 1) when the call took the free lock with count 1
+-- (when nobody was queued, the lock value is then "<ARGV[1]>|<token>|1|0||", the value
+-- release.lua's fast path expects);
 -- {1, token, count} when the caller holds the lock after the call in another way (a
 -- re-entry: count = reentrancy depth, same token and TTL; a claimed hand-off; or a repeated
 -- call with the same attempt id, which changes nothing); {0, pttl} when it does not hold it
@@ -28,17 +29,17 @@ if not lease or #lease > 15 then
   error({err = 'ERR lock: acquire wants 4 keys and an attempt id "<owner>|<nonce>|<lease ms >= 1>", got ' .. tostring(entry)})
 end
 if wttl ~= nil then
-  wttl = tonumber(wttl)
-  if wttl == nil or wttl ~= math.floor(wttl) or wttl < 1 then
-    error({err = 'ERR lock: waiter timeout must be an integer >= 1, got ' .. tostring(ARGV[2])})
+  if type(wttl) ~= 'string' or #wttl > 15 or not string.find(wttl, '^[1-9]%d*$') then
+    error({err = 'ERR lock: waiter timeout must be an integer >= 1 (at most 15 digits), got ' .. tostring(wttl)})
   end
+  wttl = tonumber(wttl)
 end
 -- all arguments are valid: writes may start below
 
 -- the uncontended fast path: no hold and nobody queued (EXISTS counts both keys at once)
 if redis.call('EXISTS', lk, qk) == 0 then
   local token = redis.call('INCR', fk)
-  redis.call('SET', lk, entry .. '|' .. token .. '|1|0|', 'PX', lease)
+  redis.call('SET', lk, entry .. '|' .. string.format('%d', token) .. '|1|0||', 'PX', lease)
   return token
 end
 
@@ -47,22 +48,22 @@ end
 -- take makes the caller the holder; q: may waiters be queued (see common.lua)?
 local function take(q)
   local token = redis.call('INCR', fk)
-  redis.call('SET', lk, hold_value(entry, token, 1, q, ''), 'PX', lease)
+  redis.call('SET', lk, hold_value(entry, string.format('%d', token), 1, q, '', ''), 'PX', lease)
   return token
 end
 
 local owner, nonce = string.match(entry, '^([^|]+)|([^|]+)|')
 local cur = redis.call('GET', lk)
-local o, n, t, c, q, r, a
+local o, n, t, c, q, r, a, w
 if cur then
-  o, n, t, c, q, r, a = parse_hold(cur)
+  o, n, t, c, q, r, a, w = parse_hold(cur)
   if o == owner then
-    if n == nonce then
+    if n == nonce or w == nonce then
       -- this very attempt took, re-entered or was handed the lock already (a re-sent call,
       -- or a waiter that missed its hand-off message): it holds the lock as is
       return {1, tonumber(t), c}
     end
-    redis.call('SET', lk, hold_value(entry, t, c + 1, q, r), 'KEEPTTL')
+    redis.call('SET', lk, hold_value(entry, t, c + 1, q, r, w), 'KEEPTTL')
     return {1, tonumber(t), c + 1}
   end
 end
@@ -90,7 +91,7 @@ if wttl then
     redis.call('RPUSH', qk, entry)
     if cur and q == '0' then
       -- tell the holder's final release to look at the queue
-      redis.call('SET', lk, hold_value(a, t, c, '1', r), 'KEEPTTL')
+      redis.call('SET', lk, hold_value(a, t, c, '1', r, w), 'KEEPTTL')
     end
   end
   -- every live entry's deadline is at most now + wttl, so an abandoned queue vanishes by itself

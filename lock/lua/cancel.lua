@@ -35,17 +35,24 @@ local v = redis.call('GET', lk)
 if not v then
   return 0
 end
-local o, n, t, c, q, r = parse_hold(v)
+local o, n, t, c, q, r, a, w = parse_hold(v)
 if o ~= owner then
   return 0
 end
-if orphan == '0' and n ~= nonce then
+if orphan == '0' and n ~= nonce and w ~= nonce then
   return 0
 end
 if orphan == '1' or c <= 1 then
   redis.call('DEL', lk)
   hand_off(lk, fk, qk, dk, nil)
 else
-  redis.call('SET', lk, hold_value(o .. '||', t, c - 1, q, r), 'KEEPTTL')
+  -- one level goes; forget that this attempt counted it, so a re-sent cancel takes no other
+  if n == nonce then
+    a = o .. '||'
+  end
+  if w == nonce then
+    w = ''
+  end
+  redis.call('SET', lk, hold_value(a, t, c - 1, q, r, w), 'KEEPTTL')
 end
 return 1

@@ -7,27 +7,34 @@
 --
 -- Layout of one lock (all keys carry the hash tag {name}, so every script is atomic on one
 -- Cluster node):
---   lock key     STRING  "<a>|<token>|<count>|<q>|<r>", TTL = lease, where
+--   lock key     STRING  "<a>|<token>|<count>|<q>|<r>|<w>", TTL = lease, where
 --                        <a> = "<owner>|<nonce>|<lease ms>" is the id of the last acquire
 --                        attempt the hold counted (the one that took it, was handed it, or
 --                        re-entered it; nonce and lease are empty after a cancel took that
 --                        level back), so the value starts with the owner id; token is the
---                        hold's fencing token, count its reentrancy depth; q = "1" if a waiter
---                        may have queued during the hold ("0": the queue is surely empty, and
---                        the final release need not look at it); r = nonce of the last
---                        release that left a level ("" for none). The ids make a re-sent call
+--                        hold's fencing token (decimal, below 2^53: Lua numbers are doubles),
+--                        count its reentrancy depth; q = "1" if a waiter may have queued
+--                        during the hold ("0": the queue is surely empty, and the final
+--                        release need not look at it); r = nonce of the last release that left
+--                        a level; w = nonce of the queue entry the hold was handed to, kept
+--                        while the same handle re-enters, so that entry can still claim or
+--                        give back its level ("" for none). The ids make a re-sent call
 --                        harmless.
 --   fence key    STRING  last fencing token issued for this name (INCR; never expires)
 --   queue key    LIST    waiting entries (attempt ids) in arrival order
 --   deadline key ZSET    entry -> deadline in ms of Redis time; an entry past it is dropped
 --   channel      lock key .. ":ch": hand-offs are published there
 -- A string rather than a hash: SET ... PX writes the value and its TTL in one command, GET
--- reads the whole hold in one, and a hold taken on the fast path is "<attempt id>|<token>|1|0|",
+-- reads the whole hold in one, and a hold taken on the fast path is "<attempt id>|<token>|1|0||",
 -- which its holder can predict: the uncontended lock+unlock pair is five commands (EXISTS,
 -- INCR, SET; GET, DEL) and needs no parsing of values in Lua.
 --
 -- Every script validates all of its arguments before its first write (Redis does not roll back
--- a script that fails half way) and compares replies explicitly (in Lua, 0 is true).
+-- a script that fails half way) and compares replies explicitly (in Lua, 0 is true). The one
+-- exception is release.lua's fast path: its only write (DEL) happens when an argument equals
+-- the stored hold byte for byte, which validates it. Tokens are formatted with
+-- string.format('%d'): Lua's own number formatting would write 1e+14 for 10^14.
+-- Needs Redis 6.0 or later (SET ... KEEPTTL).
 
 local function fail(msg)
   error({err = 'ERR lock: ' .. msg})
@@ -49,20 +56,20 @@ local function owner_arg(v)
 end
 
 -- parse_hold splits a lock value into owner, the nonce of <a>, token (string), count
--- (number), q, r, and a itself; it fails on anything this package never writes (the key must
--- not be shared with other software).
+-- (number), q, r, a itself and w; it fails on anything this package never writes (the key
+-- must not be shared with other software).
 local function parse_hold(v)
-  local a, o, n, t, c, q, r = string.match(v, '^(([^|]+)|([^|]*)|%d*)|(%d+)|(%d+)|([01])|([^|]*)$')
+  local a, o, n, t, c, q, r, w = string.match(v, '^(([^|]+)|([^|]*)|%d*)|(%d+)|(%d+)|([01])|([^|]*)|([^|]*)$')
   if not o then
     fail('the lock key holds a value this package did not write')
   end
-  return o, n, t, tonumber(c), q, r, a
+  return o, n, t, tonumber(c), q, r, a, w
 end
 
--- hold_value is the lock value for attempt id a (or "<owner>||" for none), token t, count c,
--- queue flag q and release nonce r.
-local function hold_value(a, t, c, q, r)
-  return a .. '|' .. t .. '|' .. c .. '|' .. q .. '|' .. r
+-- hold_value is the lock value for attempt id a (or "<owner>||" for none), token t (string),
+-- count c, queue flag q, release nonce r and handed-to nonce w.
+local function hold_value(a, t, c, q, r, w)
+  return a .. '|' .. t .. '|' .. c .. '|' .. q .. '|' .. r .. '|' .. w
 end
 
 local function now_ms()
@@ -104,11 +111,12 @@ local function hand_off(lk, fk, qk, dk, now)
     end
     redis.call('LPOP', qk)
     redis.call('ZREM', dk, head)
-    local lease = string.match(head, '^[^|]+|[^|]+|(%d+)$')
-    if lease and tonumber(lease) >= 1 then
+    local nonce, lease = string.match(head, '^[^|]+|([^|]+)|([1-9]%d*)$')
+    if nonce and #lease <= 15 then
       local token = redis.call('INCR', fk)
-      redis.call('SET', lk, hold_value(head, token, 1, '1', ''), 'PX', lease)
-      redis.call('PUBLISH', lk .. ':ch', head .. '|' .. token)
+      local ts = string.format('%d', token)
+      redis.call('SET', lk, hold_value(head, ts, 1, '1', '', nonce), 'PX', lease)
+      redis.call('PUBLISH', lk .. ':ch', head .. '|' .. ts)
       return head, token
     end
     -- a malformed entry (never written by this package) is dropped; try the next one

@@ -22,7 +22,7 @@ local v = redis.call('GET', lk)
 if not v then
   return 0
 end
-local o, _, _, c, q, r, a = parse_hold(v)
+local o, _, _, c, q, r, a, w = parse_hold(v)
 if o ~= owner then
   return 0
 end
@@ -30,5 +30,5 @@ local last = tonumber(redis.call('GET', fk) or '0')
 if last < token then
   redis.call('SET', fk, token)
 end
-redis.call('SET', lk, hold_value(a, string.format('%d', token), c, q, r), 'KEEPTTL')
+redis.call('SET', lk, hold_value(a, string.format('%d', token), c, q, r, w), 'KEEPTTL')
 return 1

@@ -8,9 +8,10 @@
 --         library re-sending it after a timeout) does not leave a second level
 -- ARGV[2] fencing token of the hold (digits; "0" accepts any token of this owner)
 -- ARGV[3] optional: the value acquire.lua's fast path wrote for this hold,
---         "<attempt id>|<token>|1|0|". If the lock key holds exactly that (one level, nobody
+--         "<attempt id>|<token>|1|0||". If the lock key holds exactly that (one level, nobody
 --         queued since), the key is deleted at once: the uncontended fast path. The match is
---         its own validation: only the holder knows a value that contains its random owner id
+--         its own validation (only the holder knows a value that contains its random owner
+--         id), so this is the one write that comes before checking ARGV[1] and ARGV[2]
 -- Hand-offs are published on KEYS[1] .. ":ch".
 --
 -- Returns -1 when the caller does not hold the lock (nothing was changed: a stale or retried
@@ -36,7 +37,7 @@ end
 if not v then
   return -1
 end
-local a, o, n, t, c, q, r = string.match(v, '^(([^|]+)|([^|]*)|%d*)|(%d+)|(%d+)|([01])|([^|]*)$')
+local a, o, n, t, c, q, r, w = string.match(v, '^(([^|]+)|([^|]*)|%d*)|(%d+)|(%d+)|([01])|([^|]*)|([^|]*)$')
 if o ~= owner or (token ~= '0' and t ~= token) then
   return -1 -- (also for a value this package did not write: it is nobody's hold)
 end
@@ -45,7 +46,7 @@ if r == rn then
   return c -- this release already left its level
 end
 if c > 1 then
-  redis.call('SET', lk, hold_value(a, t, c - 1, q, rn), 'KEEPTTL')
+  redis.call('SET', lk, hold_value(a, t, c - 1, q, rn, w), 'KEEPTTL')
   return c - 1
 end
 redis.call('DEL', lk)
