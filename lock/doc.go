@@ -32,7 +32,8 @@
 //   - Quorum mode (NewQuorum): Redlock over N independent nodes; see below.
 //
 // Lua scripts, one per file in lua/, do every step atomically; all keys of one lock carry the
-// hash tag {name}, so the package works on standalone Redis, Sentinel and Cluster alike.
+// hash tag {name}, so the package works on standalone Redis, Sentinel and Cluster alike. It
+// needs Redis 6.0 or later.
 //
 // # When to use it
 //
@@ -56,7 +57,8 @@
 // too when you read-modify-write, and inside the resource's own atomicity.
 //
 // Tokens come from an INCR counter per lock name (key "<prefix>{<name>}:fence", which never
-// expires). They increase strictly as long as Redis keeps that counter. They can go backwards
+// expires). They increase strictly as long as Redis keeps that counter, and must stay below
+// 2^53 (the scripts' numbers are doubles). They can go backwards
 // when it does not:
 //
 //   - Redis restarts without persistence, or with RDB snapshots or appendfsync everysec, and
