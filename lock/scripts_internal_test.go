@@ -141,6 +141,9 @@ func TestScriptsValidateBeforeWriting(t *testing.T) {
 		{"cancel bad orphan flag", func() error { return scriptCancel.run(ctx, rdb, k, entry, "x").Err() }},
 		{"renew bad lease", func() error { return scriptRenew.run(ctx, rdb, k[:1], m.owner, 0, "-5").Err() }},
 		{"fence token 0", func() error { return scriptFence.run(ctx, rdb, k[:2], m.owner, 0).Err() }},
+		{"renew lease inf", func() error { return scriptRenew.run(ctx, rdb, k[:1], m.owner, 0, "inf").Err() }},
+		{"renew token hex", func() error { return scriptRenew.run(ctx, rdb, k[:1], m.owner, "0x10", 0).Err() }},
+		{"fence token 1e300", func() error { return scriptFence.run(ctx, rdb, k[:2], m.owner, "1e300").Err() }},
 		{"release_all bad owner", func() error { return scriptReleaseAll.run(ctx, rdb, k[:1], "a|b").Err() }},
 	}
 	for _, tc := range cases {

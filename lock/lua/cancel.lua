@@ -31,12 +31,8 @@ end
 
 redis.call('LREM', qk, 0, entry)
 redis.call('ZREM', dk, entry)
-local v = redis.call('GET', lk)
-if not v then
-  return 0
-end
-local o, n, t, c, q, r, a, w = parse_hold(v)
-if o ~= owner then
+local o, n, t, c, q, r, a, w = owned_hold(lk, owner)
+if not o then
   return 0
 end
 if orphan == '0' and n ~= nonce and w ~= nonce then

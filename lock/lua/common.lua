@@ -40,10 +40,12 @@ local function fail(msg)
   error({err = 'ERR lock: ' .. msg})
 end
 
+-- int_arg accepts plain decimal digits only (tonumber would also take "inf", "1e300" and
+-- "0x10"), up to 2^53 so that the value stays exact in a Lua double.
 local function int_arg(v, name, min)
-  local n = tonumber(v)
-  if n == nil or n ~= math.floor(n) or n < min then
-    fail(name .. ' must be an integer >= ' .. min .. ', got ' .. tostring(v))
+  local n = type(v) == 'string' and #v <= 16 and string.find(v, '^%d+$') and tonumber(v)
+  if not n or n < min or n > 9007199254740992 then
+    fail(name .. ' must be an integer from ' .. min .. ' to 2^53, got ' .. tostring(v))
   end
   return n
 end
@@ -70,6 +72,20 @@ end
 -- count c, queue flag q, release nonce r and handed-to nonce w.
 local function hold_value(a, t, c, q, r, w)
   return a .. '|' .. t .. '|' .. c .. '|' .. q .. '|' .. r .. '|' .. w
+end
+
+-- owned_hold reads the lock and returns parse_hold's fields if owner holds it, nil if the
+-- lock is free or someone else's.
+local function owned_hold(lk, owner)
+  local v = redis.call('GET', lk)
+  if not v then
+    return nil
+  end
+  local o, n, t, c, q, r, a, w = parse_hold(v)
+  if o ~= owner then
+    return nil
+  end
+  return o, n, t, c, q, r, a, w
 end
 
 local function now_ms()

@@ -18,12 +18,8 @@ end
 local owner = owner_arg(ARGV[1])
 local token = int_arg(ARGV[2], 'token', 1)
 
-local v = redis.call('GET', lk)
-if not v then
-  return 0
-end
-local o, _, _, c, q, r, a, w = parse_hold(v)
-if o ~= owner then
+local o, _, _, c, q, r, a, w = owned_hold(lk, owner)
+if not o then
   return 0
 end
 local last = tonumber(redis.call('GET', fk) or '0')

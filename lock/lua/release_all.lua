@@ -15,12 +15,7 @@ if #KEYS ~= 1 then
 end
 local owner = owner_arg(ARGV[1])
 
-local v = redis.call('GET', lk)
-if not v then
-  return -1
-end
-local o = parse_hold(v)
-if o ~= owner then
+if not owned_hold(lk, owner) then
   return -1
 end
 redis.call('DEL', lk)

@@ -19,12 +19,8 @@ local token = ARGV[2]
 int_arg(token, 'token', 0)
 local lease = int_arg(ARGV[3], 'lease', 0)
 
-local v = redis.call('GET', lk)
-if not v then
-  return 0
-end
-local o, _, t = parse_hold(v)
-if o ~= owner or (token ~= '0' and t ~= token) then
+local o, _, t = owned_hold(lk, owner)
+if not o or (token ~= '0' and t ~= token) then
   return 0
 end
 if lease > 0 then
