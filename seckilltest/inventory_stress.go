@@ -63,6 +63,22 @@ func testConcurrency(t *testing.T, newEngine NewInventory) {
 	}
 }
 
+// ConcurrencyViolations runs the concurrency checker of TestInventory once against a fresh
+// engine and returns what it found instead of failing t. It is for an engine's negative
+// controls: a deliberately broken variant of the engine must make it report violations, which
+// shows that the checker can fail against that engine (a test that cannot fail proves nothing).
+func ConcurrencyViolations(t *testing.T, newEngine NewInventory) []string {
+	clock := NewManualClock(epoch)
+	inv := newEngine(t, clock)
+	cfg := defaultStressConfig()
+	if testing.Short() {
+		cfg.Buyers = 1000
+	}
+	rep := runStress(inv, clock, cfg)
+	t.Logf("seed %d, %v", rep.Seed, rep.Stats)
+	return rep.Violations
+}
+
 // buyRec is one Buy call. start and end are ticks of one global counter taken just before the
 // call and just after it returned, so "a started before b ended" is a.start < b.end.
 type buyRec struct {

@@ -10,13 +10,17 @@ import (
 
 // Environment variables naming the test services.
 const (
-	RedisVar    = "SECKILL_TEST_REDIS"    // e.g. redis://127.0.0.1:6379/0
-	MySQLVar    = "SECKILL_TEST_MYSQL"    // e.g. mysql://root@127.0.0.1:3306/seckill_test
-	PostgresVar = "SECKILL_TEST_POSTGRES" // e.g. postgres://postgres@127.0.0.1:5432/seckill_test
+	RedisVar    = "SECKILL_TEST_REDIS"         // e.g. redis://127.0.0.1:6379/0
+	ClusterVar  = "SECKILL_TEST_REDIS_CLUSTER" // e.g. redis://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003
+	MySQLVar    = "SECKILL_TEST_MYSQL"         // e.g. mysql://root@127.0.0.1:3306/seckill_test
+	PostgresVar = "SECKILL_TEST_POSTGRES"      // e.g. postgres://postgres@127.0.0.1:5432/seckill_test
 )
 
 // Redis returns the test Redis URL or skips (fails under CI=true).
 func Redis(t testing.TB) string { return lookup(t, RedisVar) }
+
+// RedisCluster returns the test Redis Cluster URL or skips (fails under CI=true).
+func RedisCluster(t testing.TB) string { return lookup(t, ClusterVar) }
 
 // MySQL returns the test MySQL URL or skips (fails under CI=true).
 func MySQL(t testing.TB) string { return lookup(t, MySQLVar) }

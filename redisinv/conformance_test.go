@@ -1,0 +1,123 @@
+package redisinv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+	"testing"
+
+	"github.com/redis/rueidis"
+
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/seckilltest"
+)
+
+// dialT connects to the Redis that url names, for the test's lifetime.
+func dialT(t *testing.T, url string) *Clients {
+	t.Helper()
+	c, err := Dial(t.Context(), url)
+	if err != nil {
+		t.Fatalf("Dial(%s): %v", url, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// testPrefix is a key prefix no other test uses, so tests share one Redis.
+func testPrefix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "seckilltest:" + hex.EncodeToString(b[:]) + ":"
+}
+
+// dropPrefix deletes every key under prefix on every node.
+func dropPrefix(t *testing.T, rdb rueidis.Client, prefix string) {
+	ctx := context.Background()
+	for _, node := range rdb.Nodes() {
+		var cursor uint64
+		for {
+			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(prefix+"*").Count(1000).Build()).AsScanEntry()
+			if err != nil {
+				t.Logf("cleanup scan: %v", err)
+				break
+			}
+			for _, k := range e.Elements {
+				_ = rdb.Do(ctx, rdb.B().Unlink().Key(k).Build()).Error()
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
+		}
+	}
+}
+
+// newTestEngine builds an engine on its own prefix with the suite's clock, removed at cleanup.
+func newTestEngine(t *testing.T, rdb rueidis.Client, clock seckill.Clock, opts ...Option) *Engine {
+	prefix := testPrefix()
+	e := New(rdb, append([]Option{WithTestClock(clock), WithPrefix(prefix)}, opts...)...)
+	t.Cleanup(func() {
+		_ = e.Close()
+		dropPrefix(t, rdb, prefix)
+	})
+	return e
+}
+
+func conformance(t *testing.T, url string) {
+	c := dialT(t, url)
+	seckilltest.TestInventory(t, func(t *testing.T, clock seckill.Clock) seckill.Inventory {
+		return newTestEngine(t, c.Inventory, clock)
+	})
+}
+
+// TestInventoryStandalone runs the shared conformance suite (rules, the rapid model, the
+// concurrency checker) against a standalone Redis.
+func TestInventoryStandalone(t *testing.T) { conformance(t, testenv.Redis(t)) }
+
+// TestInventoryCluster runs it against a Redis Cluster: every script touches one hash slot.
+func TestInventoryCluster(t *testing.T) {
+	url := testenv.RedisCluster(t)
+	if c := dialT(t, url); !c.Cluster {
+		t.Fatalf("%s is not a Redis Cluster", url)
+	}
+	conformance(t, url)
+}
+
+// TestConcurrencyCatchesBrokenScripts is the negative control on this engine: the concurrency
+// checker that passes above must report violations when a script is broken on purpose, in
+// the ways public flash-sale projects broke theirs (DESIGN.md §6).
+func TestConcurrencyCatchesBrokenScripts(t *testing.T) {
+	c := dialT(t, testenv.Redis(t))
+	for _, tc := range []struct {
+		name, file, from, to string
+	}{
+		// `if total >= sold then sell`: one unit too many.
+		{"OffByOne", "buy.lua", "if S.qlen == 0 and S.avail >= q then", "if S.qlen == 0 and S.avail + 1 >= q then"},
+		// An expired hold whose units never come back to available.
+		{"ExpiryKeepsUnits", "common.lua", "S.held, S.avail = S.held - r.q, S.avail + r.q\n      user_add(r.user, -r.q)\n      r.status, r.exp = 'expired', 0",
+			"S.held = S.held - r.q\n      user_add(r.user, -r.q)\n      r.status, r.exp = 'expired', 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			broken := newScriptSet(func(name string) string {
+				src := scriptSource(name)
+				if name == tc.file || tc.file == "common.lua" {
+					if !strings.Contains(src, tc.from) {
+						t.Fatalf("%s no longer contains the text the mutation replaces: %q", name, tc.from)
+					}
+					src = strings.Replace(src, tc.from, tc.to, 1)
+				}
+				return src
+			})
+			got := seckilltest.ConcurrencyViolations(t, func(t *testing.T, clock seckill.Clock) seckill.Inventory {
+				e := newTestEngine(t, c.Inventory, clock)
+				e.scripts = broken
+				return e
+			})
+			if len(got) == 0 {
+				t.Fatalf("the concurrency checker found nothing wrong with a broken %s", tc.file)
+			}
+			t.Logf("caught:\n%s", strings.Join(got, "\n"))
+		})
+	}
+}

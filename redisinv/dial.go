@@ -1,0 +1,202 @@
+package redisinv
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+)
+
+// Clients are the two connections to one Redis deployment that a Redis-engine instance uses:
+// Inventory (rueidis, with automatic pipelining: concurrent scripts share round trips) for
+// the engine and its streams, and Locks (go-redis, which package lock is written against) for
+// the rebuild and sweeper locks.
+type Clients struct {
+	Inventory rueidis.Client
+	Locks     redis.UniversalClient
+	// Cluster tells whether the deployment is a Redis Cluster.
+	Cluster bool
+	// Addrs are the addresses the URL named.
+	Addrs []string
+}
+
+// Close closes both clients.
+func (c *Clients) Close() {
+	c.Inventory.Close()
+	_ = c.Locks.Close()
+}
+
+// Endpoint is a parsed SECKILL_REDIS_URL.
+type Endpoint struct {
+	Addrs    []string
+	Username string
+	Password string
+	DB       int
+	TLS      bool
+	Cluster  bool // asked for with ?cluster=1 or by naming several addresses
+}
+
+// ParseURL reads a Redis URL:
+//
+//	redis://[user[:password]@]host[:port][/db]            a standalone server (db 0–15, default 0)
+//	redis://[user[:password]@]h1:p1,h2:p2,h3:p3           a Redis Cluster, by some of its nodes
+//	redis://[user[:password]@]host:port?cluster=1         a Redis Cluster, by one node
+//	rediss://…                                            the same over TLS
+//
+// The port defaults to 6379. A server that answers as a cluster node is used as a cluster even
+// without cluster=1 (Dial asks it). A cluster has only db 0. The password never appears in
+// errors.
+func ParseURL(raw string) (Endpoint, error) {
+	var ep Endpoint
+	scheme, rest, ok := strings.Cut(raw, "://")
+	switch {
+	case !ok:
+		return ep, fmt.Errorf("redis URL %q has no scheme; want redis://host:port", redactURL(raw))
+	case scheme == "rediss":
+		ep.TLS = true
+	case scheme != "redis":
+		return ep, fmt.Errorf("redis URL scheme %q is not supported; want redis:// or rediss://", scheme)
+	}
+	rest, query, _ := strings.Cut(rest, "?")
+	rest, path, _ := strings.Cut(rest, "/")
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		user, pass, _ := strings.Cut(rest[:at], ":")
+		var err error
+		if ep.Username, err = url.PathUnescape(user); err != nil {
+			return ep, fmt.Errorf("redis URL: bad user name")
+		}
+		if ep.Password, err = url.PathUnescape(pass); err != nil {
+			return ep, fmt.Errorf("redis URL: bad password encoding")
+		}
+		rest = rest[at+1:]
+	}
+	if rest == "" {
+		return ep, fmt.Errorf("redis URL %q names no host", redactURL(raw))
+	}
+	for _, h := range strings.Split(rest, ",") {
+		host, port, err := net.SplitHostPort(h)
+		if err != nil {
+			host, port = h, "6379"
+		}
+		if host == "" || strings.ContainsAny(host, "[]") && !strings.HasPrefix(h, "[") {
+			return ep, fmt.Errorf("redis URL: bad host %q", h)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return ep, fmt.Errorf("redis URL: bad port in %q", h)
+		}
+		ep.Addrs = append(ep.Addrs, net.JoinHostPort(host, port))
+	}
+	if path != "" {
+		db, err := strconv.Atoi(path)
+		if err != nil || db < 0 || db > 15 {
+			return ep, fmt.Errorf("redis URL: database %q must be 0 to 15", path)
+		}
+		ep.DB = db
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return ep, fmt.Errorf("redis URL: bad query: %w", err)
+	}
+	for k := range q {
+		if k != "cluster" {
+			return ep, fmt.Errorf("redis URL: unknown option %q (only cluster=1)", k)
+		}
+	}
+	switch c := q.Get("cluster"); c {
+	case "", "0", "false":
+	case "1", "true":
+		ep.Cluster = true
+	default:
+		return ep, fmt.Errorf("redis URL: cluster=%q; want 1 or 0", c)
+	}
+	if len(ep.Addrs) > 1 {
+		ep.Cluster = true
+	}
+	if ep.Cluster && ep.DB != 0 {
+		return ep, fmt.Errorf("redis URL: a cluster has only database 0")
+	}
+	return ep, nil
+}
+
+// redactURL hides a password in a URL so that errors can quote it.
+func redactURL(raw string) string {
+	if at := strings.LastIndex(raw, "@"); at >= 0 {
+		if i := strings.Index(raw, "://"); i >= 0 && i < at {
+			return raw[:i+3] + "…" + raw[at:]
+		}
+		return "…" + raw[at:]
+	}
+	return raw
+}
+
+// dialTimeout bounds connecting to a node; ioTimeout a command on a connection that stopped
+// answering (the engine's own per-call timeout is shorter).
+const (
+	dialTimeout = 2 * time.Second
+	ioTimeout   = 5 * time.Second
+)
+
+// Dial connects to the deployment that raw (ParseURL) names and checks that it answers.
+func Dial(ctx context.Context, raw string) (*Clients, error) {
+	ep, err := ParseURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	var tlsConf *tls.Config
+	if ep.TLS {
+		host, _, _ := net.SplitHostPort(ep.Addrs[0])
+		tlsConf = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
+	}
+	opt := rueidis.ClientOption{
+		InitAddress:      ep.Addrs,
+		Username:         ep.Username,
+		Password:         ep.Password,
+		SelectDB:         ep.DB,
+		TLSConfig:        tlsConf,
+		DisableCache:     true, // no client-side caching: every read must see the scripts' writes
+		ConnWriteTimeout: ioTimeout,
+		Dialer:           net.Dialer{Timeout: dialTimeout},
+	}
+	inv, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, fmt.Errorf("redis %s: %w", strings.Join(ep.Addrs, ","), err)
+	}
+	cluster, err := isCluster(ctx, inv)
+	if err != nil {
+		inv.Close()
+		return nil, fmt.Errorf("redis %s: %w", strings.Join(ep.Addrs, ","), err)
+	}
+	c := &Clients{Inventory: inv, Cluster: cluster, Addrs: ep.Addrs}
+	if cluster {
+		c.Locks = redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: ep.Addrs, Username: ep.Username, Password: ep.Password, TLSConfig: tlsConf,
+			DialTimeout: dialTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout,
+		})
+	} else {
+		c.Locks = redis.NewClient(&redis.Options{
+			Addr: ep.Addrs[0], Username: ep.Username, Password: ep.Password, DB: ep.DB, TLSConfig: tlsConf,
+			DialTimeout: dialTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout,
+		})
+	}
+	if err := c.Locks.Ping(ctx).Err(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("redis %s: %w", strings.Join(ep.Addrs, ","), err)
+	}
+	return c, nil
+}
+
+// isCluster asks a node whether it runs in cluster mode.
+func isCluster(ctx context.Context, c rueidis.Client) (bool, error) {
+	info, err := c.Do(ctx, c.B().Info().Section("cluster").Build()).ToString()
+	if err != nil {
+		return false, err
+	}
+	return strings.Contains(info, "cluster_enabled:1"), nil
+}

@@ -1,0 +1,245 @@
+// Package redisinv is the Redis inventory engine: the seckill.Inventory that many stateless
+// `seckill serve` instances share. A sale's stock, holds, FIFO queue, per-user counts and
+// idempotency keys live in Redis, and every operation is one Lua script (lua/*.lua), so each is
+// atomic however many instances call at once. All keys of a sale share the hash tag
+// {sale:<id>}, so each script runs on one node of a Redis Cluster; time comes from Redis TIME
+// inside the scripts, so every instance shares one clock.
+//
+// Each script that changes a reservation appends the change to the sale's stream in the same
+// script (no dual write); Consumer moves the stream to the order store through a consumer
+// group. Sweeper keeps counts fresh without traffic, one instance per sale at a time (elected
+// with package lock). A sale whose keys are missing (Redis restarted empty, failover to a
+// replica that lagged) is rebuilt from the order store by one instance, while every instance
+// answers unavailable (503) rather than guess (WithRebuild).
+//
+// The engine follows docs/MODEL.md exactly, as the memory engine does; the shared conformance
+// suite (seckilltest.TestInventory) is the judge. Where Redis forces a difference it is small
+// and documented: times are kept in milliseconds, and a call expires at most 256 overdue holds
+// before it acts (the sweeper expires the rest).
+package redisinv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/seckill-go/seckill"
+)
+
+var _ seckill.Inventory = (*Engine)(nil)
+
+// Engine is the Redis inventory. It is safe for concurrent use; concurrent calls share round
+// trips through rueidis' automatic pipelining.
+type Engine struct {
+	rdb     rueidis.Client
+	prefix  string
+	clock   seckill.Clock // nil: Redis TIME (production); set only by WithTestClock
+	timeout time.Duration
+	log     *slog.Logger
+	rebuild *rebuilder // nil: a missing sale is simply not found
+	scripts *scriptSet
+
+	randMu  sync.Mutex
+	randBuf []byte
+}
+
+// Option configures an Engine.
+type Option func(*Engine)
+
+// WithPrefix sets the prefix of every key (default "seckill:"). Keys of sale S are
+// prefix+"{sale:S}:"+part. Tests give each engine its own prefix to share one Redis.
+func WithPrefix(p string) Option { return func(e *Engine) { e.prefix = p } }
+
+// WithTimeout bounds each call to Redis (default 2 s), so that a Redis that stops answering
+// turns into a quick unavailable error instead of a hung buyer.
+func WithTimeout(d time.Duration) Option { return func(e *Engine) { e.timeout = d } }
+
+// WithLogger sets the logger for rebuilds and background work.
+func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
+
+// WithTestClock makes every script use c's time instead of Redis TIME. It exists for the
+// conformance suite, which moves time by hand; production wiring never sets it, because
+// instances with their own clocks would disagree about when holds expire. Even so, a sale's
+// clock never goes back (common.lua).
+func WithTestClock(c seckill.Clock) Option { return func(e *Engine) { e.clock = c } }
+
+// New returns an engine over rdb, which may be a standalone, Sentinel or Cluster client.
+func New(rdb rueidis.Client, opts ...Option) *Engine {
+	e := &Engine{rdb: rdb, prefix: "seckill:", timeout: 2 * time.Second, log: slog.New(slog.DiscardHandler), scripts: defaultScripts}
+	for _, o := range opts {
+		o(e)
+	}
+	return e
+}
+
+// Close stops the engine's background rebuilds and waits for them. It does not close the
+// Redis client, which the caller owns.
+func (e *Engine) Close() error {
+	if e.rebuild != nil {
+		e.rebuild.close()
+	}
+	return nil
+}
+
+// Ping checks that every Redis node answers, for readiness probes.
+func (e *Engine) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	for addr, node := range e.rdb.Nodes() {
+		if err := node.Do(ctx, node.B().Ping().Build()).Error(); err != nil {
+			return fmt.Errorf("redis %s: %w", addr, err)
+		}
+	}
+	return nil
+}
+
+// keyParts are the suffixes of a sale's keys, in the order of the scripts' KEYS.
+var keyParts = [...]string{"sale", "res", "holds", "queue", "users", "idem", "events"}
+
+// keys returns the seven keys of a sale (common.lua).
+func (e *Engine) keys(saleID string) []string {
+	base := e.prefix + "{sale:" + saleID + "}:"
+	ks := make([]string, len(keyParts))
+	for i, p := range keyParts {
+		ks[i] = base + p
+	}
+	return ks
+}
+
+// streamKey is the sale's event stream.
+func (e *Engine) streamKey(saleID string) string { return e.prefix + "{sale:" + saleID + "}:events" }
+
+// clockArg is ARGV[1] of every script: empty for Redis TIME, or the test clock in ms.
+func (e *Engine) clockArg() string {
+	if e.clock == nil {
+		return ""
+	}
+	return strconv.FormatInt(e.clock.Now().UnixMilli(), 10)
+}
+
+// reply is a script's answer: its first element is "ok" or a domain code.
+type reply []rueidis.RedisMessage
+
+func (r reply) code() string { return r.str(0) }
+
+func (r reply) str(i int) string {
+	if i >= len(r) {
+		return ""
+	}
+	s, _ := r[i].ToString()
+	return s
+}
+
+func (r reply) int(i int) int64 {
+	if i >= len(r) {
+		return 0
+	}
+	n, _ := r[i].AsInt64()
+	return n
+}
+
+// errUnavailable is the client-facing error for a Redis that does not answer.
+func errUnavailable(cause error) error {
+	return fmt.Errorf("%w: %w", seckill.Errorf(seckill.CodeUnavailable, "the inventory is unavailable; retry shortly"), cause)
+}
+
+// exec runs s for one sale with args after the clock. A sale that is missing is handed to the
+// rebuilder (not_found, or unavailable while it is rebuilt); one being rebuilt is unavailable.
+// Transport failures and timeouts are unavailable; a Redis error reply means a script refused
+// its arguments, which is a bug on this side, and is internal.
+func (e *Engine) exec(ctx context.Context, s *script, saleID string, args ...string) (reply, error) {
+	r, err := e.execRaw(ctx, s, saleID, args...)
+	if err != nil {
+		return nil, err
+	}
+	switch r.code() {
+	case "not_loaded":
+		return nil, e.missing(ctx, saleID)
+	case "loading":
+		return nil, seckill.Errorf(seckill.CodeUnavailable, "sale %q is being restored from the database; retry shortly", saleID)
+	}
+	return r, nil
+}
+
+// execRaw is exec without the handling of missing and loading sales.
+func (e *Engine) execRaw(ctx context.Context, s *script, saleID string, args ...string) (reply, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	argv := make([]string, 0, 1+len(args))
+	argv = append(argv, e.clockArg())
+	argv = append(argv, args...)
+	msgs, err := s.lua.Exec(ctx, e.rdb, e.keys(saleID), argv).ToArray()
+	if err != nil {
+		if _, ok := rueidis.IsRedisErr(err); ok {
+			return nil, fmt.Errorf("redisinv: %s script for sale %s: %w", s.name, saleID, err)
+		}
+		return nil, errUnavailable(fmt.Errorf("redisinv: %s script for sale %s: %w", s.name, saleID, err))
+	}
+	if len(msgs) == 0 {
+		return nil, fmt.Errorf("redisinv: %s script for sale %s: empty reply", s.name, saleID)
+	}
+	return reply(msgs), nil
+}
+
+// missing decides what a call on a sale whose keys are missing answers.
+func (e *Engine) missing(ctx context.Context, saleID string) error {
+	if e.rebuild == nil {
+		return seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
+	}
+	return e.rebuild.missing(ctx, saleID)
+}
+
+// random returns 16 lowercase hex digits from crypto/rand, the random half of a reservation
+// id. It reads 4 KiB at a time, so a buy pays for one system call per 512 reservations.
+func (e *Engine) random() string {
+	e.randMu.Lock()
+	defer e.randMu.Unlock()
+	if len(e.randBuf) < 8 {
+		e.randBuf = make([]byte, 4096)
+		_, _ = rand.Read(e.randBuf)
+	}
+	s := hex.EncodeToString(e.randBuf[:8])
+	e.randBuf = e.randBuf[8:]
+	return s
+}
+
+// splitID returns the sale id and the 32-hex suffix of a reservation id made by
+// seckill.ReservationID, or ok false for an id no engine of this format could have made.
+func splitID(id string) (saleID, suffix string, ok bool) {
+	saleID, ok = seckill.SaleOfReservation(id)
+	if !ok || !seckill.ValidID(saleID) {
+		return "", "", false
+	}
+	suffix = id[len(saleID)+1:]
+	for i := 0; i < len(suffix); i++ {
+		if c := suffix[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return "", "", false
+		}
+	}
+	return saleID, suffix, true
+}
+
+func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func i64toa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// errNotFound is the not_found error for a reservation id.
+func errNotFound(id string) error {
+	return seckill.Errorf(seckill.CodeNotFound, "reservation %q not found", id)
+}
+
+// isCode reports whether err is a domain error with code c.
+func isCode(err error, c seckill.Code) bool {
+	var de *seckill.Error
+	return errors.As(err, &de) && de.Code == c
+}

@@ -1,0 +1,348 @@
+package redisinv
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/seckill-go/seckill"
+)
+
+// maxExact is 2^53, the largest integer the scripts (Lua doubles) hold exactly.
+const maxExact = 1 << 53
+
+// maxPaymentID bounds payment ids as the scripts accept them.
+const maxPaymentID = 255
+
+// maxIdempotencyKey bounds idempotency keys as the scripts accept them.
+const maxIdempotencyKey = 128
+
+// reclaimBatch is how many overdue holds one Reclaim script expires; Reclaim repeats it.
+const reclaimBatch = 1024
+
+// LoadSale preheats a sale: its definition and counters, with sold units already sold.
+// Loading a sale that is loaded is a conflict, so a repeated preheat changes nothing.
+func (e *Engine) LoadSale(ctx context.Context, def seckill.Sale, sold int) error {
+	if !seckill.ValidID(def.ID) {
+		return seckill.Errorf(seckill.CodeInvalidArgument, "sale id must be 1–64 of [A-Za-z0-9_.-]")
+	}
+	if def.Sellable() < 0 || sold < 0 || sold > def.Sellable() {
+		return seckill.Errorf(seckill.CodeInvalidArgument, "sale %q: sold %d outside 0..%d", def.ID, sold, def.Sellable())
+	}
+	r, err := e.execRaw(ctx, e.scripts.load, def.ID, loadArgs(def, sold, "new", "")...)
+	if err != nil {
+		return err
+	}
+	if r.code() == "conflict" {
+		return seckill.Errorf(seckill.CodeConflict, "sale %q already loaded", def.ID)
+	}
+	return nil
+}
+
+// loadArgs are load.lua's ARGV after the clock.
+func loadArgs(def seckill.Sale, sold int, mode, token string) []string {
+	return []string{
+		mode, token, def.Name, i64toa(def.PriceCents), itoa(def.Stock), itoa(def.Holdback),
+		i64toa(def.StartsAt.UnixMilli()), i64toa(def.EndsAt.UnixMilli()), itoa(def.PerUserLimit),
+		itoa(def.HoldSeconds), itoa(def.QueueLimit), i64toa(max(def.CreatedAt.UnixMilli(), 0)), itoa(sold),
+	}
+}
+
+// Sale returns the definition and live counts, after reclaiming expired holds.
+func (e *Engine) Sale(ctx context.Context, id string) (seckill.Sale, seckill.StockState, error) {
+	if !seckill.ValidID(id) {
+		return seckill.Sale{}, seckill.StockState{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", id)
+	}
+	r, err := e.exec(ctx, e.scripts.sale, id)
+	if err != nil {
+		return seckill.Sale{}, seckill.StockState{}, err
+	}
+	s, st := saleOf(id, r)
+	return s, st, nil
+}
+
+// saleOf decodes a sale_reply (common.lua).
+func saleOf(id string, r reply) (seckill.Sale, seckill.StockState) {
+	s := seckill.Sale{
+		ID: id, Name: r.str(1), PriceCents: r.int(2), Stock: int(r.int(3)), Holdback: int(r.int(4)),
+		StartsAt: fromMillis(r.int(5)), EndsAt: fromMillis(r.int(6)), PerUserLimit: int(r.int(7)),
+		HoldSeconds: int(r.int(8)), QueueLimit: int(r.int(9)), CreatedAt: fromMillis(r.int(10)),
+	}
+	st := seckill.StockState{
+		Sellable: s.Sellable(), Available: int(r.int(11)), Held: int(r.int(12)), Sold: int(r.int(13)),
+		Queued: int(r.int(14)),
+	}
+	return s, st
+}
+
+// reservationOf decodes a res_reply (common.lua) of sale saleID.
+func reservationOf(saleID string, r reply) seckill.Reservation {
+	v := seckill.Reservation{
+		ID: saleID + "-" + r.str(2), SaleID: saleID, Status: seckill.ReservationStatus(r.str(3)),
+		UserID: r.str(4), Quantity: int(r.int(5)), Seq: uint64(r.int(7)), AmountCents: r.int(8),
+		CreatedAt: fromMillis(r.int(9)), PaymentID: r.str(10), IdempotencyKey: r.str(11),
+		Position: int(r.int(12)),
+	}
+	if v.Status == seckill.StatusHeld {
+		t := fromMillis(r.int(6))
+		v.ExpiresAt = &t
+	}
+	return v
+}
+
+// Buy runs buy.lua: docs/MODEL.md "Buy" in one script.
+func (e *Engine) Buy(ctx context.Context, req seckill.BuyRequest) (seckill.BuyResult, error) {
+	if !seckill.ValidID(req.SaleID) {
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", req.SaleID)
+	}
+	if !seckill.ValidID(req.UserID) {
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "user id must be 1–64 of [A-Za-z0-9_.-]")
+	}
+	if len(req.IdempotencyKey) > maxIdempotencyKey {
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "idempotency key is longer than %d bytes", maxIdempotencyKey)
+	}
+	q := min(max(req.Quantity, 0), maxExact) // the script answers invalid_argument for 0
+	r, err := e.exec(ctx, e.scripts.buy, req.SaleID, req.UserID, itoa(q), req.IdempotencyKey, e.random())
+	if err != nil {
+		return seckill.BuyResult{}, err
+	}
+	switch r.code() {
+	case "ok":
+		return seckill.BuyResult{Reservation: reservationOf(req.SaleID, r), Replayed: r.int(1) == 1}, nil
+	case "invalid_argument":
+		if req.Quantity < 1 {
+			return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "quantity must be at least 1")
+		}
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "quantity %d × price is too large", req.Quantity)
+	case "not_started":
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeNotStarted, "sale %s has not started", req.SaleID)
+	case "ended":
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeEnded, "sale %s has ended", req.SaleID)
+	case "limit_exceeded":
+		if r.str(1) == "quantity" {
+			return seckill.BuyResult{}, seckill.Errorf(seckill.CodeLimitExceeded, "quantity %d is over the per-user limit %d", req.Quantity, r.int(2))
+		}
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeLimitExceeded, "user %q would hold more than %d units", req.UserID, r.int(2))
+	case "sold_out":
+		if left := r.int(1); left > 0 {
+			return seckill.BuyResult{}, seckill.Errorf(seckill.CodeSoldOut, "only %d units remain unsold, fewer than %d", left, req.Quantity)
+		}
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeSoldOut, "sold out")
+	case "queue_full":
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeQueueFull, "every unit is held and the queue is full; try again later")
+	}
+	return seckill.BuyResult{}, unexpected("buy", r)
+}
+
+func unexpected(script string, r reply) error {
+	return fmt.Errorf("redisinv: %s script: unexpected reply %q", script, r.code())
+}
+
+// Reservation returns a reservation as it is now.
+func (e *Engine) Reservation(ctx context.Context, id string) (seckill.Reservation, error) {
+	saleID, suffix, ok := splitID(id)
+	if !ok {
+		return seckill.Reservation{}, errNotFound(id)
+	}
+	r, err := e.exec(ctx, e.scripts.reservation, saleID, suffix)
+	if isCode(err, seckill.CodeNotFound) {
+		return seckill.Reservation{}, errNotFound(id)
+	}
+	if err != nil {
+		return seckill.Reservation{}, err
+	}
+	switch r.code() {
+	case "ok":
+		return reservationOf(saleID, r), nil
+	case "not_found":
+		return seckill.Reservation{}, errNotFound(id)
+	}
+	return seckill.Reservation{}, unexpected("reservation", r)
+}
+
+// Cancel cancels a held or queued reservation of userID.
+func (e *Engine) Cancel(ctx context.Context, id, userID string) (seckill.Reservation, error) {
+	saleID, suffix, ok := splitID(id)
+	if !ok || !seckill.ValidID(userID) {
+		return seckill.Reservation{}, errNotFound(id)
+	}
+	r, err := e.exec(ctx, e.scripts.cancel, saleID, suffix, userID)
+	if isCode(err, seckill.CodeNotFound) {
+		return seckill.Reservation{}, errNotFound(id)
+	}
+	if err != nil {
+		return seckill.Reservation{}, err
+	}
+	switch r.code() {
+	case "ok":
+		return reservationOf(saleID, r), nil
+	case "not_found":
+		return seckill.Reservation{}, errNotFound(id)
+	case "conflict":
+		return seckill.Reservation{}, seckill.Errorf(seckill.CodeConflict, "reservation %q is already paid", id)
+	}
+	return seckill.Reservation{}, unexpected("cancel", r)
+}
+
+// ConfirmPayment applies a succeeded payment (docs/MODEL.md "ConfirmPayment"). A payment for
+// a reservation no sale of this engine knows is refund_required; one for a sale that is being
+// rebuilt is unavailable, so the gateway retries once the reservation may be back.
+func (e *Engine) ConfirmPayment(ctx context.Context, p seckill.PaymentConfirmation) (seckill.PaymentResult, seckill.Reservation, error) {
+	if p.PaymentID == "" || len(p.PaymentID) > maxPaymentID {
+		return "", seckill.Reservation{}, seckill.Errorf(seckill.CodeInvalidArgument, "payment id must be 1 to %d bytes", maxPaymentID)
+	}
+	saleID, suffix, ok := splitID(p.ReservationID)
+	if !ok {
+		return seckill.PaymentRefundRequired, seckill.Reservation{}, nil
+	}
+	amount := min(max(p.AmountCents, -maxExact), maxExact)
+	r, err := e.exec(ctx, e.scripts.pay, saleID, suffix, p.PaymentID, i64toa(amount))
+	if isCode(err, seckill.CodeNotFound) {
+		return seckill.PaymentRefundRequired, seckill.Reservation{}, nil
+	}
+	if err != nil {
+		return "", seckill.Reservation{}, err
+	}
+	if r.code() != "ok" {
+		return "", seckill.Reservation{}, unexpected("pay", r)
+	}
+	result := seckill.PaymentResult(r.str(1))
+	if len(r) < 3 {
+		return result, seckill.Reservation{}, nil
+	}
+	return result, reservationOf(saleID, r), nil
+}
+
+// AddStock adds units to a sale; queued buyers are served first.
+func (e *Engine) AddStock(ctx context.Context, saleID string, add int) (seckill.Sale, seckill.StockState, error) {
+	if !seckill.ValidID(saleID) {
+		return seckill.Sale{}, seckill.StockState{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
+	}
+	arg := add
+	if add < 1 || add > seckill.MaxQuantity {
+		arg = 0 // the script answers invalid_argument, after telling an unknown sale
+	}
+	r, err := e.exec(ctx, e.scripts.addStock, saleID, itoa(arg))
+	if err != nil {
+		return seckill.Sale{}, seckill.StockState{}, err
+	}
+	switch r.code() {
+	case "ok":
+		s, st := saleOf(saleID, r)
+		return s, st, nil
+	case "invalid_argument":
+		if add < 1 || add > seckill.MaxQuantity {
+			return seckill.Sale{}, seckill.StockState{}, seckill.Errorf(seckill.CodeInvalidArgument, "add must be between 1 and %d", seckill.MaxQuantity)
+		}
+		return seckill.Sale{}, seckill.StockState{}, seckill.Errorf(seckill.CodeInvalidArgument, "stock would exceed %d", seckill.MaxQuantity)
+	}
+	return seckill.Sale{}, seckill.StockState{}, unexpected("add_stock", r)
+}
+
+// CloseSale ends a sale now.
+func (e *Engine) CloseSale(ctx context.Context, saleID string) (seckill.Sale, seckill.StockState, error) {
+	if !seckill.ValidID(saleID) {
+		return seckill.Sale{}, seckill.StockState{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
+	}
+	r, err := e.exec(ctx, e.scripts.close, saleID)
+	if err != nil {
+		return seckill.Sale{}, seckill.StockState{}, err
+	}
+	if r.code() != "ok" {
+		return seckill.Sale{}, seckill.StockState{}, unexpected("close", r)
+	}
+	s, st := saleOf(saleID, r)
+	return s, st, nil
+}
+
+// Reclaim expires every overdue hold of the sale, reclaimBatch per script call, so that a
+// backlog never blocks Redis for long in one go.
+func (e *Engine) Reclaim(ctx context.Context, saleID string) (int, error) {
+	if !seckill.ValidID(saleID) {
+		return 0, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
+	}
+	total := 0
+	for {
+		r, err := e.exec(ctx, e.scripts.reclaim, saleID, itoa(reclaimBatch))
+		if err != nil {
+			return total, err
+		}
+		if r.code() != "ok" {
+			return total, unexpected("reclaim", r)
+		}
+		total += int(r.int(1))
+		if r.int(2) == 0 {
+			return total, nil
+		}
+	}
+}
+
+// RestoreReservation puts back a reservation that the order store knew (docs/MODEL.md
+// "Restore").
+func (e *Engine) RestoreReservation(ctx context.Context, in seckill.Reservation) error {
+	args, err := restoreArgs(in, "")
+	if err != nil {
+		return err
+	}
+	saleID, _, _ := splitID(in.ID)
+	r, err := e.exec(ctx, e.scripts.restore, saleID, args...)
+	if err != nil {
+		return err
+	}
+	return restoreResult(in.ID, r)
+}
+
+// restoreArgs validates a reservation for restore.lua and returns its ARGV after the clock.
+func restoreArgs(in seckill.Reservation, token string) ([]string, error) {
+	saleID, suffix, ok := splitID(in.ID)
+	switch {
+	case !ok || saleID != in.SaleID || in.Seq == 0 || in.Seq > maxExact:
+		return nil, seckill.Errorf(seckill.CodeInvalidArgument, "reservation %q: id must be of sale %q and seq at least 1", in.ID, in.SaleID)
+	case in.Quantity < 1 || in.Quantity > seckill.MaxQuantity || !in.Status.Valid():
+		return nil, seckill.Errorf(seckill.CodeInvalidArgument, "reservation %q: bad quantity or status", in.ID)
+	case !seckill.ValidID(in.UserID):
+		return nil, seckill.Errorf(seckill.CodeInvalidArgument, "reservation %q: bad user id", in.ID)
+	case in.AmountCents < 0 || in.AmountCents > maxExact:
+		return nil, seckill.Errorf(seckill.CodeInvalidArgument, "reservation %q: amount out of range", in.ID)
+	case len(in.PaymentID) > maxPaymentID || len(in.IdempotencyKey) > maxIdempotencyKey:
+		return nil, seckill.Errorf(seckill.CodeInvalidArgument, "reservation %q: payment id or idempotency key too long", in.ID)
+	}
+	var exp int64
+	if in.ExpiresAt != nil {
+		exp = max(in.ExpiresAt.UnixMilli(), 1)
+	}
+	created := max(in.CreatedAt.UnixMilli(), 0)
+	return []string{
+		token, suffix, in.UserID, itoa(in.Quantity), string(in.Status), i64toa(exp), i64toa(in.AmountCents),
+		i64toa(created), fmt.Sprint(in.Seq), in.PaymentID, in.IdempotencyKey,
+	}, nil
+}
+
+func restoreResult(id string, r reply) error {
+	switch r.code() {
+	case "ok":
+		return nil
+	case "conflict":
+		return seckill.Errorf(seckill.CodeConflict, "reservation %q already restored", id)
+	case "fenced":
+		return errFenced
+	}
+	return unexpected("restore", r)
+}
+
+// Now is the Redis clock (or the test clock), for callers that must agree with the scripts.
+func (e *Engine) Now(ctx context.Context) (time.Time, error) {
+	if e.clock != nil {
+		return e.clock.Now(), nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	v, err := e.rdb.Do(ctx, e.rdb.B().Time().Build()).AsStrSlice()
+	if err != nil || len(v) != 2 {
+		return time.Time{}, errUnavailable(fmt.Errorf("redisinv: TIME: %w", err))
+	}
+	var sec, usec int64
+	_, _ = fmt.Sscan(v[0], &sec)
+	_, _ = fmt.Sscan(v[1], &usec)
+	return time.Unix(sec, usec*1000).UTC(), nil
+}

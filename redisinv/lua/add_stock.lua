@@ -1,0 +1,26 @@
+-- add_stock.lua: AddStock: stock and available grow by add; queued buyers are served first.
+-- KEYS: the sale's seven keys (common.lua).
+-- ARGV: [1] clock (common.lua); [2] units to add, digits ('0' stands for anything below 1).
+-- Returns: <sale> (see sale_reply), or {'not_loaded'} / {'loading'} /
+--          {'invalid_argument', largest stock}.
+-- @common
+local function main()
+  begin()
+  local add = int_arg(ARGV[2], 'add', 0, MAX_QUANTITY)
+  local missing = ready()
+  if missing then
+    return missing
+  end
+  if add < 1 or S.stock + add > MAX_QUANTITY then
+    return {'invalid_argument', MAX_QUANTITY}
+  end
+  reclaim(RECLAIM)
+  S.stock, S.avail = S.stock + add, S.avail + add
+  changed = true
+  serve()
+  return sale_reply()
+end
+
+local out = main()
+save_state()
+return out

@@ -1,0 +1,25 @@
+-- close.lua: CloseSale: the sale ends now (ends = min(ends, now)) and stays closed; the queue
+-- is rejected; holds may still be paid until they expire, and the units they free are not resold.
+-- KEYS: the sale's seven keys (common.lua).
+-- ARGV: [1] clock (common.lua).
+-- Returns: <sale> (see sale_reply), or {'not_loaded'} / {'loading'}.
+-- @common
+local function main()
+  begin()
+  local missing = ready()
+  if missing then
+    return missing
+  end
+  reclaim(RECLAIM)
+  S.closed = 1
+  if now < S.ends then
+    S.ends = now
+  end
+  changed = true
+  serve() -- rejects the queue: the sale is over
+  return sale_reply()
+end
+
+local out = main()
+save_state()
+return out

@@ -1,0 +1,56 @@
+-- load.lua: LoadSale, and the first step of a rebuild: writes a sale's definition and counters
+-- (available = sellable - sold) and removes whatever else of the sale was left behind (a
+-- partial rebuild, keys that outlived an eviction). The stream stays: its entries may not have
+-- reached the order store yet.
+-- KEYS: the sale's seven keys (common.lua).
+-- ARGV: [1] clock (common.lua); [2] mode: 'new' (LoadSale: refused if the sale exists) or
+--       'rebuild' (refused only if the sale exists and is not being rebuilt: another instance
+--       finished first); [3] the rebuild's token ('' for 'new'; for 'rebuild' "<lock fencing
+--       token>-<hex from crypto/rand>", which later calls must repeat); [4] name (at
+--       most 200 bytes); [5] price_cents (0 to 10^12); [6] stock; [7] holdback; [8] starts_at
+--       and [9] ends_at (ms); [10] per-user limit (1 to 10^9); [11] hold seconds (1 to 604800);
+--       [12] queue limit (buyers, 0 to 10^10); [13] created_at (ms); [14] units already sold.
+-- Returns: {'ok'} or {'conflict'}; a rebuild leaves the sale 'loading' until ready.lua.
+-- @common
+local function main()
+  begin()
+  local mode = ARGV[2]
+  if mode ~= 'new' and mode ~= 'rebuild' then
+    fail("mode must be 'new' or 'rebuild'")
+  end
+  local token = ARGV[3]
+  if (mode == 'new') ~= (token == '') then
+    fail("the token must be empty for 'new' and set for 'rebuild'")
+  end
+  if token ~= '' then
+    token_arg(token)
+  end
+  local name = str_arg(ARGV[4], 'name', 200)
+  local price = int_arg(ARGV[5], 'price', 0, 1000000000000)
+  local stock = int_arg(ARGV[6], 'stock', 0, MAX_QUANTITY)
+  local holdback = int_arg(ARGV[7], 'holdback', 0, stock)
+  local starts = int_arg(ARGV[8], 'starts_at', 0, MAX_EXACT)
+  local ends = int_arg(ARGV[9], 'ends_at', 0, MAX_EXACT)
+  local limit = int_arg(ARGV[10], 'per_user_limit', 1, MAX_QUANTITY)
+  local hold_s = int_arg(ARGV[11], 'hold_seconds', 1, 604800)
+  local qlimit = int_arg(ARGV[12], 'queue_limit', 0, 10 * MAX_QUANTITY)
+  local created = int_arg(ARGV[13], 'created_at', 0, MAX_EXACT)
+  local sold = int_arg(ARGV[14], 'sold', 0, stock - holdback)
+  local loading_now = redis.call('HGET', KEYS[1], 'loading')
+  if loading_now and (mode == 'new' or loading_now ~= '1') then
+    return {'conflict'}
+  end
+  redis.call('UNLINK', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+  local loading = 0
+  if mode == 'rebuild' then
+    loading = 1
+  end
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[1], 'name', name, 'price', price, 'stock', stock, 'holdback', holdback,
+    'starts', starts, 'ends', ends, 'limit', limit, 'hold', hold_s, 'qlimit', qlimit,
+    'created', created, 'closed', 0, 'avail', stock - holdback - sold, 'held', 0, 'sold', sold,
+    'qunits', 0, 'seq', 0, 'now', now, 'loading', loading, 'loader', token)
+  return {'ok'}
+end
+
+return main()

@@ -1,0 +1,19 @@
+-- ready.lua: the last step of a rebuild: the sale serves again.
+-- KEYS: the sale's seven keys (common.lua).
+-- ARGV: [1] clock (common.lua); [2] the rebuild's token (as given to load.lua).
+-- Returns: {'ok'}, or {'not_loaded'} / {'fenced'} (not being rebuilt, or by another token).
+-- @common
+local function main()
+  begin()
+  local token = token_arg(ARGV[2])
+  if not load_state() then
+    return {'not_loaded'}
+  end
+  if S.loading ~= 1 or S.loader ~= ARGV[2] then
+    return {'fenced'}
+  end
+  redis.call('HSET', KEYS[1], 'loading', 0)
+  return {'ok'}
+end
+
+return main()

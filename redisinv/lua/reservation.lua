@@ -1,0 +1,24 @@
+-- reservation.lua: Reservation: one reservation as it is now (an expired hold reads expired,
+-- because the read reclaims first).
+-- KEYS: the sale's seven keys (common.lua).
+-- ARGV: [1] clock (common.lua); [2] reservation suffix (32 lowercase hex).
+-- Returns: {'ok', 0, <reservation>}, or {'not_loaded'} / {'loading'} / {'not_found'}.
+-- @common
+local function main()
+  begin()
+  local id = hex_arg(ARGV[2], 'reservation', 32)
+  local missing = ready()
+  if missing then
+    return missing
+  end
+  reclaim(RECLAIM)
+  local r = get_res(id)
+  if not r then
+    return {'not_found'}
+  end
+  return res_reply(0, r)
+end
+
+local out = main()
+save_state()
+return out

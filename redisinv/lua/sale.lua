@@ -1,0 +1,18 @@
+-- sale.lua: Sale: the definition and live counts, after reclaiming expired holds.
+-- KEYS: the sale's seven keys (common.lua).
+-- ARGV: [1] clock (common.lua).
+-- Returns: <sale> (see sale_reply), or {'not_loaded'} / {'loading'}.
+-- @common
+local function main()
+  begin()
+  local missing = ready()
+  if missing then
+    return missing
+  end
+  reclaim(RECLAIM)
+  return sale_reply()
+end
+
+local out = main()
+save_state()
+return out

@@ -1,0 +1,186 @@
+package redisinv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/lock"
+)
+
+// Source is where a sale whose keys are missing is rebuilt from: the order store, whose sold
+// units come from the synchronous payment transaction and so are never behind Redis'.
+// seckill.OrderStore satisfies it.
+type Source interface {
+	Sale(ctx context.Context, id string) (seckill.Sale, int, error)
+	Reservations(ctx context.Context, saleID string, statuses ...seckill.ReservationStatus) ([]seckill.Reservation, error)
+}
+
+// WithRebuild makes the engine rebuild a sale from src when its keys are missing from Redis
+// (Redis restarted empty, a failover to a replica that had not received them, an eviction):
+// the definition, sold units = the database's sales.sold (so available = sellable − paid), and
+// every reservation the database knows, held ones keeping their expiry and queued ones their
+// place. One instance rebuilds at a time (a lock from locks, named "seckill:rebuild:<sale>");
+// until it is done every instance answers unavailable, never a guess. Without this option a
+// missing sale is not found.
+func WithRebuild(src Source, locks *lock.Client) Option {
+	return func(e *Engine) {
+		ctx, cancel := context.WithCancel(context.Background())
+		e.rebuild = &rebuilder{e: e, src: src, locks: locks, ctx: ctx, cancel: cancel}
+	}
+}
+
+// errFenced means a newer rebuild took over the sale (its token no longer matches).
+var errFenced = errors.New("redisinv: rebuild fenced off by a newer one")
+
+// rebuilder runs at most one rebuild of each sale in this process, in the background; the
+// lock makes it one across all processes.
+type rebuilder struct {
+	e      *Engine
+	src    Source
+	locks  *lock.Client
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	running map[string]bool
+	wg      sync.WaitGroup
+}
+
+// rebuildTimeout bounds one rebuild; a sale with very many reservations may need longer, and
+// is then retried by the next call that finds it still missing.
+const rebuildTimeout = 2 * time.Minute
+
+// missing answers a call on a sale whose keys are missing: not_found when the database does
+// not know it either, else unavailable while a rebuild (started here unless one is running) puts it
+// back.
+func (rb *rebuilder) missing(ctx context.Context, saleID string) error {
+	if _, _, err := rb.src.Sale(ctx, saleID); err != nil {
+		if isCode(err, seckill.CodeNotFound) {
+			return seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
+		}
+		return fmt.Errorf("%w: %w", seckill.Errorf(seckill.CodeUnavailable,
+			"sale %q is missing from Redis and the database cannot be read to restore it; retry shortly", saleID), err)
+	}
+	rb.start(saleID)
+	return seckill.Errorf(seckill.CodeUnavailable, "sale %q is being restored from the database; retry shortly", saleID)
+}
+
+func (rb *rebuilder) start(saleID string) {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	if rb.running[saleID] || rb.ctx.Err() != nil {
+		return
+	}
+	if rb.running == nil {
+		rb.running = map[string]bool{}
+	}
+	rb.running[saleID] = true
+	rb.wg.Go(func() {
+		defer func() {
+			rb.mu.Lock()
+			delete(rb.running, saleID)
+			rb.mu.Unlock()
+		}()
+		ctx, cancel := context.WithTimeout(rb.ctx, rebuildTimeout)
+		defer cancel()
+		start := time.Now()
+		n, err := rb.rebuild(ctx, saleID)
+		switch {
+		case errors.Is(err, lock.ErrNotAcquired):
+			// Another instance holds the lock and is rebuilding.
+		case err != nil:
+			rb.e.log.Error("redisinv: rebuild failed; the next call on the sale retries", "sale", saleID, "err", err)
+		case n >= 0:
+			rb.e.log.Warn("redisinv: sale was missing from Redis and has been rebuilt from the database",
+				"sale", saleID, "reservations", n, "took", time.Since(start))
+		}
+	})
+}
+
+func (rb *rebuilder) close() {
+	rb.cancel()
+	rb.wg.Wait()
+}
+
+// rebuild restores one sale under its lock and returns how many reservations it restored,
+// or -1 if the sale turned out to be there already (another instance rebuilt it first).
+func (rb *rebuilder) rebuild(ctx context.Context, saleID string) (int, error) {
+	m := rb.locks.NewMutex("seckill:rebuild:" + saleID)
+	lease, err := m.TryLock(ctx, 0, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = m.Unlock(context.WithoutCancel(ctx)) }()
+	// Stop if the lock is lost (the token fences off whatever a late call would still do).
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(lease.Context(), stop)()
+	token := fmt.Sprintf("%d-%s", lease.Token(), rb.e.random())
+
+	def, sold, err := rb.src.Sale(ctx, saleID)
+	if err != nil {
+		return 0, fmt.Errorf("read sale: %w", err)
+	}
+	rs, err := rb.src.Reservations(ctx, saleID)
+	if err != nil {
+		return 0, fmt.Errorf("read reservations: %w", err)
+	}
+	r, err := rb.e.execRaw(ctx, rb.e.scripts.load, saleID, loadArgs(def, sold, "rebuild", token)...)
+	if err != nil {
+		return 0, err
+	}
+	if r.code() == "conflict" {
+		return -1, nil
+	}
+	if err := rb.restoreAll(ctx, saleID, rs, token); err != nil {
+		return 0, err
+	}
+	r, err = rb.e.execRaw(ctx, rb.e.scripts.ready, saleID, token)
+	if err != nil {
+		return 0, err
+	}
+	if r.code() != "ok" {
+		return 0, fmt.Errorf("finish rebuild: %s", r.code())
+	}
+	return len(rs), nil
+}
+
+// restoreAll sends the restores in pipelined chunks, so a sale with many reservations comes
+// back in a few round trips.
+func (rb *rebuilder) restoreAll(ctx context.Context, saleID string, rs []seckill.Reservation, token string) error {
+	const chunk = 512
+	keys := rb.e.keys(saleID)
+	for start := 0; start < len(rs); start += chunk {
+		batch := rs[start:min(start+chunk, len(rs))]
+		execs := make([]rueidis.LuaExec, 0, len(batch))
+		for _, res := range batch {
+			args, err := restoreArgs(res, token)
+			if err != nil {
+				rb.e.log.Error("redisinv: rebuild skips a reservation it cannot restore", "reservation", res.ID, "err", err)
+				continue
+			}
+			execs = append(execs, rueidis.LuaExec{Keys: keys, Args: append([]string{rb.e.clockArg()}, args...)})
+		}
+		for i, res := range rb.e.scripts.restore.lua.ExecMulti(ctx, rb.e.rdb, execs...) {
+			msgs, err := res.ToArray()
+			if err != nil {
+				return fmt.Errorf("restore: %w", err)
+			}
+			switch err := restoreResult(execs[i].Args[3], reply(msgs)); {
+			case errors.Is(err, errFenced):
+				return err
+			case isCode(err, seckill.CodeConflict):
+				// The database listed one id twice; the first restore stands.
+			case err != nil:
+				return err
+			}
+		}
+	}
+	return nil
+}

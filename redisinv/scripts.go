@@ -1,0 +1,64 @@
+package redisinv
+
+import (
+	"embed"
+	"strings"
+
+	"github.com/redis/rueidis"
+)
+
+// The Lua scripts live one per operation in lua/, each with a header listing its KEYS, ARGV
+// and replies. common.lua holds the state, the helpers and the queue and reclaim rules they
+// share; it is spliced into each script at the script's "-- @common" line, so every script is
+// one self-contained text that Redis runs atomically.
+//
+//go:embed lua/*.lua
+var luaFS embed.FS
+
+// scriptSet is every script of the engine. Engines share defaultScripts; tests build sets from
+// mutated sources to show that the conformance suite catches a broken script.
+type scriptSet struct {
+	buy, reservation, sale, cancel, pay, addStock, close, reclaim, load, restore, ready, trim *script
+}
+
+// Scripts are sent with EVALSHA, and with EVAL (which also caches them on the server) when a
+// server answers NOSCRIPT: after a restart, a failover, or on a Cluster node that has not seen
+// them yet. rueidis.Lua does both.
+var defaultScripts = newScriptSet(scriptSource)
+
+// newScriptSet builds every script from source(name).
+func newScriptSet(source func(name string) string) *scriptSet {
+	load := func(name string) *script {
+		src := source(name + ".lua")
+		return &script{name: name, src: src, lua: rueidis.NewLuaScript(src)}
+	}
+	return &scriptSet{
+		buy: load("buy"), reservation: load("reservation"), sale: load("sale"), cancel: load("cancel"),
+		pay: load("pay"), addStock: load("add_stock"), close: load("close"), reclaim: load("reclaim"),
+		load: load("load"), restore: load("restore"), ready: load("ready"), trim: load("trim"),
+	}
+}
+
+// script is one Lua script of this package.
+type script struct {
+	name string
+	src  string
+	lua  *rueidis.Lua
+}
+
+// scriptSource returns the full text of lua/name with common.lua spliced in.
+func scriptSource(name string) string {
+	common, err := luaFS.ReadFile("lua/common.lua")
+	if err != nil {
+		panic("redisinv: missing embedded lua/common.lua: " + err.Error())
+	}
+	body, err := luaFS.ReadFile("lua/" + name)
+	if err != nil {
+		panic("redisinv: missing embedded lua/" + name + ": " + err.Error())
+	}
+	const marker = "\n-- @common\n"
+	if strings.Count(string(body), marker) != 1 {
+		panic("redisinv: lua/" + name + " must have exactly one \"-- @common\" line")
+	}
+	return strings.Replace(string(body), marker, "\n"+string(common)+"\n", 1)
+}

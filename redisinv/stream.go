@@ -1,0 +1,348 @@
+package redisinv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/seckill-go/seckill"
+)
+
+// Group is the consumer group that moves reservation events to the order store. Every
+// instance (serve or worker) joins it, so each event is stored by one of them.
+const Group = "seckill-orders"
+
+// Sink is where events go: the order store (seckill.OrderStore satisfies it). ApplyEvents must
+// be idempotent and forward-only, because events of one reservation may be stored by different
+// consumers in any order, and an event may be stored twice (a consumer that crashed after its
+// commit and before its acknowledgement).
+type Sink interface {
+	ApplyEvents(ctx context.Context, events []seckill.Event) error
+}
+
+// ConsumerConfig tunes a Consumer. Zero values mean the defaults.
+type ConsumerConfig struct {
+	Name       string        // consumer name in the group; default host-pid-random, unique per process
+	Batch      int           // most entries read and stored at once; default 256
+	Block      time.Duration // how long a read waits for new entries; default 1 s
+	ClaimIdle  time.Duration // entries pending this long with another consumer are taken over; default 15 s
+	ClaimEvery time.Duration // how often to look for such entries; default 2 s
+	TrimEvery  time.Duration // how often to drop acknowledged entries; default 1 s
+	RetryDelay time.Duration // first delay after a failure, doubling to 2 s; default 50 ms
+	Logger     *slog.Logger
+}
+
+// Consumer moves every sale's event stream into the order store: it reads with XREADGROUP,
+// stores each batch in one ApplyEvents, and acknowledges the entries only after that
+// committed. Entries left pending by a consumer that died are taken over with XAUTOCLAIM;
+// acknowledged entries are trimmed, so the streams' memory stays bounded by what is not yet
+// stored.
+type Consumer struct {
+	e    *Engine
+	sink Sink
+	cfg  ConsumerConfig
+
+	stored  atomic.Uint64
+	dropped atomic.Uint64
+	failed  atomic.Uint64
+}
+
+// NewConsumer returns a consumer of this engine's streams into sink.
+func (e *Engine) NewConsumer(sink Sink, cfg ConsumerConfig) *Consumer {
+	if cfg.Name == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		cfg.Name = host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 256
+	}
+	if cfg.Block <= 0 {
+		cfg.Block = time.Second
+	}
+	if cfg.ClaimIdle <= 0 {
+		cfg.ClaimIdle = 15 * time.Second
+	}
+	if cfg.ClaimEvery <= 0 {
+		cfg.ClaimEvery = 2 * time.Second
+	}
+	if cfg.TrimEvery <= 0 {
+		cfg.TrimEvery = time.Second
+	}
+	if cfg.RetryDelay <= 0 {
+		cfg.RetryDelay = 50 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = e.log
+	}
+	return &Consumer{e: e, sink: sink, cfg: cfg}
+}
+
+// Stored is the number of events stored so far; Dropped those the store refused as invalid
+// (logged and acknowledged, so that one poison event cannot block the stream); Failures the
+// batch attempts that failed and were retried.
+func (c *Consumer) Stored() uint64   { return c.stored.Load() }
+func (c *Consumer) Dropped() uint64  { return c.dropped.Load() }
+func (c *Consumer) Failures() uint64 { return c.failed.Load() }
+
+// Run consumes the streams of every sale that list returns (looked up again every second)
+// until ctx is done, one goroutine per sale, and returns once they have all stopped. A batch
+// being stored when ctx ends is finished and acknowledged (within 10 s); entries read but not
+// stored stay pending and are taken over by another consumer.
+func (c *Consumer) Run(ctx context.Context, list SaleLister) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	running := map[string]bool{}
+	t := time.NewTicker(listEvery)
+	defer t.Stop()
+	for {
+		if ids, err := list(ctx); err == nil {
+			for _, id := range ids {
+				if !running[id] {
+					running[id] = true
+					wg.Go(func() { c.consume(ctx, id) })
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// consume is the loop for one sale's stream.
+func (c *Consumer) consume(ctx context.Context, saleID string) {
+	key := c.e.streamKey(saleID)
+	var lastClaim, lastTrim time.Time
+	delay := c.cfg.RetryDelay
+	backoff := func(err error) {
+		c.failed.Add(1)
+		c.cfg.Logger.Warn("redisinv: reading events failed; retrying", "sale", saleID, "err", err, "retry_in", delay)
+		sleep(ctx, delay)
+		delay = min(2*delay, 2*time.Second)
+	}
+	for ctx.Err() == nil {
+		if time.Since(lastClaim) >= c.cfg.ClaimEvery {
+			if err := c.claim(ctx, saleID, key); err != nil {
+				backoff(err)
+				continue
+			}
+			lastClaim = time.Now()
+		}
+		entries, err := c.read(ctx, key)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if isNoGroup(err) {
+				err = c.createGroup(ctx, key)
+			}
+			if err != nil {
+				backoff(err)
+			}
+			continue
+		}
+		delay = c.cfg.RetryDelay
+		if len(entries) > 0 {
+			c.store(ctx, saleID, key, entries)
+		}
+		if time.Since(lastTrim) >= c.cfg.TrimEvery {
+			_, _ = c.e.execRaw(ctx, c.e.scripts.trim, saleID, Group)
+			lastTrim = time.Now()
+		}
+	}
+}
+
+// read returns new entries for this consumer, waiting up to Block for some.
+func (c *Consumer) read(ctx context.Context, key string) ([]rueidis.XRangeEntry, error) {
+	rdb := c.e.rdb
+	cmd := rdb.B().Xreadgroup().Group(Group, c.cfg.Name).Count(int64(c.cfg.Batch)).
+		Block(c.cfg.Block.Milliseconds()).Streams().Key(key).Id(">").Build()
+	res, err := rdb.Do(ctx, cmd).AsXRead()
+	if rueidis.IsRedisNil(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res[key], nil
+}
+
+// claim takes over entries that another consumer read but did not acknowledge within
+// ClaimIdle (it crashed, or is stuck), and stores them.
+func (c *Consumer) claim(ctx context.Context, saleID, key string) error {
+	rdb := c.e.rdb
+	cursor := "0-0"
+	for {
+		cmd := rdb.B().Xautoclaim().Key(key).Group(Group).Consumer(c.cfg.Name).
+			MinIdleTime(strconv.FormatInt(c.cfg.ClaimIdle.Milliseconds(), 10)).Start(cursor).
+			Count(int64(c.cfg.Batch)).Build()
+		v, err := rdb.Do(ctx, cmd).ToArray()
+		if err != nil {
+			if isNoGroup(err) {
+				return c.createGroup(ctx, key)
+			}
+			return err
+		}
+		if len(v) < 2 {
+			return nil
+		}
+		next, _ := v[0].ToString()
+		entries, err := v[1].AsXRange()
+		if err != nil {
+			return err
+		}
+		if len(entries) > 0 {
+			c.cfg.Logger.Info("redisinv: took over events another consumer left pending", "sale", saleID, "events", len(entries))
+			c.store(ctx, saleID, key, entries)
+		}
+		if next == "0-0" || next == "" || ctx.Err() != nil {
+			return nil
+		}
+		cursor = next
+	}
+}
+
+// createGroup creates the group at the start of the stream (creating the stream if needed),
+// so that entries written before any consumer existed are stored too.
+func (c *Consumer) createGroup(ctx context.Context, key string) error {
+	rdb := c.e.rdb
+	err := rdb.Do(ctx, rdb.B().XgroupCreate().Key(key).Group(Group).Id("0").Mkstream().Build()).Error()
+	if e, ok := rueidis.IsRedisErr(err); ok && e.IsBusyGroup() {
+		return nil
+	}
+	return err
+}
+
+func isNoGroup(err error) bool {
+	e, ok := rueidis.IsRedisErr(err)
+	return ok && len(e.Error()) >= 7 && e.Error()[:7] == "NOGROUP"
+}
+
+// store writes entries to the sink, retrying until it succeeds, and then acknowledges them.
+// A batch the store refuses as invalid is split, and an event it refuses on its own is
+// dropped with a log line (and acknowledged). When ctx ends, the batch in hand still gets up
+// to 10 s to be stored and acknowledged.
+func (c *Consumer) store(ctx context.Context, saleID, key string, entries []rueidis.XRangeEntry) {
+	events := make([]seckill.Event, 0, len(entries))
+	ids := make([]string, 0, len(entries))
+	for _, en := range entries {
+		ids = append(ids, en.ID)
+		ev, err := decodeEvent(saleID, en)
+		if err != nil {
+			c.dropped.Add(1)
+			c.cfg.Logger.Error("redisinv: dropping a malformed stream entry", "sale", saleID, "entry", en.ID, "err", err)
+			continue
+		}
+		events = append(events, ev)
+	}
+	// The batch in hand is finished even when ctx ends, but not forever: 10 s after it ends.
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	defer context.AfterFunc(ctx, func() { time.AfterFunc(10*time.Second, cancel) })()
+	if !c.apply(sctx, saleID, events) {
+		return // not stored: the entries stay pending and are claimed again later
+	}
+	rdb := c.e.rdb
+	if err := rdb.Do(sctx, rdb.B().Xack().Key(key).Group(Group).Id(ids...).Build()).Error(); err != nil {
+		c.cfg.Logger.Warn("redisinv: acknowledging stored events failed; they will be stored again (idempotent)", "sale", saleID, "err", err)
+	}
+}
+
+// apply stores events, retrying with backoff until they are stored (true) or ctx is done
+// (false).
+func (c *Consumer) apply(ctx context.Context, saleID string, events []seckill.Event) bool {
+	if len(events) == 0 {
+		return true
+	}
+	delay := c.cfg.RetryDelay
+	for {
+		err := c.sink.ApplyEvents(ctx, events)
+		if err == nil {
+			c.stored.Add(uint64(len(events)))
+			return true
+		}
+		if permanent(err) {
+			if len(events) == 1 {
+				c.dropped.Add(1)
+				c.cfg.Logger.Error("redisinv: dropping an event the store refuses", "sale", saleID, "reservation", events[0].Reservation.ID, "err", err)
+				return true
+			}
+			ok := true
+			for i := range events {
+				ok = c.apply(ctx, saleID, events[i:i+1]) && ok
+			}
+			return ok
+		}
+		c.failed.Add(1)
+		c.cfg.Logger.Warn("redisinv: storing events failed; retrying", "sale", saleID, "events", len(events), "err", err, "retry_in", delay)
+		if !sleep(ctx, delay) {
+			return false
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+// permanent reports whether a store error will fail the same way on every retry.
+func permanent(err error) bool {
+	return isCode(err, seckill.CodeInvalidArgument) || isCode(err, seckill.CodeNotFound)
+}
+
+// decodeEvent turns a stream entry written by emit (common.lua) into an Event.
+func decodeEvent(saleID string, en rueidis.XRangeEntry) (seckill.Event, error) {
+	f := en.FieldValues
+	num := func(name string) (int64, error) {
+		v, ok := f[name]
+		if !ok {
+			return 0, errors.New("field " + name + " is missing")
+		}
+		return strconv.ParseInt(v, 10, 64)
+	}
+	var errs []error
+	get := func(name string) int64 {
+		n, err := num(name)
+		errs = append(errs, err)
+		return n
+	}
+	r := seckill.Reservation{
+		ID: saleID + "-" + f["id"], SaleID: saleID, UserID: f["u"], Status: seckill.ReservationStatus(f["s"]),
+		Quantity: int(get("q")), Seq: uint64(get("n")), AmountCents: get("a"), CreatedAt: fromMillis(get("c")),
+		PaymentID: f["p"], IdempotencyKey: f["k"],
+	}
+	at := fromMillis(get("t"))
+	if r.Status == seckill.StatusHeld {
+		t := fromMillis(get("e"))
+		r.ExpiresAt = &t
+	}
+	if err := errors.Join(errs...); err != nil {
+		return seckill.Event{}, err
+	}
+	if len(f["id"]) != 32 || !r.Status.Valid() {
+		return seckill.Event{}, errors.New("bad id or status")
+	}
+	return seckill.Event{Reservation: r, At: at}, nil
+}
+
+// sleep waits d or until ctx is done; it reports whether the full d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

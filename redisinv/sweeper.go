@@ -1,0 +1,90 @@
+package redisinv
+
+import (
+	"context"
+	"time"
+
+	"github.com/seckill-go/seckill/lock"
+)
+
+// SaleLister lists the ids of the sales to work on (the order store's sales, through
+// seckill.Service.SaleIDs). The sweeper and the consumer call it about once a second.
+type SaleLister func(ctx context.Context) ([]string, error)
+
+// listEvery is how often the sweeper and the consumer look for new sales.
+const listEvery = time.Second
+
+// Sweep reclaims expired holds every interval (DESIGN.md §1: 250 ms) until ctx is done, so that
+// counts stay fresh without traffic. With many instances, one sweeps each sale at a time: the
+// holder of the lock "seckill:sweep:<sale>" from locks. The others try to take it on every tick,
+// so when the sweeping instance dies, another one takes over within the lock's lease (renewed
+// every lease/3 while it lives; give locks a short lease, a few seconds). Correctness never
+// depends on the sweeper: every script reclaims first. A sale whose keys are missing is handed
+// to the rebuilder, so a flushed Redis is noticed without traffic too. On return every lock
+// the sweeper held is released.
+func (e *Engine) Sweep(ctx context.Context, interval time.Duration, list SaleLister, locks *lock.Client) {
+	leaders := map[string]*sweepLeader{}
+	defer func() {
+		for _, l := range leaders {
+			l.release()
+		}
+	}()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var ids []string
+	var listed time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if time.Since(listed) >= listEvery {
+			if got, err := list(ctx); err == nil {
+				ids, listed = got, time.Now()
+			}
+		}
+		for _, id := range ids {
+			l := leaders[id]
+			if l == nil {
+				l = &sweepLeader{m: locks.NewMutex("seckill:sweep:" + id)}
+				leaders[id] = l
+			}
+			if l.lead(ctx) {
+				_, _ = e.Reclaim(ctx, id)
+			}
+		}
+	}
+}
+
+// sweepLeader is this instance's claim to sweep one sale.
+type sweepLeader struct {
+	m     *lock.Mutex
+	lease *lock.Lease
+}
+
+// lead reports whether this instance sweeps the sale now, taking the lock if it is free.
+func (l *sweepLeader) lead(ctx context.Context) bool {
+	if l.lease != nil {
+		select {
+		case <-l.lease.Done(): // lost: the lease ran out or the key vanished (a flushed Redis)
+			l.lease = nil
+		default:
+			return true
+		}
+	}
+	lease, err := l.m.TryLock(ctx, 0, 0)
+	if err != nil {
+		return false
+	}
+	l.lease = lease
+	return true
+}
+
+func (l *sweepLeader) release() {
+	if l.lease != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = l.m.Unlock(ctx)
+	}
+}
