@@ -114,15 +114,24 @@ func (s *Service) Sales(ctx context.Context) ([]SaleView, error) {
 		return nil, unavailable(err)
 	}
 	out := make([]SaleView, 0, len(sales))
+	var down error
 	for _, sale := range sales {
 		v, err := s.Sale(ctx, sale.ID)
-		if ErrorCode(err) == CodeNotFound {
-			continue // created by another instance and not loaded here yet
-		}
-		if err != nil {
+		switch ErrorCode(err) {
+		case "":
+			out = append(out, v)
+		case CodeNotFound:
+			// Created by another instance and not loaded into this one's engine yet.
+		case CodeUnavailable:
+			// Missing from Redis and being rebuilt, or Redis is down: the list shows the
+			// sales it can show, and fails only if it can show none of them.
+			down = err
+		default:
 			return nil, err
 		}
-		out = append(out, v)
+	}
+	if len(out) == 0 && down != nil {
+		return nil, down
 	}
 	return out, nil
 }

@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/seckill-go/seckill"
@@ -272,16 +275,39 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
+// readyz runs every readiness check (the database, then Config.Checks) and reports each one:
+// 200 {"status":"ready","checks":{"database":"ok",…}} when all pass, else 503 problem+json
+// (code unavailable, with Retry-After) whose detail names each check and its state, e.g.
+// "not ready: database ok, redis unavailable". Failure details go to the log, not the client.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
-	if err := s.svc.Ready(r.Context()); err != nil {
-		return err
-	}
-	if s.cfg.Ready != nil {
-		if err := s.cfg.Ready(r.Context()); err != nil {
-			return seckill.Errorf(seckill.CodeUnavailable, "not ready: %v", err)
+	checks := map[string]string{}
+	var failed []string
+	run := func(name string, check func(context.Context) error) {
+		if err := check(r.Context()); err != nil {
+			s.log.Warn("not ready", "check", name, "err", err)
+			checks[name] = "unavailable"
+			failed = append(failed, name)
+			return
 		}
+		checks[name] = "ok"
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	run("database", s.svc.Ready)
+	names := make([]string, 0, len(s.cfg.Checks))
+	for name := range s.cfg.Checks {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		run(name, s.cfg.Checks[name])
+	}
+	if len(failed) > 0 {
+		parts := make([]string, 0, len(checks))
+		for _, name := range append([]string{"database"}, names...) {
+			parts = append(parts, name+" "+checks[name])
+		}
+		return seckill.Errorf(seckill.CodeUnavailable, "not ready: %s", strings.Join(parts, ", "))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "checks": checks})
 	return nil
 }
 

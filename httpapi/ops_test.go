@@ -97,20 +97,27 @@ func TestHealthAndDocs(t *testing.T) {
 	t.Parallel()
 	var notReady atomic.Bool
 	e := newEnv(t, withServer(func(c *httpapi.Config) {
-		c.Ready = func(context.Context) error {
+		c.Checks = map[string]func(context.Context) error{"redis": func(context.Context) error {
 			if notReady.Load() {
 				return errors.New("warming up")
 			}
 			return nil
-		}
+		}}
 	}))
 	wantStatus(t, e.do(t, "GET", "/healthz", "", nil), http.StatusOK)
-	wantStatus(t, e.do(t, "GET", "/readyz", "", nil), http.StatusOK)
-	notReady.Store(true)
 	r := e.do(t, "GET", "/readyz", "", nil)
+	wantStatus(t, r, http.StatusOK)
+	if !strings.Contains(string(r.Body), `"checks":{"database":"ok","redis":"ok"}`) {
+		t.Fatalf("/readyz body %s: want each check reported ok", r.Body)
+	}
+	notReady.Store(true)
+	r = e.do(t, "GET", "/readyz", "", nil)
 	wantProblem(t, r, http.StatusServiceUnavailable, seckill.CodeUnavailable)
 	if r.Header.Get("Retry-After") == "" {
 		t.Fatal("503 without Retry-After")
+	}
+	if !strings.Contains(string(r.Body), `not ready: database ok, redis unavailable`) {
+		t.Fatalf("/readyz body %s: want the failing check named", r.Body)
 	}
 	notReady.Store(false)
 

@@ -34,8 +34,8 @@ type Config struct {
 	BuyBurst int
 	// Registry receives the metrics; default a new registry served at /metrics.
 	Registry *prometheus.Registry
-	// Ready, if set, is checked by /readyz in addition to the database.
-	Ready func(context.Context) error
+	// Checks are what /readyz checks besides the database, by name (e.g. "redis").
+	Checks map[string]func(context.Context) error
 }
 
 // Server is the HTTP API. Build it with New and serve Handler().

@@ -12,22 +12,23 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/httpapi"
+	"github.com/seckill-go/seckill/lock"
 	"github.com/seckill-go/seckill/memory"
 	"github.com/seckill-go/seckill/payment"
 	"github.com/seckill-go/seckill/pipeline"
+	"github.com/seckill-go/seckill/redisinv"
 	"github.com/seckill-go/seckill/sqlstore"
 )
 
 // app is one running seckill server: every component and the goroutines that own them.
-// Start order: store, engine (+ recovery), pipeline, sweeper, gateway, HTTP.
-// Shutdown order is the reverse: dev gateway (it calls our HTTP), HTTP, sweeper, pipeline
-// drain, store.
+// Start order: store, engine (memory: + recovery and pipeline; redis: clients, locks), sweeper
+// and stream consumers, gateway, HTTP.
+// Shutdown order is the reverse: dev gateway (it calls our HTTP), HTTP, sweeper and consumers,
+// pipeline drain (memory) or engine (redis: its rebuilds), locks, Redis clients, store.
 type app struct {
 	log      *slog.Logger
 	store    *sqlstore.Store
-	engine   *memory.Engine
-	events   chan seckill.Event
-	pipe     *pipeline.Pipeline
+	inv      seckill.Inventory
 	svc      *seckill.Service
 	gateway  *payment.MockGateway
 	api      *httpapi.Server
@@ -35,9 +36,19 @@ type app struct {
 	listener net.Listener
 	url      string
 
-	pipeDone   chan error
-	sweepStop  context.CancelFunc
-	sweepWG    sync.WaitGroup
+	// memory engine: events go through an in-process channel to the pipeline.
+	events   chan seckill.Event
+	pipe     *pipeline.Pipeline
+	pipeDone chan error
+
+	// redis engine: events go through each sale's stream to the consumers.
+	redis    *redisinv.Clients
+	locks    *lock.Client
+	rengine  *redisinv.Engine
+	consumer *redisinv.Consumer
+
+	bgStop     context.CancelFunc // stops the sweeper and the consumers
+	bgWG       sync.WaitGroup
 	serveDone  chan error
 	closeOnce  sync.Once
 	closeError error
@@ -49,13 +60,16 @@ type appOptions struct {
 	gatewayDup   float64                                 // dev gateway's duplicate delivery rate
 	gatewayFail  float64                                 // dev gateway's failure rate
 	buyRate      float64                                 // per-user buy budget; <0 disables
+	noHTTP       bool                                    // worker: no HTTP server, no gateway
 }
+
+// lockLease is the lease of the rebuild and sweeper locks: short, so that when an instance
+// dies another one takes over its sales' sweeping within a few seconds (the watchdog renews
+// it every lease/3 while the instance lives).
+const lockLease = 3 * time.Second
 
 // startApp builds and starts every component. On error, whatever started is shut down.
 func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger) (_ *app, err error) {
-	if cfg.Engine != "memory" {
-		return nil, fmt.Errorf("engine %q is not available yet: use memory", cfg.Engine)
-	}
 	a := &app{log: log}
 	defer func() {
 		if err != nil {
@@ -66,11 +80,32 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", maskURL(cfg.DB), err)
 	}
-	a.events = make(chan seckill.Event, 1<<16)
-	a.engine = memory.New(seckill.SystemClock{}, memory.WithEvents(a.events))
-	a.pipe = pipeline.New(a.store, a.events, pipeline.Config{Logger: log})
-	a.pipeDone = make(chan error, 1)
-	go func() { a.pipeDone <- a.pipe.Run(context.Background()) }()
+	switch cfg.Engine {
+	case "memory":
+		a.events = make(chan seckill.Event, 1<<16)
+		a.inv = memory.New(seckill.SystemClock{}, memory.WithEvents(a.events))
+		a.pipe = pipeline.New(a.store, a.events, pipeline.Config{Logger: log})
+		a.pipeDone = make(chan error, 1)
+		go func() { a.pipeDone <- a.pipe.Run(context.Background()) }()
+	case "redis":
+		if cfg.RedisURL == "" {
+			return nil, errors.New("--engine redis needs SECKILL_REDIS_URL (or --redis-url), e.g. redis://127.0.0.1:6379/0")
+		}
+		a.redis, err = redisinv.Dial(ctx, cfg.RedisURL)
+		if err != nil {
+			return nil, fmt.Errorf("connect to redis %s: %w", maskURL(cfg.RedisURL), err)
+		}
+		a.locks = lock.New(a.redis.Locks, &lock.Options{Lease: lockLease})
+		a.rengine = redisinv.New(a.redis.Inventory, redisinv.WithRebuild(a.store, a.locks), redisinv.WithLogger(log))
+		a.inv = a.rengine
+	default:
+		return nil, fmt.Errorf("unknown engine %q: use memory or redis", cfg.Engine)
+	}
+	if opts.noHTTP {
+		a.svc = seckill.NewService(seckill.ServiceConfig{Inventory: a.inv, Store: a.store, AuthSecret: []byte(cfg.AuthSecret)})
+		a.startBackground(cfg)
+		return a, nil
+	}
 
 	a.listener, err = net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -94,19 +129,21 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 		payments = a.gateway
 	}
 	a.svc = seckill.NewService(seckill.ServiceConfig{
-		Inventory: a.engine, Store: a.store, Payments: payments, AuthSecret: []byte(cfg.AuthSecret),
+		Inventory: a.inv, Store: a.store, Payments: payments, AuthSecret: []byte(cfg.AuthSecret),
 	})
-	if err := a.svc.Recover(ctx); err != nil {
-		return nil, err
+	if a.rengine == nil {
+		// The memory engine starts empty: rebuild it from the database. The Redis engine's state
+		// is shared and lives in Redis; a sale missing there is rebuilt on first use.
+		if err := a.svc.Recover(ctx); err != nil {
+			return nil, err
+		}
 	}
-	sweepCtx, cancel := context.WithCancel(context.Background())
-	a.sweepStop = cancel
-	a.sweepWG.Add(1)
-	go func() { defer a.sweepWG.Done(); a.svc.Sweep(sweepCtx, 250*time.Millisecond) }()
+	a.startBackground(cfg)
 
 	a.api = httpapi.New(httpapi.Config{
 		Service: a.svc, AuthSecret: []byte(cfg.AuthSecret), AdminToken: cfg.AdminToken,
 		PaymentSecret: []byte(cfg.PaymentSecret), Dev: cfg.Dev, Logger: log, BuyRate: opts.buyRate,
+		Checks: a.readiness(),
 	})
 	handler := a.api.Handler()
 	if a.gateway != nil {
@@ -123,6 +160,30 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	a.serveDone = make(chan error, 1)
 	go func() { a.serveDone <- a.http.Serve(a.listener) }()
 	return a, nil
+}
+
+// startBackground starts the sweeper and, on the redis engine, the stream consumers (unless
+// cfg.NoConsume: `seckill worker` processes run them instead).
+func (a *app) startBackground(cfg config) {
+	ctx, cancel := context.WithCancel(context.Background())
+	a.bgStop = cancel
+	if a.rengine == nil {
+		a.bgWG.Go(func() { a.svc.Sweep(ctx, 250*time.Millisecond) })
+		return
+	}
+	a.bgWG.Go(func() { a.rengine.Sweep(ctx, 250*time.Millisecond, a.svc.SaleIDs, a.locks) })
+	if !cfg.NoConsume {
+		a.consumer = a.rengine.NewConsumer(a.store, redisinv.ConsumerConfig{Logger: a.log})
+		a.bgWG.Go(func() { a.consumer.Run(ctx, a.svc.SaleIDs) })
+	}
+}
+
+// readiness are the checks of /readyz beyond the database: Redis on the redis engine.
+func (a *app) readiness() map[string]func(context.Context) error {
+	if a.rengine == nil {
+		return nil
+	}
+	return map[string]func(context.Context) error{"redis": a.rengine.Ping}
 }
 
 // close shuts down in reverse dependency order and waits for every goroutine it owns.
@@ -142,13 +203,22 @@ func (a *app) close(ctx context.Context) error {
 		} else if a.listener != nil {
 			_ = a.listener.Close()
 		}
-		if a.sweepStop != nil {
-			a.sweepStop()
-			a.sweepWG.Wait()
+		if a.bgStop != nil {
+			a.bgStop() // consumers finish and acknowledge the batch in hand
+			a.bgWG.Wait()
 		}
 		if a.events != nil && a.pipeDone != nil {
 			close(a.events) // nothing sends any more: HTTP, gateway and sweeper are stopped
 			errs = append(errs, <-a.pipeDone)
+		}
+		if a.rengine != nil {
+			errs = append(errs, a.rengine.Close())
+		}
+		if a.locks != nil {
+			errs = append(errs, a.locks.Close())
+		}
+		if a.redis != nil {
+			a.redis.Close()
 		}
 		if a.store != nil {
 			errs = append(errs, a.store.Close())

@@ -23,6 +23,10 @@ type config struct {
 	AdminToken    string
 	PaymentSecret string
 	Dev           bool
+	// NoConsume leaves the Redis streams to `seckill worker` processes (--consume=false).
+	NoConsume bool
+	// envErr is an environment value that could not be read; secrets reports it.
+	envErr error
 }
 
 // bindConfig registers the shared flags on fs with defaults taken from the environment.
@@ -34,14 +38,38 @@ func bindConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
 		return def
 	}
 	fs.StringVar(&c.Addr, "addr", env("SECKILL_ADDR", ":8080"), "listen address (SECKILL_ADDR)")
-	fs.StringVar(&c.Engine, "engine", env("SECKILL_ENGINE", "memory"), "inventory engine: memory (SECKILL_ENGINE)")
+	fs.StringVar(&c.Engine, "engine", env("SECKILL_ENGINE", "memory"), "inventory engine: memory (one process) or redis (SECKILL_ENGINE)")
 	fs.StringVar(&c.DB, "db", env("SECKILL_DB", "sqlite://./seckill.db"), "order store URL (SECKILL_DB)")
-	fs.StringVar(&c.RedisURL, "redis-url", env("SECKILL_REDIS_URL", ""), "Redis URL for the redis engine (SECKILL_REDIS_URL)")
+	fs.StringVar(&c.RedisURL, "redis-url", env("SECKILL_REDIS_URL", ""), "Redis URL for the redis engine: redis://host:port/db, a cluster as redis://h1:p1,h2:p2 (SECKILL_REDIS_URL)")
 	fs.StringVar(&c.AuthSecret, "auth-secret", env("SECKILL_AUTH_SECRET", ""), "HS256 key for user JWTs and purchase tokens (SECKILL_AUTH_SECRET)")
 	fs.StringVar(&c.AdminToken, "admin-token", env("SECKILL_ADMIN_TOKEN", ""), "bearer token for admin calls (SECKILL_ADMIN_TOKEN)")
 	fs.StringVar(&c.PaymentSecret, "payment-secret", env("SECKILL_PAYMENT_SECRET", ""), "webhook signature key (SECKILL_PAYMENT_SECRET)")
+	consume := getenv("SECKILL_CONSUME")
+	fs.BoolFunc("consume", "redis engine: store the event streams in the database from this process; false when seckill worker does it (SECKILL_CONSUME, default true)", func(v string) error {
+		b, err := parseBool(v)
+		c.NoConsume = !b
+		return err
+	})
+	if consume != "" {
+		b, err := parseBool(consume)
+		if err != nil {
+			c.envErr = fmt.Errorf("SECKILL_CONSUME: %w", err)
+		}
+		c.NoConsume = !b
+	}
 	dev := getenv("SECKILL_DEV")
 	fs.BoolVar(&c.Dev, "dev", dev == "1" || strings.EqualFold(dev, "true"), "development mode: generate missing secrets, mock payment gateway, token endpoint (SECKILL_DEV=1)")
+}
+
+// parseBool reads a boolean flag or environment value.
+func parseBool(v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "1", "true", "yes", "on":
+		return true, nil
+	case "0", "false", "no", "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("%q is not a boolean (true or false)", v)
 }
 
 // parseFlags parses args, turning -h into errFlagHelp.
@@ -62,6 +90,9 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 // secrets fills missing secrets in dev mode (returning which were generated) and refuses to
 // start without them otherwise.
 func (c *config) secrets() (generated []string, err error) {
+	if c.envErr != nil {
+		return nil, c.envErr
+	}
 	fields := []struct {
 		name string
 		v    *string

@@ -17,6 +17,7 @@ const usage = `usage: seckill <command> [flags]
 
 commands:
   serve     serve the HTTP API (memory engine and SQLite by default; --dev for a playground)
+  worker    redis engine: store the event streams in the database and sweep, without HTTP
   demo      run a complete flash sale in process and print what happened
   version   print the version
 
@@ -36,6 +37,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch args[0] {
 	case "serve":
 		err = serve(ctx, args[1:], getenv, stdout, stderr)
+	case "worker":
+		err = worker(ctx, args[1:], getenv, stderr)
 	case "demo":
 		err = demo(ctx, args[1:], getenv, stdout, stderr)
 	case "version":
