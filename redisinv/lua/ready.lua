@@ -1,4 +1,5 @@
--- ready.lua: the last step of a rebuild: the sale serves again.
+-- ready.lua: the last step of a rebuild: the sale serves again, and the restored queue is
+-- served at once (restores do not serve it), so a unit left free goes to the head right away.
 -- KEYS: the sale's seven keys (common.lua).
 -- ARGV: [1] clock (common.lua); [2] the rebuild's token (as given to load.lua).
 -- Returns: {'ok'}, or {'not_loaded'} / {'fenced'} (not being rebuilt, or by another token).
@@ -13,7 +14,11 @@ local function main()
     return {'fenced'}
   end
   redis.call('HSET', KEYS[1], 'loading', 0)
+  reclaim(RECLAIM)
+  serve()
   return {'ok'}
 end
 
-return main()
+local out = main()
+save_state()
+return out

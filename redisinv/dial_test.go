@@ -1,0 +1,61 @@
+package redisinv
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/seckill-go/seckill/internal/testenv"
+)
+
+func TestParseURL(t *testing.T) {
+	for _, c := range []struct {
+		url  string
+		want Endpoint
+	}{
+		{"redis://127.0.0.1:6379/0", Endpoint{Addrs: []string{"127.0.0.1:6379"}}},
+		{"redis://localhost", Endpoint{Addrs: []string{"localhost:6379"}}},
+		{"redis://:s%40cret@h:1/3", Endpoint{Addrs: []string{"h:1"}, Password: "s@cret", DB: 3}},
+		{"rediss://user:pw@h:6380", Endpoint{Addrs: []string{"h:6380"}, Username: "user", Password: "pw", TLS: true}},
+		{"redis://h1:7001,h2:7002,h3", Endpoint{Addrs: []string{"h1:7001", "h2:7002", "h3:6379"}, Cluster: true}},
+		{"redis://h1:7001?cluster=1", Endpoint{Addrs: []string{"h1:7001"}, Cluster: true}},
+		{"redis://[::1]:6379", Endpoint{Addrs: []string{"[::1]:6379"}}},
+	} {
+		got, err := ParseURL(c.url)
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("ParseURL(%q) = %+v, %v; want %+v", c.url, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{
+		"127.0.0.1:6379", "http://h", "redis://", "redis://h:0", "redis://h:99999", "redis://h/16",
+		"redis://h/x", "redis://h1,h2/1", "redis://h?cluster=maybe", "redis://h?timeout=1",
+		"redis://user:topsecret@h:x",
+	} {
+		_, err := ParseURL(bad)
+		if err == nil {
+			t.Errorf("ParseURL(%q) = nil error", bad)
+		} else if strings.Contains(err.Error(), "topsecret") {
+			t.Errorf("ParseURL(%q) leaks the password: %v", bad, err)
+		}
+	}
+}
+
+// TestDialDetectsCluster: a cluster named by one node only is still used as a cluster.
+func TestDialDetectsCluster(t *testing.T) {
+	url := testenv.RedisCluster(t)
+	ep, err := ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dialT(t, "redis://"+ep.Addrs[0])
+	if !c.Cluster || len(c.Inventory.Nodes()) < 3 {
+		t.Fatalf("Dial(one node of %s): cluster %v with %d nodes; want the whole cluster", url, c.Cluster, len(c.Inventory.Nodes()))
+	}
+	if err := c.Locks.Ping(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s := dialT(t, testenv.Redis(t))
+	if s.Cluster {
+		t.Fatalf("standalone server reported as a cluster")
+	}
+}

@@ -1,0 +1,157 @@
+package redisinv
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/lock"
+)
+
+// rawHeld reads the sale's held count without running a script (a read through Sale would
+// reclaim by itself and hide whether the sweeper did).
+func rawHeld(t *testing.T, e *Engine, saleID string) int {
+	t.Helper()
+	v, err := e.rdb.Do(context.Background(), e.rdb.B().Hget().Key(e.keys(saleID)[0]).Field("held").Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := strconv.Atoi(v)
+	return n
+}
+
+// TestSweepOneLeaderReclaimsWithoutTraffic: two instances sweep one sale; one holds the
+// sale's sweep lock at a time; expired holds are reclaimed within a second of their expiry
+// with no traffic at all (invariant 8), and when the sweeping instance stops the other one
+// takes over.
+func TestSweepOneLeaderReclaimsWithoutTraffic(t *testing.T) {
+	c := dialT(t, testenv.Redis(t))
+	prefix := testPrefix()
+	t.Cleanup(func() { dropPrefix(t, c.Inventory, prefix) })
+	sale := "sw" + prefix[len(prefix)-7:len(prefix)-1]
+	newLocks := func() *lock.Client {
+		l := lock.New(c.Locks, &lock.Options{Lease: time.Second})
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	}
+	e := New(c.Inventory, WithPrefix(prefix))
+	now := time.Now().UTC()
+	def, _ := seckill.NewSale(seckill.SaleInput{ID: sale, PriceCents: ptr(int64(1)), Stock: ptr(10), HoldSeconds: ptr(1), StartsAt: &now, PerUserLimit: ptr(10)}, now)
+	if err := e.LoadSale(t.Context(), def, 0); err != nil {
+		t.Fatal(err)
+	}
+	list := func(context.Context) ([]string, error) { return []string{sale}, nil }
+	start := func() context.CancelFunc {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); e.Sweep(ctx, 50*time.Millisecond, list, newLocks()) }()
+		stop := func() { cancel(); <-done }
+		t.Cleanup(stop)
+		return stop
+	}
+	stop1 := start()
+	start()
+	probe := newLocks().NewMutex("seckill:sweep:" + sale)
+
+	reclaimed := func() time.Duration {
+		t.Helper()
+		r, err := e.Buy(t.Context(), seckill.BuyRequest{SaleID: sale, UserID: "u1", Quantity: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		expires := *r.Reservation.ExpiresAt
+		for rawHeld(t, e, sale) != 0 {
+			if time.Since(expires) > 5*time.Second {
+				t.Fatal("the hold was never reclaimed without traffic")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return time.Since(expires)
+	}
+	if d := reclaimed(); d > time.Second {
+		t.Fatalf("reclaimed %v after expiry; invariant 8 wants within 1 s", d)
+	}
+	if _, err := probe.TryLock(t.Context(), 0, 0); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("a third party took the sweep lock while two sweepers run: %v; want it held by one of them", err)
+	}
+	stop1()
+	// Whichever led, the sale is still swept (a take-over takes up to one lease).
+	if d := reclaimed(); d > 2*time.Second {
+		t.Fatalf("reclaimed %v after expiry with one sweeper stopped", d)
+	}
+}
+
+// startPrivateRedis starts a redis-server of the test's own on a free port.
+func startPrivateRedis(t *testing.T) (*exec.Cmd, string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	_ = l.Close()
+	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err := cmd.Start(); err != nil {
+		if testenv.InCI() {
+			t.Fatalf("redis-server: %v", err)
+		}
+		t.Skipf("redis-server: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	for range 100 {
+		if c, err := net.Dial("tcp", "127.0.0.1:"+port); err == nil {
+			_ = c.Close()
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cmd, "redis://127.0.0.1:" + port + "/0"
+}
+
+// TestRedisDownAnswersUnavailableQuickly: a Redis that dies, or stops answering, turns buys
+// into unavailable errors within the engine's timeout; nothing hangs.
+func TestRedisDownAnswersUnavailableQuickly(t *testing.T) {
+	testenv.Redis(t) // runs with the integration tests
+	for _, how := range []string{"stopped", "killed"} {
+		t.Run(how, func(t *testing.T) {
+			cmd, url := startPrivateRedis(t)
+			c := dialT(t, url)
+			e := New(c.Inventory, WithTimeout(500*time.Millisecond))
+			now := time.Now().UTC()
+			def, _ := seckill.NewSale(seckill.SaleInput{ID: "down", PriceCents: ptr(int64(1)), Stock: ptr(10), StartsAt: &now}, now)
+			if err := e.LoadSale(t.Context(), def, 0); err != nil {
+				t.Fatal(err)
+			}
+			if how == "stopped" {
+				_ = cmd.Process.Signal(syscall.SIGSTOP)
+			} else {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
+			for i := range 3 {
+				start := time.Now()
+				_, err := e.Buy(t.Context(), seckill.BuyRequest{SaleID: "down", UserID: "u" + strconv.Itoa(i), Quantity: 1})
+				if seckill.ErrorCode(err) != seckill.CodeUnavailable {
+					t.Fatalf("Buy with Redis %s = %v; want unavailable", how, err)
+				}
+				if d := time.Since(start); d > 3*time.Second {
+					t.Fatalf("Buy with Redis %s took %v; it must fail fast, not hang", how, d)
+				}
+			}
+			if err := e.Ping(t.Context()); err == nil {
+				t.Fatalf("Ping with Redis %s = nil", how)
+			}
+		})
+	}
+}
