@@ -104,7 +104,10 @@ func (r *streamRig) run(sink Sink, cfg ConsumerConfig) (*Consumer, context.Cance
 	ctx, cancel := context.WithCancel(context.Background())
 	c := r.e.NewConsumer(sink, cfg)
 	done := make(chan struct{})
-	go func() { defer close(done); c.Run(ctx, func(context.Context) ([]string, error) { return []string{"st"}, nil }) }()
+	go func() {
+		defer close(done)
+		c.Run(ctx, func(context.Context) ([]string, error) { return []string{"st"}, nil })
+	}()
 	stop := func() { cancel(); <-done }
 	r.t.Cleanup(stop)
 	return c, stop
