@@ -1,12 +1,9 @@
 package sqlstore
 
 import (
-	"errors"
+	"database/sql"
 	"strconv"
 	"strings"
-
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // violation is the kind of constraint a statement broke, read from the driver's error code.
@@ -20,7 +17,8 @@ const (
 )
 
 // dialect is everything that differs between the SQL databases the store supports. The
-// queries themselves are written once, in SQL that all of them accept.
+// queries themselves are written once, in SQL that all of them accept. The values are
+// sqliteDialect (sqlite.go), mysqlDialect (mysql.go) and postgresDialect (postgres.go).
 type dialect struct {
 	// name is also the migrations directory: migrations/<name>/NNNN_name.sql.
 	name string
@@ -30,36 +28,52 @@ type dialect struct {
 	// MySQL and PostgreSQL. SQLite has no row locks and needs none: a write transaction
 	// (BEGIN IMMEDIATE) already excludes every other writer.
 	forUpdate string
+	// forNoKeyUpdate locks a row that the transaction will update without changing its key:
+	// " FOR NO KEY UPDATE" on PostgreSQL, where a plain FOR UPDATE would also block inserting
+	// rows that reference it (their foreign key check takes a KEY SHARE lock), and
+	// " FOR UPDATE" on MySQL, which has nothing weaker that excludes other writers.
+	forNoKeyUpdate string
 	// insertIgnore turns "INSERT INTO t (…) VALUES (…)" into a statement that inserts nothing,
 	// and reports zero rows affected, when the primary key pk already exists. It is how
 	// concurrent upserts avoid a read-then-insert race on server databases.
 	insertIgnore func(insert, pk string) string
 	// classify reads a driver error's code (never its text) to tell which constraint failed.
 	classify func(err error) violation
+	// retryable reports whether err means the database rolled the transaction (or its last
+	// statement) back to break a deadlock or a serialization conflict, so that running the
+	// whole transaction again is safe and will likely succeed. nil: never.
+	retryable func(err error) bool
+	// isolation is the level of write transactions. The transactions are written for READ
+	// COMMITTED: every decision is taken from a row locked with forUpdate or inside a guarded
+	// UPDATE, and every plain read must see what the transactions that held those locks
+	// committed (see RecordPayment). LevelDefault leaves the driver's default (SQLite, whose
+	// write transactions are serializable anyway).
+	isolation sql.IsolationLevel
+	// binaryKey converts an idempotency key to the argument its column takes. The key is a raw
+	// HTTP header value, which need not be valid UTF-8, so server databases keep it in a binary
+	// column (MySQL VARBINARY, PostgreSQL BYTEA) where any bytes round-trip; SQLite keeps
+	// TEXT bytes as given.
+	binaryKey func(key string) any
+	// migrationLock, if not nil, is held around a whole migration run so that instances
+	// starting at once migrate one after another. SQLite needs none: its write lock already
+	// serializes the migration transactions.
+	migrationLock *advisoryLock
+	// transactionalDDL is true when CREATE/ALTER can be rolled back with the transaction that
+	// ran them (SQLite, PostgreSQL). MySQL commits each DDL statement at once, so its
+	// migrations run statement by statement under migrationLock instead.
+	transactionalDDL bool
+	// tableOptions ends the CREATE TABLE of schema_migrations (the migrations set their own).
+	tableOptions string
 }
 
-// sqliteDialect is SQLite through modernc.org/sqlite.
-var sqliteDialect = dialect{
-	name: "sqlite",
-	insertIgnore: func(insert, pk string) string {
-		return insert + " ON CONFLICT (" + pk + ") DO NOTHING"
-	},
-	classify: func(err error) violation {
-		var e *sqlite.Error
-		if !errors.As(err, &e) {
-			return noViolation
-		}
-		// The driver turns on extended result codes, so the code names the constraint kind.
-		switch e.Code() {
-		case sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY, sqlite3.SQLITE_CONSTRAINT_UNIQUE:
-			return uniqueViolation
-		case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
-			return foreignKeyViolation
-		case sqlite3.SQLITE_CONSTRAINT_CHECK:
-			return checkViolation
-		}
-		return noViolation
-	},
+// advisoryLock is a named lock of the database server that belongs to a session (one
+// connection), taken and released with plain SELECTs.
+type advisoryLock struct {
+	// try takes the lock if it is free, waiting at most a second or so, and returns one row
+	// with one boolean-ish column: true (1) if the session now holds the lock.
+	try string
+	// release gives it back and returns true (1) if the session held it.
+	release string
 }
 
 // rebind rewrites the '?' placeholders of query for the dialect. Queries never contain a
@@ -80,6 +94,27 @@ func (d dialect) rebind(query string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// keyArg is the argument for an idempotency_key column.
+func (d dialect) keyArg(key string) any {
+	if d.binaryKey == nil {
+		return key
+	}
+	return d.binaryKey(key)
+}
+
+// isRetryable reports whether the transaction that failed with err may be run again.
+func (d dialect) isRetryable(err error) bool {
+	return err != nil && d.retryable != nil && d.retryable(err)
+}
+
+// txOptions are the options of write transactions.
+func (d dialect) txOptions() *sql.TxOptions {
+	if d.isolation == sql.LevelDefault {
+		return nil
+	}
+	return &sql.TxOptions{Isolation: d.isolation}
 }
 
 // placeholders returns "?, ?, …" with n marks, for IN lists.

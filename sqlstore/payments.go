@@ -47,6 +47,9 @@ func (s *Store) RecordPayment(ctx context.Context, p seckill.PaymentRecord) (sec
 	}
 	at := s.stamp(p.At)
 	r := p.Reservation
+	if err := checkWidths("payment", field{"payment id", p.PaymentID, maxPaymentIDBytes}); err != nil {
+		return "", err
+	}
 	known := r.ID != "" && r.SaleID != ""
 	var row resRow
 	if known {
@@ -57,50 +60,69 @@ func (s *Store) RecordPayment(ctx context.Context, p seckill.PaymentRecord) (sec
 		if row, err = newResRow(r, at); err != nil {
 			return "", err
 		}
+	} else if err := checkWidths("payment "+p.PaymentID,
+		field{"reservation id", r.ID, maxPaymentIDBytes},
+		field{"sale id", r.SaleID, maxSaleIDBytes},
+		field{"user id", r.UserID, maxUserIDBytes},
+	); err != nil {
+		return "", err
 	}
 
 	var result seckill.PaymentResult
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var prev string
-		err := tx.QueryRowContext(ctx, s.q(`SELECT result FROM payments WHERE payment_id = ?`), p.PaymentID).Scan(&prev)
-		if err == nil {
-			result = seckill.PaymentDuplicate
-			return nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("sqlstore: payment %s: %w", p.PaymentID, err)
-		}
-
-		result = seckill.PaymentRefundRequired
-		if known {
-			var one int
-			err := tx.QueryRowContext(ctx, s.q(`SELECT 1 FROM sales WHERE id = ?`), r.SaleID).Scan(&one)
-			switch {
-			case err == nil:
-				if result, err = s.settleReservation(ctx, tx, p.PaymentID, p.Result, row, at); err != nil {
-					return err
-				}
-			case !errors.Is(err, sql.ErrNoRows):
-				return fmt.Errorf("sqlstore: payment %s: read sale %s: %w", p.PaymentID, r.SaleID, err)
-			}
-		}
-
-		_, err = tx.ExecContext(ctx, s.q(`INSERT INTO payments (payment_id, reservation_id, sale_id, user_id,
-			quantity, amount_cents, result, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
-			p.PaymentID, r.ID, r.SaleID, r.UserID, r.Quantity, p.AmountCents, string(result), toMillis(at))
-		if s.d.classify(err) == uniqueViolation {
-			return errPaymentRecorded
-		}
-		if err != nil {
-			return fmt.Errorf("sqlstore: payment %s: insert: %w", p.PaymentID, err)
-		}
-		return nil
+		// Assigned from this attempt alone: inTx may run the function again after a deadlock.
+		var err error
+		result, err = s.recordPayment(ctx, tx, p, r, row, known, at)
+		return err
 	})
 	if errors.Is(err, errPaymentRecorded) {
 		return seckill.PaymentDuplicate, nil
 	}
 	if err != nil {
 		return "", err
+	}
+	return result, nil
+}
+
+// recordPayment is one attempt of RecordPayment's transaction; it returns the result recorded.
+func (s *Store) recordPayment(ctx context.Context, tx *sql.Tx, p seckill.PaymentRecord, r seckill.Reservation,
+	row resRow, known bool, at time.Time) (seckill.PaymentResult, error) {
+	var prev string
+	err := tx.QueryRowContext(ctx, s.q(`SELECT result FROM payments WHERE payment_id = ?`), p.PaymentID).Scan(&prev)
+	if err == nil {
+		return seckill.PaymentDuplicate, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("sqlstore: payment %s: %w", p.PaymentID, err)
+	}
+
+	result := seckill.PaymentRefundRequired
+	if known {
+		// The sale's row is locked first, before the reservation's: the payments of one sale
+		// queue here, where they would queue anyway (the guarded UPDATE of sales.sold holds the
+		// same row until commit). Taking it later would deadlock on MySQL: two payments that
+		// each insert their reservation hold shared locks on the sale (InnoDB's foreign key
+		// check), and neither could then upgrade to the exclusive lock of the UPDATE.
+		var one int
+		err := tx.QueryRowContext(ctx, s.q(`SELECT 1 FROM sales WHERE id = ?`+s.d.forNoKeyUpdate), r.SaleID).Scan(&one)
+		switch {
+		case err == nil:
+			if result, err = s.settleReservation(ctx, tx, p.PaymentID, p.Result, row, at); err != nil {
+				return "", err
+			}
+		case !errors.Is(err, sql.ErrNoRows):
+			return "", fmt.Errorf("sqlstore: payment %s: read sale %s: %w", p.PaymentID, r.SaleID, err)
+		}
+	}
+
+	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO payments (payment_id, reservation_id, sale_id, user_id,
+		quantity, amount_cents, result, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+		p.PaymentID, r.ID, r.SaleID, r.UserID, r.Quantity, p.AmountCents, string(result), toMillis(at))
+	if s.d.classify(err) == uniqueViolation {
+		return "", errPaymentRecorded
+	}
+	if err != nil {
+		return "", fmt.Errorf("sqlstore: payment %s: insert: %w", p.PaymentID, err)
 	}
 	return result, nil
 }
@@ -118,14 +140,24 @@ func (s *Store) settleReservation(ctx context.Context, tx *sql.Tx, paymentID str
 	}
 	// The row may not exist yet if the event pipeline lags; whatever status it is inserted
 	// with is overwritten below, in this transaction.
-	if _, err := s.insertReservation(ctx, tx, row); err != nil {
+	inserted, err := s.insertReservation(ctx, tx, row)
+	if err != nil {
 		return "", err
 	}
-	// Locking the row serializes two different payments for one reservation, so the check for
-	// an earlier paying payment below cannot race.
+	// Locking the row serializes two different payments for one reservation, so the checks
+	// for an earlier paying payment below cannot race: the second payment reads only after the
+	// first has committed or rolled back. The locking read always returns the latest committed
+	// row, and a row is paid only together with its paying payment, so a stored paid row is
+	// enough to refuse. The read of payments then sees what was committed before it started:
+	// always on SQLite (one writer at a time), and at READ COMMITTED on MySQL and PostgreSQL,
+	// the level dialect.isolation sets. (Under InnoDB's default REPEATABLE READ it would read
+	// the snapshot of this transaction's first SELECT, taken before the lock wait.)
 	cur, err := s.lockReservation(ctx, tx, row.id)
 	if err != nil {
 		return "", err
+	}
+	if !inserted && cur.status == seckill.StatusPaid {
+		return seckill.PaymentRefundRequired, nil // paid by another payment; it stays so
 	}
 
 	var other string

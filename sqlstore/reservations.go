@@ -76,6 +76,15 @@ func newResRow(r seckill.Reservation, at time.Time) (resRow, error) {
 	case r.Seq > math.MaxInt64:
 		return resRow{}, seckill.Errorf(seckill.CodeInvalidArgument, "reservation %s: seq %d out of range", r.ID, r.Seq)
 	}
+	if err := checkWidths("reservation",
+		field{"id", r.ID, maxReservationIDBytes},
+		field{"sale id", r.SaleID, maxSaleIDBytes},
+		field{"user id", r.UserID, maxUserIDBytes},
+		field{"payment id", r.PaymentID, maxPaymentIDBytes},
+		field{"idempotency key", r.IdempotencyKey, maxIdempotencyKeyBytes},
+	); err != nil {
+		return resRow{}, err
+	}
 	row := resRow{
 		id:             r.ID,
 		saleID:         r.SaleID,
@@ -122,13 +131,14 @@ func merge(cur, in resRow) (resRow, bool) {
 	return next, next != cur
 }
 
-// insertReservation inserts row unless its id exists, reporting whether it did. A missing sale
-// is not_found (the foreign key).
+// insertReservation inserts row unless its id exists, reporting whether it did (one row
+// affected: on MySQL the no-op update of an existing row reports zero). A missing sale is
+// not_found (the foreign key).
 func (s *Store) insertReservation(ctx context.Context, tx *sql.Tx, row resRow) (bool, error) {
 	res, err := tx.ExecContext(ctx, s.q(s.d.insertIgnore(`INSERT INTO reservations (`+resColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, "id")),
 		row.id, row.saleID, row.userID, row.quantity, string(row.status), row.expiresAt, row.amountCents,
-		row.paymentID, row.idempotencyKey, row.seq, row.createdAt, row.updatedAt)
+		row.paymentID, s.d.keyArg(row.idempotencyKey), row.seq, row.createdAt, row.updatedAt)
 	if s.d.classify(err) == foreignKeyViolation {
 		return false, fmt.Errorf("%w: %w", seckill.Errorf(seckill.CodeNotFound,
 			"reservation %s: sale %q not found", row.id, row.saleID), err)

@@ -8,10 +8,16 @@
 // engine arrive asynchronously and are applied as idempotent, forward-only upserts.
 //
 // The SQL is kept plain so that one implementation serves SQLite (the embedded default, through
-// the pure-Go modernc.org/sqlite driver) and, later, MySQL and PostgreSQL: what differs between
-// them (placeholders, row locks, "insert unless present", constraint error codes, the URL) lives
-// in one dialect value, and each dialect has its own migrations under migrations/<dialect>/.
-// Times are stored as BIGINT milliseconds since the Unix epoch, UTC (see the migrations).
+// the pure-Go modernc.org/sqlite driver), MySQL/MariaDB (github.com/go-sql-driver/mysql) and
+// PostgreSQL (github.com/jackc/pgx/v5): what differs between them (placeholders, row locks,
+// "insert unless present", error codes, isolation, the migration lock, the URL) lives in one
+// dialect value, and each dialect has its own migrations under migrations/<dialect>/. Times are
+// stored as BIGINT milliseconds since the Unix epoch, UTC (see the migrations).
+//
+// On the server databases, write transactions run at READ COMMITTED and are retried, a bounded
+// number of times, when the database aborts them to break a deadlock or a serialization
+// conflict; migrations run under an advisory lock so that instances starting together apply
+// each one once. README.md in this directory has the operational details.
 package sqlstore
 
 import (
@@ -19,13 +25,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 
 	"github.com/seckill-go/seckill"
-
-	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
-	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Store is an OrderStore backed by a SQL database. It is safe for concurrent use.
@@ -45,21 +49,20 @@ type Store struct {
 
 var _ seckill.OrderStore = (*Store)(nil)
 
-// sqliteBusyTimeout is how long a SQLite connection waits for a lock held by another
-// connection or process before failing with SQLITE_BUSY.
-const sqliteBusyTimeout = 5 * time.Second
-
-// sqliteReadConns bounds the read pool of a SQLite file database.
-const sqliteReadConns = 4
-
 // Open connects to the database named by dsn, creates or migrates its tables, and returns the
 // store. Accepted forms:
 //
 //	sqlite://./relative/path.db   (a path relative to the working directory)
 //	sqlite:///absolute/path.db
 //	sqlite://:memory:             (one private in-memory database, gone on Close)
+//	mysql://user:password@host:port/dbname     (also mariadb://; port defaults to 3306)
+//	postgres://user:password@host:port/dbname  (also postgresql://)
 //
-// mysql:// and postgres:// URLs are recognised but not built yet (invalid_argument).
+// A server database must exist; Open creates its tables. Reserved characters in the user and
+// password (@ : / ? # [ ] %) must be percent-encoded. A mysql:// URL accepts the parameters
+// tls=true|false|skip-verify|preferred and timeout=<dial timeout> and refuses any other; a
+// postgres:// URL goes to pgx as it is, so every parameter pgx accepts works (sslmode,
+// connect_timeout, …). A malformed URL is invalid_argument; no error quotes the password.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	scheme, rest, ok := strings.Cut(dsn, "://")
 	if !ok {
@@ -70,125 +73,27 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	case "sqlite":
 		return openSQLite(ctx, rest)
 	case "mysql", "mariadb":
-		return nil, seckill.Errorf(seckill.CodeInvalidArgument, "mysql support is not built yet")
+		return openMySQL(ctx, dsn)
 	case "postgres", "postgresql":
-		return nil, seckill.Errorf(seckill.CodeInvalidArgument, "postgres support is not built yet")
+		return openPostgres(ctx, dsn)
 	default:
 		return nil, seckill.Errorf(seckill.CodeInvalidArgument,
 			"unsupported database URL scheme %q; want sqlite, mysql or postgres", scheme)
 	}
 }
 
-// redact hides a password in a URL so that error messages can quote it.
+// redact hides a password in a URL so that error messages can quote it: everything before
+// the last '@' (the scheme and the user info, which may contain an unencoded '?' or '@'), and
+// the query, which may hold one too (pgx reads ?password=).
 func redact(dsn string) string {
-	at := strings.LastIndex(dsn, "@")
-	if at < 0 {
-		return dsn
+	prefix, rest := "", dsn
+	if at := strings.LastIndex(dsn, "@"); at >= 0 {
+		prefix, rest = "…", dsn[at:]
 	}
-	return "…" + dsn[at:]
-}
-
-// sqlitePath validates the part of a sqlite:// URL after the scheme.
-func sqlitePath(rest string) (path string, memory bool, err error) {
-	switch {
-	case rest == "":
-		return "", false, seckill.Errorf(seckill.CodeInvalidArgument, "sqlite URL has no path; want sqlite://./file.db")
-	case rest == ":memory:":
-		return "", true, nil
-	case strings.ContainsAny(rest, "?#"):
-		// The driver reads everything after '?' as its own options; ours are fixed below.
-		return "", false, seckill.Errorf(seckill.CodeInvalidArgument,
-			"sqlite URL %q must not contain '?' or '#': the store sets its own options", rest)
+	if q := strings.IndexByte(rest, '?'); q >= 0 {
+		rest = rest[:q] + "?…"
 	}
-	return rest, false, nil
-}
-
-func openSQLite(ctx context.Context, rest string) (*Store, error) {
-	path, memory, err := sqlitePath(rest)
-	if err != nil {
-		return nil, err
-	}
-	busy := fmt.Sprintf("_pragma=busy_timeout(%d)", sqliteBusyTimeout.Milliseconds())
-	// _txlock=immediate makes BEGIN take the write lock at once. A deferred transaction that
-	// reads and then writes can fail with SQLITE_BUSY at the write without waiting, because
-	// upgrading a read snapshot cannot wait; an immediate one waits in busy_timeout instead.
-	// synchronous stays at its FULL default: a commit that the gateway was told about must
-	// survive a power cut.
-	opts := busy + "&_pragma=foreign_keys(1)&_txlock=immediate"
-	s := &Store{d: sqliteDialect, now: time.Now}
-	if memory {
-		// Every connection to ":memory:" is a different database, so the store keeps exactly
-		// one connection for reads and writes, and never lets the pool close it.
-		db, err := sql.Open("sqlite", ":memory:?"+opts)
-		if err != nil {
-			return nil, fmt.Errorf("sqlstore: open sqlite memory database: %w", err)
-		}
-		db.SetMaxOpenConns(1)
-		db.SetMaxIdleConns(1)
-		db.SetConnMaxLifetime(0)
-		db.SetConnMaxIdleTime(0)
-		s.db, s.rdb = db, db
-	} else {
-		db, err := sql.Open("sqlite", path+"?"+opts)
-		if err != nil {
-			return nil, fmt.Errorf("sqlstore: open sqlite %s: %w", path, err)
-		}
-		db.SetMaxOpenConns(1)
-		s.db = db
-	}
-	// fail closes what was opened so far; the error that made Open give up is the one to report.
-	fail := func(err error) (*Store, error) {
-		_ = s.db.Close()
-		return nil, err
-	}
-	if err := s.db.PingContext(ctx); err != nil {
-		return fail(fmt.Errorf("sqlstore: open sqlite %s: %w", rest, err))
-	}
-	if !memory {
-		// WAL lets the read pool see committed data while a write transaction is open. The
-		// mode is stored in the file, so setting it once suffices. Switching needs an exclusive
-		// lock and SQLite does not wait for it in busy_timeout, so a process that starts while
-		// another is opening the same new file retries.
-		err := retryBusy(ctx, func() error {
-			_, err := s.db.ExecContext(ctx, "PRAGMA journal_mode = WAL")
-			return err
-		})
-		if err != nil {
-			return fail(fmt.Errorf("sqlstore: open sqlite %s: set WAL mode: %w", path, err))
-		}
-	}
-	// Migrating is idempotent, so a lock held by another process opening the file is retried.
-	if err := retryBusy(ctx, func() error { return migrate(ctx, s.db, s.d, time.Now) }); err != nil {
-		return fail(err)
-	}
-	if s.rdb == nil {
-		// Opened after the migration so that the file exists and is already in WAL mode;
-		// query_only turns an accidental write on the read pool into an error.
-		rdb, err := sql.Open("sqlite", path+"?"+busy+"&_pragma=query_only(1)")
-		if err != nil {
-			return fail(fmt.Errorf("sqlstore: open sqlite %s for reading: %w", path, err))
-		}
-		rdb.SetMaxOpenConns(sqliteReadConns)
-		s.rdb = rdb
-	}
-	return s, nil
-}
-
-// retryBusy calls fn until it does not fail with SQLITE_BUSY, for at most sqliteBusyTimeout.
-func retryBusy(ctx context.Context, fn func() error) error {
-	deadline := time.Now().Add(sqliteBusyTimeout)
-	for delay := time.Millisecond; ; delay = min(2*delay, 100*time.Millisecond) {
-		err := fn()
-		var e *sqlite.Error
-		if err == nil || !errors.As(err, &e) || e.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
-		case <-time.After(delay):
-		}
-	}
+	return prefix + rest
 }
 
 // Ping checks that the database answers, for readiness probes.
@@ -217,11 +122,41 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// Retry policy of write transactions that the database aborted to break a deadlock or a
+// serialization conflict (dialect.retryable). Such an abort means that nothing of the attempt
+// was committed, so running it again is safe; backing off for a random time lets the
+// transactions that collided go in a different order.
+const (
+	txMaxAttempts = 8
+	txBackoffBase = 2 * time.Millisecond
+	txBackoffMax  = 100 * time.Millisecond
+)
+
 // inTx runs fn in one write transaction, committing if fn returns nil and rolling back
-// otherwise. fn must use tx only: on SQLite the write pool has one connection, so touching
-// s.db (or s.rdb of a memory database) inside fn would wait for itself.
+// otherwise. If the database aborted the attempt to break a deadlock or a serialization
+// conflict, fn runs again in a fresh transaction, up to txMaxAttempts times in all, so fn must
+// be safe to re-run: it must derive everything it returns from what it reads in tx, and not
+// carry results over from a failed attempt. fn must use tx only: on SQLite the write pool has
+// one connection, so touching s.db (or s.rdb of a memory database) inside fn would wait for
+// itself.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	for attempt := 1; ; attempt++ {
+		err := s.runTx(ctx, fn)
+		if !s.d.isRetryable(err) {
+			return err
+		}
+		if attempt == txMaxAttempts {
+			return fmt.Errorf("sqlstore: transaction still conflicting after %d attempts: %w", attempt, err)
+		}
+		if werr := sleepCtx(ctx, txBackoff(attempt)); werr != nil {
+			return errors.Join(err, werr)
+		}
+	}
+}
+
+// runTx is one attempt of inTx.
+func (s *Store) runTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, s.d.txOptions())
 	if err != nil {
 		return fmt.Errorf("sqlstore: begin: %w", err)
 	}
@@ -233,6 +168,25 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return fmt.Errorf("sqlstore: commit: %w", err)
 	}
 	return nil
+}
+
+// txBackoff is the pause before attempt+1: "full jitter", uniformly random up to an
+// exponentially growing cap. The randomness only spreads retries apart, so math/rand is enough.
+func txBackoff(attempt int) time.Duration {
+	limit := min(txBackoffBase<<min(attempt, 16), txBackoffMax)
+	return rand.N(limit) + time.Millisecond/2
+}
+
+// sleepCtx waits for d or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // q adapts a query written with '?' placeholders to the dialect.
