@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,8 +56,16 @@ type Engine struct {
 type Option func(*Engine)
 
 // WithPrefix sets the prefix of every key (default "seckill:"). Keys of sale S are
-// prefix+"{sale:S}:"+part. Tests give each engine its own prefix to share one Redis.
-func WithPrefix(p string) Option { return func(e *Engine) { e.prefix = p } }
+// prefix+"{sale:S}:"+part. Tests give each engine its own prefix to share one Redis. The
+// prefix must not contain braces, which would change the keys' hash tag (New panics).
+func WithPrefix(p string) Option {
+	return func(e *Engine) {
+		if strings.ContainsAny(p, "{}") {
+			panic("redisinv: WithPrefix(" + strconv.Quote(p) + "): the prefix must not contain braces")
+		}
+		e.prefix = p
+	}
+}
 
 // WithTimeout bounds each call to Redis (default 2 s), so that a Redis that stops answering
 // turns into a quick unavailable error instead of a hung buyer.

@@ -22,16 +22,16 @@ local function main()
   if q < 1 then
     return {'invalid_argument'}
   end
+  -- The key's reservation is looked up before the reclaim (its first write) and read after it,
+  -- so that a replay shows the reservation as it is now.
+  local replay = key ~= '' and redis.call('HGET', KEYS[6], user .. ':' .. key)
   reclaim(RECLAIM)
   local code = window_code()
   if code then
     return {code}
   end
-  if key ~= '' then
-    local id = redis.call('HGET', KEYS[6], user .. ':' .. key)
-    if id then
-      return res_reply(1, get_res(id))
-    end
+  if replay then
+    return res_reply(1, get_res(replay))
   end
   if q > S.limit then
     return {'limit_exceeded', 'quantity', S.limit}

@@ -38,9 +38,9 @@ local function check_keys()
   if #KEYS ~= 7 then
     fail('want the 7 keys of one sale, got ' .. #KEYS)
   end
-  local base = string.match(KEYS[1], '^(.*{sale:[A-Za-z0-9_.-]+}):sale$')
+  local base = string.match(KEYS[1], '^([^{}]*{sale:[A-Za-z0-9_.-]+}):sale$')
   if not base then
-    fail('KEYS[1] must be <prefix>{sale:<id>}:sale, got ' .. KEYS[1])
+    fail('KEYS[1] must be <prefix without braces>{sale:<id>}:sale, got ' .. KEYS[1])
   end
   local parts = {'res', 'holds', 'queue', 'users', 'idem', 'events'}
   for i, part in ipairs(parts) do
@@ -55,11 +55,13 @@ local MAX_QUANTITY = 1000000000    -- seckill.MaxQuantity
 local RECLAIM = 256                -- most holds one state-changing call expires (bounded work)
 
 -- int_arg accepts plain decimal digits only (tonumber would also take "inf", "1e300", "0x10"
--- and " 1"), between min and max.
+-- and " 1"), between min and max. Digits are compared as text against 2^53 first: tonumber
+-- would round 9007199254740993 down to 2^53 and let it through.
 local function int_arg(v, name, min, max)
-  local n = type(v) == 'string' and #v <= 16 and string.find(v, '^%d+$') and tonumber(v)
+  local n = type(v) == 'string' and string.find(v, '^%d+$') and
+    (#v < 16 or (#v == 16 and v <= '9007199254740992')) and tonumber(v)
   if not n or n < min or n > max then
-    fail(name .. ' must be an integer from ' .. min .. ' to ' .. max .. ', got ' .. tostring(v))
+    fail(string.format('%s must be an integer from %d to %d, got %s', name, min, max, tostring(v)))
   end
   return n
 end
@@ -120,6 +122,18 @@ local function clock_arg(v)
   return int_arg(v, 'clock', 0, MAX_EXACT)
 end
 
+-- check_types requires each of the sale's other keys to be of its type or absent, so that a
+-- corrupted key fails the script before its first write rather than half way through it.
+local KEY_TYPES = {'hash', 'zset', 'zset', 'hash', 'hash', 'stream'}
+local function check_types()
+  for i, want in ipairs(KEY_TYPES) do
+    local got = redis.call('TYPE', KEYS[i + 1])['ok']
+    if got ~= want and got ~= 'none' then
+      fail('KEYS[' .. (i + 1) .. '] is a ' .. got .. ', want a ' .. want)
+    end
+  end
+end
+
 local now     -- the script's time in ms, set by the script before load_state
 local S       -- the sale's definition and counters, once load_state found them
 local changed -- whether save_state has counters to write
@@ -142,6 +156,7 @@ local function load_state()
   if S.now > now then
     now = S.now
   end
+  check_types()
   return true
 end
 

@@ -12,13 +12,13 @@ local function main()
   if group == '' then
     fail('group must not be empty')
   end
-  if redis.call('EXISTS', KEYS[7]) == 0 then
+  local kind = redis.call('TYPE', KEYS[7])['ok']
+  if kind == 'none' then
     return {'ok', 0}
+  elseif kind ~= 'stream' then
+    fail('KEYS[7] is a ' .. kind .. ', want a stream')
   end
-  local info = redis.pcall('XINFO', 'GROUPS', KEYS[7])
-  if type(info) ~= 'table' or info.err then
-    return {'ok', 0}
-  end
+  local info = redis.call('XINFO', 'GROUPS', KEYS[7])
   for _, g in ipairs(info) do
     local f = {}
     for i = 1, #g, 2 do

@@ -1,0 +1,840 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	crand "crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/rueidis"
+
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/httpapi"
+	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/payment"
+)
+
+// The tests in this file are the distributed deployment's acceptance runs, as a new user
+// would set it up from the README: three `seckill serve --engine redis` processes on their
+// own ports, one Redis (a private redis-server, so that FLUSHALL hits nobody else's keys) and
+// a fresh MariaDB database. The test plays the crowd and the payment gateway: a gateway
+// delivers its signed webhooks to any instance (behind a load balancer), retrying on 503 and
+// transport errors, and the test records every payment an instance answered 200 for.
+
+const (
+	clusterAdmin   = "acceptance-admin-token"
+	clusterAuth    = "acceptance-auth-secret"
+	clusterPayment = "acceptance-payment-secret"
+)
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+// seckillBinary builds the command once per test run.
+func seckillBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "seckill-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "seckill")
+		out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBin
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// privateRedis starts a redis-server of the test's own and returns its URL and a client.
+func privateRedis(t *testing.T) (string, rueidis.Client) {
+	t.Helper()
+	port := freePort(t)
+	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("redis-server: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var rdb rueidis.Client
+	var err error
+	for range 100 {
+		if rdb, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:" + port}, DisableCache: true}); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("connect to the private redis: %v", err)
+	}
+	t.Cleanup(rdb.Close)
+	return "redis://127.0.0.1:" + port + "/0", rdb
+}
+
+// freshMySQL creates an empty database on the test MariaDB and returns its URL.
+func freshMySQL(t *testing.T) string {
+	t.Helper()
+	raw := testenv.MySQL(t) // mysql://user[:pass]@host:port/db
+	rest := strings.TrimPrefix(strings.TrimPrefix(raw, "mysql://"), "mariadb://")
+	cred, hostPath, ok := strings.Cut(rest, "@")
+	if !ok {
+		t.Fatalf("%s: want mysql://user[:pass]@host:port/db", testenv.MySQLVar)
+	}
+	host, _, _ := strings.Cut(hostPath, "/")
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Passwd, _ = strings.Cut(cred, ":")
+	cfg.Net, cfg.Addr = "tcp", host
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var b [5]byte
+	_, _ = crand.Read(b[:])
+	name := "seckill_acc_" + hex.EncodeToString(b[:])
+	if _, err := db.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() {
+		db, err := sql.Open("mysql", cfg.FormatDSN())
+		if err == nil {
+			_, _ = db.Exec("DROP DATABASE IF EXISTS " + name)
+			_ = db.Close()
+		}
+	})
+	return "mysql://" + cred + "@" + host + "/" + name
+}
+
+// instance is one `seckill serve` process.
+type instance struct {
+	cmd   *exec.Cmd
+	url   string
+	log   *syncBuffer
+	alive atomic.Bool
+}
+
+// cluster is the deployment under test.
+type cluster struct {
+	t      *testing.T
+	rdb    rueidis.Client
+	insts  []*instance
+	client *http.Client
+}
+
+func startCluster(t *testing.T, n int) *cluster {
+	t.Helper()
+	testenv.Redis(t) // the acceptance runs belong to the integration tests
+	bin := seckillBinary(t)
+	redisURL, rdb := privateRedis(t)
+	db := freshMySQL(t)
+	c := &cluster{t: t, rdb: rdb, client: &http.Client{Timeout: 10 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 128}}}
+	for i := range n {
+		port := freePort(t)
+		cmd := exec.Command(bin, "serve", "--engine", "redis", "--addr", "127.0.0.1:"+port)
+		cmd.Env = append(os.Environ(), "SECKILL_REDIS_URL="+redisURL, "SECKILL_DB="+db,
+			"SECKILL_ADMIN_TOKEN="+clusterAdmin, "SECKILL_AUTH_SECRET="+clusterAuth,
+			"SECKILL_PAYMENT_SECRET="+clusterPayment, "SECKILL_DEV=")
+		in := &instance{cmd: cmd, url: "http://127.0.0.1:" + port, log: &syncBuffer{}}
+		cmd.Stdout, cmd.Stderr = in.log, in.log
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start instance %d: %v", i, err)
+		}
+		in.alive.Store(true)
+		t.Cleanup(func() {
+			if in.alive.Load() {
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				done := make(chan struct{})
+				go func() { _ = cmd.Wait(); close(done) }()
+				select {
+				case <-done:
+				case <-time.After(20 * time.Second):
+					_ = cmd.Process.Kill()
+					<-done
+				}
+			}
+			if t.Failed() {
+				t.Logf("instance %d log (tail):\n%s", i, tail(in.log.String(), 40))
+			}
+		})
+		c.insts = append(c.insts, in)
+	}
+	for i, in := range c.insts {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			st, _, _, err := c.do(in, "GET", "/readyz", "", nil, nil)
+			if err == nil && st == 200 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("instance %d never became ready (%d, %v):\n%s", i, st, err, in.log.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return c
+}
+
+func tail(s string, lines int) string {
+	parts := strings.Split(s, "\n")
+	return strings.Join(parts[max(0, len(parts)-lines):], "\n")
+}
+
+// kill ends an instance with SIGKILL: no shutdown, no drain.
+func (c *cluster) kill(i int) {
+	in := c.insts[i]
+	in.alive.Store(false)
+	_ = in.cmd.Process.Kill()
+	_ = in.cmd.Wait()
+}
+
+// pick returns instance i if it is alive, else the next live one (a load balancer's health
+// check).
+func (c *cluster) pick(i int) *instance {
+	for k := range len(c.insts) {
+		if in := c.insts[(i+k)%len(c.insts)]; in.alive.Load() {
+			return in
+		}
+	}
+	c.t.Fatal("no live instance")
+	return nil
+}
+
+// do sends one request and returns status, problem code and body.
+func (c *cluster) do(in *instance, method, path, token string, body any, hdr map[string]string) (int, string, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, in.url+path, rd)
+	if err != nil {
+		return 0, "", nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return 0, "", nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, "", nil, err
+	}
+	var p struct{ Code string }
+	if resp.StatusCode >= 400 {
+		_ = json.Unmarshal(b, &p)
+	}
+	return resp.StatusCode, p.Code, b, nil
+}
+
+// admin calls an admin endpoint on a live instance, retrying 503s, and decodes the answer.
+func (c *cluster) admin(method, path string, body, out any) {
+	c.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; ; i++ {
+		st, _, b, err := c.do(c.pick(i), method, path, clusterAdmin, body, nil)
+		if err == nil && st < 300 {
+			if out != nil {
+				if err := json.Unmarshal(b, out); err != nil {
+					c.t.Fatalf("%s %s: %v: %s", method, path, err, b)
+				}
+			}
+			return
+		}
+		if time.Now().After(deadline) || (err == nil && st != 503) {
+			c.t.Fatalf("%s %s: %d %v %s", method, path, st, err, b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// behavior is what one simulated buyer does with its hold.
+type behavior int
+
+const (
+	payNow behavior = iota
+	cancelHold
+	abandonHold
+	payLate
+	retryThenPay
+)
+
+func behaviorOf(user string, seed uint64) behavior {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(user + "/" + strconv.FormatUint(seed, 10)))
+	switch p := h.Sum64() % 100; {
+	case p < 10:
+		return cancelHold
+	case p < 30:
+		return abandonHold
+	case p < 40:
+		return payLate
+	case p < 50:
+		return retryThenPay
+	}
+	return payNow
+}
+
+// queuedRec is one buyer that was queued: its place in the arrival order, and when (by its
+// hold's expiry minus hold_seconds) it was granted a unit, or that it was rejected. The
+// arrival order is the reservation's sequence number, which the test reads from the id (ids
+// are opaque to clients; this test knows their format, "<sale>-<16 hex seq><16 hex random>",
+// so that it can check the order Redis saw across all instances, not an order skewed by the
+// network).
+type queuedRec struct {
+	seq      uint64
+	granted  time.Time
+	rejected bool
+}
+
+// seqOf reads the arrival sequence out of a reservation id.
+func seqOf(id string) uint64 {
+	if len(id) < 32 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(id[len(id)-32:len(id)-16], 16, 64)
+	return n
+}
+
+// rush is one acceptance run's crowd and payment gateway.
+type rush struct {
+	c       *cluster
+	sale    string
+	hold    time.Duration
+	seed    uint64
+	buyers  int
+	started time.Time
+
+	mu       sync.Mutex
+	payments map[string]string // payment id → result, for every delivery answered 200
+	queued   []*queuedRec
+	stats    map[string]int
+	problems []string
+}
+
+func (r *rush) count(k string) {
+	r.mu.Lock()
+	r.stats[k]++
+	r.mu.Unlock()
+}
+
+func (r *rush) problem(format string, args ...any) {
+	r.mu.Lock()
+	if len(r.problems) < 20 {
+		r.problems = append(r.problems, fmt.Sprintf(format, args...))
+	}
+	r.mu.Unlock()
+}
+
+type resv struct {
+	ID        string     `json:"id"`
+	Status    string     `json:"status"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	Amount    int64      `json:"amount_cents"`
+	Position  int        `json:"position"`
+}
+
+// retry is how a client handles 503 unavailable (a sale being rebuilt, an instance going
+// away): wait the Retry-After and try again, on another instance if the first one is gone.
+const retryFor = 30 * time.Second
+
+// request sends a buyer's request, following 503 and transport errors like a client behind a
+// load balancer; giveUpOnError makes a transport error final (the buyer's instance died mid-way).
+func (r *rush) request(i int, method, path, token string, body any, hdr map[string]string, giveUpOnError bool) (int, string, []byte, bool) {
+	deadline := time.Now().Add(retryFor)
+	for attempt := 0; ; attempt++ {
+		st, code, b, err := r.c.do(r.c.pick(i+attempt), method, path, token, body, hdr)
+		switch {
+		case err != nil && giveUpOnError:
+			r.count("gave up: transport error")
+			return 0, "", nil, false
+		case err == nil && st != 503:
+			return st, code, b, true
+		case time.Now().After(deadline):
+			r.problem("%s %s: still failing after %v: %d %v", method, path, retryFor, st, err)
+			return 0, "", nil, false
+		}
+		if err == nil {
+			r.count("503 retried")
+		}
+		time.Sleep(time.Duration(100+rand.IntN(100)) * time.Millisecond)
+	}
+}
+
+// deliver is the gateway: a succeeded payment's signed webhook to any live instance, retried
+// until one answers 200 (or 30 s pass).
+func (r *rush) deliver(i int, pid, rid string, amount int64) {
+	body, _ := json.Marshal(map[string]any{"payment_id": pid, "reservation_id": rid, "amount_cents": amount, "status": "succeeded"})
+	deadline := time.Now().Add(retryFor)
+	for attempt := 0; ; attempt++ {
+		in := r.c.pick(i + attempt + 1)
+		req, _ := http.NewRequest("POST", in.url+"/api/v1/payments/webhook", bytes.NewReader(body))
+		req.Header.Set("Seckill-Signature", payment.Sign([]byte(clusterPayment), time.Now(), body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := r.c.client.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				var out struct{ Result string }
+				_ = json.Unmarshal(b, &out)
+				r.mu.Lock()
+				if prev, ok := r.payments[pid]; !ok || prev == "duplicate" {
+					r.payments[pid] = out.Result
+				}
+				r.mu.Unlock()
+				r.count("webhook " + out.Result)
+				return
+			}
+			if resp.StatusCode != 503 {
+				r.problem("webhook %s: %d %s", pid, resp.StatusCode, b)
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			r.problem("webhook %s never answered 200: %v", pid, err)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// buyer is one user's whole journey.
+func (r *rush) buyer(i int) {
+	user := fmt.Sprintf("buyer-%d", i)
+	token, _ := httpapi.MintToken([]byte(clusterAuth), user, time.Now(), time.Hour)
+	b := behaviorOf(user, r.seed)
+	var path struct{ Path string }
+	for {
+		st, code, body, ok := r.request(i, "GET", "/api/v1/sales/"+r.sale+"/path", token, nil, nil, false)
+		if !ok {
+			return
+		}
+		if st == 200 {
+			_ = json.Unmarshal(body, &path)
+			break
+		}
+		if code != "not_started" {
+			r.problem("%s: /path %d %s", user, st, code)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	key := "k-" + user
+	for attempt := 0; ; attempt++ {
+		var res resv
+		st, code, body, ok := r.request(i, "POST", path.Path, token, map[string]int{"quantity": 1}, map[string]string{"Idempotency-Key": key}, true)
+		if !ok {
+			return
+		}
+		switch {
+		case st == 201 || st == 200:
+			_ = json.Unmarshal(body, &res)
+		case st == 202:
+			_ = json.Unmarshal(body, &res)
+			r.count("queued")
+			q := &queuedRec{seq: seqOf(res.ID)}
+			r.mu.Lock()
+			r.queued = append(r.queued, q)
+			r.mu.Unlock()
+			if !r.waitGrant(i, token, &res, q) {
+				if res.Status == "lost" { // the reservation vanished with Redis' data: start over
+					key = fmt.Sprintf("k-%s-%d", user, attempt+1)
+					continue
+				}
+				return
+			}
+		case code == "queue_full":
+			time.Sleep(time.Duration(100+rand.IntN(200)) * time.Millisecond)
+			continue
+		case code == "sold_out" || code == "ended":
+			r.count(code)
+			return
+		default:
+			r.problem("%s: buy %d %s %s", user, st, code, body)
+			return
+		}
+		if res.Status != "held" {
+			return
+		}
+		r.count("held")
+		r.act(i, user, token, path.Path, key, b, res)
+		return
+	}
+}
+
+// waitGrant polls a queued reservation until it is held (true), rejected or lost.
+func (r *rush) waitGrant(i int, token string, res *resv, q *queuedRec) bool {
+	for {
+		time.Sleep(50 * time.Millisecond)
+		st, _, body, ok := r.request(i, "GET", "/api/v1/reservations/"+res.ID, token, nil, nil, true)
+		if !ok {
+			return false
+		}
+		if st == 404 {
+			res.Status = "lost"
+			r.count("lost after a flush")
+			return false
+		}
+		var cur resv
+		_ = json.Unmarshal(body, &cur)
+		switch cur.Status {
+		case "queued":
+			continue
+		case "held":
+			q.granted = cur.ExpiresAt.Add(-r.hold)
+			*res = cur
+			r.count("handed off")
+			return true
+		case "rejected":
+			q.rejected = true
+			r.count("rejected")
+		}
+		return false
+	}
+}
+
+// act does what the buyer does with its hold.
+func (r *rush) act(i int, user, token, path, key string, b behavior, res resv) {
+	pid := "pay-" + user + "-" + res.ID[len(res.ID)-8:]
+	switch b {
+	case cancelHold:
+		if _, _, _, ok := r.request(i, "DELETE", "/api/v1/reservations/"+res.ID, token, nil, nil, true); !ok {
+			r.count("gave up holding") // its instance died: the hold expires and passes on
+			return
+		}
+		r.count("cancelled")
+	case abandonHold:
+		r.count("abandoned")
+	case payLate:
+		time.Sleep(time.Until(*res.ExpiresAt) + 300*time.Millisecond)
+		r.deliver(i, pid, res.ID, res.Amount)
+	case retryThenPay:
+		st, _, body, ok := r.request(i, "POST", path, token, map[string]int{"quantity": 1}, map[string]string{"Idempotency-Key": key}, true)
+		var again resv
+		_ = json.Unmarshal(body, &again)
+		if ok && st == 200 && again.ID != res.ID {
+			r.problem("%s: replay returned %s, want %s", user, again.ID, res.ID)
+		}
+		r.deliver(i, pid, res.ID, res.Amount)
+	default:
+		time.Sleep(time.Duration(rand.IntN(200)) * time.Millisecond) // the buyer at the gateway
+		r.deliver(i, pid, res.ID, res.Amount)
+	}
+}
+
+// arrivalGap spaces the crowd's arrivals (3 000 buyers over about 6 s): a few hundred are
+// waiting when the sale opens, and more keep coming while it sells, so that a failure in the
+// middle of the rush meets buyers who still want the units.
+const arrivalGap = 2 * time.Millisecond
+
+// runRush creates a 100-unit sale (hold 2 s, limit 1) that starts in a second, and lets buyers
+// rush it spread over every instance; during runs while it goes on.
+func runRush(t *testing.T, c *cluster, buyers int, during func(r *rush)) *rush {
+	r := &rush{c: c, sale: "acc", hold: 2 * time.Second, seed: 7, buyers: buyers,
+		payments: map[string]string{}, stats: map[string]int{}}
+	start := time.Now().UTC().Add(time.Second)
+	c.admin("POST", "/api/v1/sales", map[string]any{"id": r.sale, "name": "Acceptance", "price_cents": 500,
+		"stock": 100, "starts_at": start, "ends_at": start.Add(time.Hour), "hold_seconds": 2}, nil)
+	r.started = start
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 512)
+	if during != nil {
+		wg.Go(func() { during(r) })
+	}
+	first := time.Now()
+	for i := range buyers {
+		time.Sleep(time.Until(first.Add(time.Duration(i) * arrivalGap)))
+		sem <- struct{}{}
+		wg.Go(func() { defer func() { <-sem }(); r.buyer(i) })
+	}
+	wg.Wait()
+	return r
+}
+
+// settle waits until every live instance's audit is ok, nothing is held or queued and the
+// stream has nothing pending, and returns the last audit.
+func (r *rush) settle(t *testing.T) seckill.Audit {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var sale seckill.SaleView
+		r.c.admin("GET", "/api/v1/sales/"+r.sale, nil, &sale)
+		pending := r.pending(t)
+		allOK := true
+		var last seckill.Audit
+		for i, in := range r.c.insts {
+			if !in.alive.Load() {
+				continue
+			}
+			st, _, b, err := r.c.do(in, "GET", "/api/v1/sales/"+r.sale+"/audit", clusterAdmin, nil, nil)
+			if err != nil || st != 200 {
+				allOK = false
+				continue
+			}
+			var a seckill.Audit
+			_ = json.Unmarshal(b, &a)
+			if !a.OK {
+				allOK = false
+			}
+			if i == 0 || last.Engine.Sellable == 0 {
+				last = a
+			}
+		}
+		if allOK && pending == 0 && sale.StockState.Held == 0 && sale.StockState.Queued == 0 {
+			return last
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("did not settle: state %+v, pending %d, audit %+v", sale.StockState, pending, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// pending is the number of stream entries read but not acknowledged, plus those not read.
+func (r *rush) pending(t *testing.T) int64 {
+	key := "seckill:{sale:" + r.sale + "}:events"
+	ctx := context.Background()
+	v, err := r.c.rdb.Do(ctx, r.c.rdb.B().XinfoGroups().Key(key).Build()).ToArray()
+	if err != nil {
+		return 1 // no stream or group yet
+	}
+	var n int64
+	for _, g := range v {
+		m, _ := g.AsMap()
+		p, lag := m["pending"], m["lag"]
+		pn, _ := p.AsInt64()
+		ln, _ := lag.AsInt64()
+		n += pn + ln
+	}
+	return n
+}
+
+// checkPayments: every payment an instance answered 200 for is in the database exactly once,
+// as a paid order or a refund owed (invariant 4).
+func (r *rush) checkPayments(t *testing.T, a seckill.Audit) {
+	t.Helper()
+	if got := a.Database.PaidOrders + a.Database.Refunds; got != len(r.payments) {
+		t.Errorf("the gateway got 200 for %d payments; the database records %d paid + %d refunds",
+			len(r.payments), a.Database.PaidOrders, a.Database.Refunds)
+	}
+	if a.Database.Sold > 100 || a.Database.PaidUnits != a.Database.Sold {
+		t.Errorf("database oversold or inconsistent: %+v", a.Database)
+	}
+}
+
+// checkFIFO: freed units go to queued buyers in arrival order (invariant 6).
+func (r *rush) checkFIFO(t *testing.T) {
+	t.Helper()
+	seen, pairs, bad := fifoViolations(r.queued)
+	for _, b := range bad[:min(len(bad), 5)] {
+		t.Errorf("FIFO: %s", b)
+	}
+	t.Logf("FIFO: %d queued buyers seen to the end, %d ordered pairs checked, %d out of order", seen, pairs, len(bad))
+	if pairs == 0 {
+		t.Errorf("FIFO: no pair of queued buyers to check: the run did not test the queue")
+	}
+}
+
+// fifoViolations checks every pair of queued buyers whose outcome was seen: if the later
+// arrival was granted a unit, the earlier one was granted one no later, and not rejected.
+func fifoViolations(queued []*queuedRec) (seen, pairs int, bad []string) {
+	var qs []*queuedRec
+	for _, q := range queued {
+		if !q.granted.IsZero() || q.rejected {
+			qs = append(qs, q)
+		}
+	}
+	slices.SortFunc(qs, func(a, b *queuedRec) int { return cmp.Compare(a.seq, b.seq) })
+	for i, a := range qs {
+		for _, b := range qs[i+1:] {
+			if b.granted.IsZero() {
+				continue
+			}
+			pairs++
+			if a.rejected || a.granted.After(b.granted) {
+				bad = append(bad, fmt.Sprintf("queued buyer #%d was %s, but #%d, queued after it, was granted at %s",
+					a.seq, grantText(a), b.seq, b.granted.Format(time.StampMilli)))
+			}
+		}
+	}
+	return len(qs), pairs, bad
+}
+
+// TestFIFOCheckCatchesDisorder is the FIFO check's negative control.
+func TestFIFOCheckCatchesDisorder(t *testing.T) {
+	t0 := time.Now()
+	inOrder := []*queuedRec{{seq: 1, granted: t0}, {seq: 2, granted: t0}, {seq: 3, granted: t0.Add(time.Second)}, {seq: 4, rejected: true}}
+	if _, pairs, bad := fifoViolations(inOrder); pairs != 3 || len(bad) != 0 {
+		t.Fatalf("in order: %d pairs, violations %v", pairs, bad)
+	}
+	for _, disorder := range [][]*queuedRec{
+		{{seq: 1, granted: t0.Add(time.Second)}, {seq: 2, granted: t0}}, // served out of turn
+		{{seq: 1, rejected: true}, {seq: 2, granted: t0}},               // skipped
+	} {
+		if _, _, bad := fifoViolations(disorder); len(bad) != 1 {
+			t.Fatalf("disorder %v: violations %v; want 1", disorder, bad)
+		}
+	}
+}
+
+func grantText(q *queuedRec) string {
+	if q.rejected {
+		return "rejected"
+	}
+	return "granted at " + q.granted.Format(time.StampMilli)
+}
+
+// midRush waits until n payments have been applied, and returns the sale's state then: the
+// moment for a failure, with units sold and units still to sell.
+func (r *rush) midRush(n int) seckill.StockState {
+	for {
+		r.mu.Lock()
+		applied := r.stats["webhook applied"]
+		r.mu.Unlock()
+		if applied >= n {
+			var sale seckill.SaleView
+			r.c.admin("GET", "/api/v1/sales/"+r.sale, nil, &sale)
+			return sale.StockState
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (r *rush) report(t *testing.T) {
+	t.Logf("crowd of %d: %v", r.buyers, r.stats)
+	for _, p := range r.problems {
+		t.Error(p)
+	}
+}
+
+func skipShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three server processes")
+	}
+}
+
+// TestClusterRush: 3 000 users rush a 100-unit sale across three instances with pays,
+// cancels, abandons and late payments: exactly 100 units are paid in MariaDB, nobody over the
+// limit (the audit checks it from the database), every instance's audit is ok once the stream
+// has drained, and queued buyers are served in arrival order across instances.
+func TestClusterRush(t *testing.T) {
+	skipShort(t)
+	c := startCluster(t, 3)
+	r := runRush(t, c, 3000, nil)
+	r.report(t)
+	a := r.settle(t)
+	if a.Database.Sold != 100 || a.Engine.Sold != 100 {
+		t.Fatalf("sold: engine %d, database %d; want exactly 100 (%+v)", a.Engine.Sold, a.Database.Sold, a)
+	}
+	r.checkPayments(t, a)
+	r.checkFIFO(t)
+	if r.stats["handed off"] == 0 || r.stats["webhook refund_required"] == 0 {
+		t.Errorf("the rush did not exercise hand-offs and late payments: %v", r.stats)
+	}
+}
+
+// TestClusterRushRedisFlushed: the same rush with Redis flushed while buyers are active. The
+// database records no oversell, every payment answered 200 is paid or refund_required, and
+// the sale is rebuilt from the database and sells the rest.
+func TestClusterRushRedisFlushed(t *testing.T) {
+	skipShort(t)
+	c := startCluster(t, 3)
+	var before seckill.StockState
+	r := runRush(t, c, 3000, func(r *rush) {
+		before = r.midRush(30)
+		if err := c.rdb.Do(context.Background(), c.rdb.B().Flushall().Build()).Error(); err != nil {
+			t.Errorf("FLUSHALL: %v", err)
+		}
+		r.count("FLUSHALL")
+	})
+	t.Logf("flushed with %+v", before)
+	if before.Sold >= 100 || before.Available+before.Held == 0 {
+		t.Fatalf("the flush came too late to test anything: %+v", before)
+	}
+	r.report(t)
+	a := r.settle(t)
+	r.checkPayments(t, a)
+	if a.Database.Sold != 100 {
+		t.Fatalf("database sold %d after the rebuild; want the rest sold, 100 (%+v)", a.Database.Sold, a)
+	}
+	if r.stats["503 retried"] == 0 {
+		t.Errorf("no request saw the rebuild's 503: %v", r.stats)
+	}
+	rebuilt := 0
+	for _, in := range c.insts {
+		rebuilt += strings.Count(in.log.String(), "has been rebuilt from the database")
+	}
+	if rebuilt != 1 {
+		t.Errorf("the sale was rebuilt %d times; want once, by one instance", rebuilt)
+	}
+}
+
+// TestClusterRushInstanceKilled: the same rush with one instance killed with SIGKILL
+// mid-rush. Its buyers' holds expire and pass on, no paid order is lost, and the other
+// instances keep serving until everything is sold.
+func TestClusterRushInstanceKilled(t *testing.T) {
+	skipShort(t)
+	c := startCluster(t, 3)
+	var before seckill.StockState
+	r := runRush(t, c, 3000, func(r *rush) {
+		before = r.midRush(30)
+		c.kill(2)
+		r.count("SIGKILL")
+	})
+	t.Logf("killed instance 2 with %+v", before)
+	if before.Sold >= 100 || before.Held == 0 {
+		t.Fatalf("the kill came too late to test anything: %+v", before)
+	}
+	r.report(t)
+	a := r.settle(t)
+	if a.Database.Sold != 100 || a.Engine.Sold != 100 {
+		t.Fatalf("sold: engine %d, database %d; want exactly 100 (%+v)", a.Engine.Sold, a.Database.Sold, a)
+	}
+	r.checkPayments(t, a)
+	r.checkFIFO(t)
+}
