@@ -1,0 +1,524 @@
+// Command enginebench measures the Redis engine side by side with its references, in one run
+// on one machine (docs/BENCHMARKS.md):
+//
+//   - buys per second through redisinv.Engine (many goroutines on one sale, rueidis'
+//     automatic pipelining) against redis-benchmark running EVALSHA of the same buy script
+//     with 50 connections and no pipelining, and with -P 16 (the ceiling);
+//   - Redis commands and Redis CPU time per buy, from INFO commandstats and INFO cpu;
+//   - with -http: the HTTP buy path of `seckill serve --engine redis` (with -db, e.g. MariaDB)
+//     against a bare net/http handler that answers a fixed body of the same size, driven by
+//     the same client in the same run.
+//
+// It starts a private redis-server on a free port, so that nothing else shares it.
+//
+//	go run ./bench/enginebench -rounds 3 -duration 5s
+//	go run ./bench/enginebench -http -db mysql://root@127.0.0.1:3306/seckill_bench
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/csv"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/redis/rueidis"
+
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/httpapi"
+	"github.com/seckill-go/seckill/redisinv"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "enginebench:", err)
+		os.Exit(1)
+	}
+}
+
+var (
+	rounds     = flag.Int("rounds", 3, "rounds of each measurement (the table shows each and the median)")
+	duration   = flag.Duration("duration", 5*time.Second, "length of each engine and HTTP measurement")
+	requests   = flag.Int("requests", 200000, "requests of each redis-benchmark measurement")
+	goroutines = flag.Int("goroutines", 64, "parallel buyers on the engine")
+	doHTTP     = flag.Bool("http", false, "also measure the HTTP buy path against a bare net/http handler")
+	db         = flag.String("db", "", "order store for the HTTP measurement (default: SQLite in a temp dir)")
+	clients    = flag.Int("clients", 64, "HTTP client connections")
+	bareAddr   = flag.String("bare-server", "", "internal: serve the bare handler on this address")
+	redisCPUs  = flag.String("redis-cpus", "", "pin the private redis-server to these CPUs with taskset (e.g. 1)")
+)
+
+func run() error {
+	flag.Parse()
+	if *bareAddr != "" {
+		return serveBare(*bareAddr)
+	}
+	ctx := context.Background()
+	redisURL, rdb, stop, err := startRedis()
+	if err != nil {
+		return err
+	}
+	defer stop()
+	cl, err := redisinv.Dial(ctx, redisURL)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	eng := redisinv.New(cl.Inventory)
+	host, _ := os.Hostname()
+	fmt.Printf("enginebench %s on %s: %d CPUs, %s, %s\n\n", time.Now().UTC().Format(time.RFC3339), host, runtime.NumCPU(), runtime.Version(), redisVersion(ctx, rdb))
+
+	var plain, piped, engine []float64
+	var stats []perBuy
+	for r := range *rounds {
+		id := fmt.Sprintf("bench%d", r)
+		v, err := benchmarkScript(ctx, eng, rdb, redisURL, id+"a", 1)
+		if err != nil {
+			return err
+		}
+		plain = append(plain, v)
+		if v, err = benchmarkScript(ctx, eng, rdb, redisURL, id+"b", 16); err != nil {
+			return err
+		}
+		piped = append(piped, v)
+		e, st, err := benchmarkEngine(ctx, eng, rdb, id+"c")
+		if err != nil {
+			return err
+		}
+		engine, stats = append(engine, e), append(stats, st)
+		fmt.Printf("round %d: redis-benchmark -c 50: %.0f/s, -P 16: %.0f/s, engine (%d goroutines): %.0f/s = %.2f× the unpipelined rate\n",
+			r+1, plain[r], piped[r], *goroutines, engine[r], engine[r]/plain[r])
+	}
+	fmt.Println()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "buys/s\tround values\tmedian")
+	fmt.Fprintf(tw, "redis-benchmark -c 50 EVALSHA buy.lua\t%s\t%.0f\n", list(plain), median(plain))
+	fmt.Fprintf(tw, "redis-benchmark -c 50 -P 16 (ceiling)\t%s\t%.0f\n", list(piped), median(piped))
+	fmt.Fprintf(tw, "redisinv.Engine.Buy, %d goroutines\t%s\t%.0f\n", *goroutines, list(engine), median(engine))
+	ratios := make([]float64, len(engine))
+	for i := range engine {
+		ratios[i] = engine[i] / plain[i]
+	}
+	fmt.Fprintf(tw, "engine ÷ unpipelined (goal ≥ 1.5)\t%s\t%.2f\n", listf(ratios, "%.2f"), median(ratios))
+	_ = tw.Flush()
+	fmt.Println()
+	s := stats[len(stats)/2]
+	fmt.Printf("per buy, inside Redis (round %d): %.1f commands in the script (%s), %.1f µs of script time (commandstats), %.1f µs of Redis CPU (used_cpu_user+sys)\n\n",
+		len(stats)/2+1, s.commands, s.detail, s.scriptUsec, s.cpuUsec)
+
+	if *doHTTP {
+		return benchmarkHTTP(ctx, redisURL)
+	}
+	return nil
+}
+
+// startRedis starts a private redis-server on a free port.
+func startRedis() (string, rueidis.Client, func(), error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, nil, err
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	_ = l.Close()
+	args := []string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}
+	name := "redis-server"
+	if *redisCPUs != "" {
+		args = append([]string{"-c", *redisCPUs, name}, args...)
+		name = "taskset"
+	}
+	cmd := exec.Command(name, args...)
+	if err := cmd.Start(); err != nil {
+		return "", nil, nil, fmt.Errorf("start redis-server: %w", err)
+	}
+	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	var rdb rueidis.Client
+	for range 100 {
+		if rdb, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:" + port}, DisableCache: true}); err == nil {
+			return "redis://127.0.0.1:" + port + "/0", rdb, func() { rdb.Close(); stop() }, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	return "", nil, nil, fmt.Errorf("private redis-server did not answer: %w", err)
+}
+
+func redisVersion(ctx context.Context, rdb rueidis.Client) string {
+	info, _ := rdb.Do(ctx, rdb.B().Info().Section("server").Build()).ToString()
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "redis_version:"); ok {
+			return "Redis " + v
+		}
+	}
+	return "Redis ?"
+}
+
+// newSale loads a sale that never sells out and never queues during a measurement.
+func newSale(ctx context.Context, eng *redisinv.Engine, id string) error {
+	now := time.Now().UTC()
+	sale, err := seckill.NewSale(seckill.SaleInput{
+		ID: id, PriceCents: ptr(int64(100)), Stock: ptr(seckill.MaxQuantity), StartsAt: &now,
+		EndsAt: ptr(now.Add(24 * time.Hour)), HoldSeconds: ptr(3600), QueueLimit: ptr(0),
+	}, now)
+	if err != nil {
+		return err
+	}
+	if err := eng.LoadSale(ctx, sale, 0); err != nil {
+		return err
+	}
+	// One buy loads the script into Redis, for redis-benchmark's EVALSHA.
+	_, err = eng.Buy(ctx, seckill.BuyRequest{SaleID: id, UserID: "warmup", Quantity: 1})
+	return err
+}
+
+// dropSale removes a sale's keys so that memory does not pile up across measurements.
+func dropSale(ctx context.Context, rdb rueidis.Client, id string) {
+	for _, part := range []string{"sale", "res", "holds", "queue", "users", "idem", "events"} {
+		_ = rdb.Do(ctx, rdb.B().Unlink().Key("seckill:{sale:"+id+"}:"+part).Build()).Error()
+	}
+}
+
+// benchmarkScript runs redis-benchmark against the buy script: every request a new user
+// (__rand_int__), 50 connections, pipeline depth p.
+func benchmarkScript(ctx context.Context, eng *redisinv.Engine, rdb rueidis.Client, redisURL, id string, p int) (float64, error) {
+	if err := newSale(ctx, eng, id); err != nil {
+		return 0, err
+	}
+	defer dropSale(ctx, rdb, id)
+	sha, keys, args := eng.BuyCommand(id, "u__rand_int__", 1, "0123456789abcdef")
+	hostPort := strings.TrimSuffix(strings.TrimPrefix(redisURL, "redis://"), "/0")
+	host, port, _ := net.SplitHostPort(hostPort)
+	cmdArgs := []string{"-h", host, "-p", port, "-c", "50", "-n", strconv.Itoa(*requests), "-r", "1000000000",
+		"-P", strconv.Itoa(p), "--csv", "EVALSHA", sha, strconv.Itoa(len(keys))}
+	cmdArgs = append(append(cmdArgs, keys...), args...)
+	out, err := exec.Command("redis-benchmark", cmdArgs...).Output()
+	if err != nil {
+		return 0, fmt.Errorf("redis-benchmark: %w", err)
+	}
+	recs, err := csv.NewReader(bytes.NewReader(out)).ReadAll()
+	if err != nil || len(recs) < 2 || len(recs[1]) < 2 {
+		return 0, fmt.Errorf("redis-benchmark output %q: %v", out, err)
+	}
+	if v := sold(ctx, rdb, id); v < *requests*9/10 {
+		return 0, fmt.Errorf("redis-benchmark made only %d holds of %d requests: the script refused them", v, *requests)
+	}
+	return strconv.ParseFloat(recs[1][1], 64)
+}
+
+// sold is the number of holds of a benchmark sale (nothing is paid).
+func sold(ctx context.Context, rdb rueidis.Client, id string) int {
+	v, _ := rdb.Do(ctx, rdb.B().Hget().Key("seckill:{sale:"+id+"}:sale").Field("held").Build()).AsInt64()
+	return int(v)
+}
+
+// perBuy is what one buy costs inside Redis.
+type perBuy struct {
+	commands, scriptUsec, cpuUsec float64
+	detail                        string
+}
+
+// benchmarkEngine runs Engine.Buy on many goroutines for -duration, every buy a new user.
+func benchmarkEngine(ctx context.Context, eng *redisinv.Engine, rdb rueidis.Client, id string) (float64, perBuy, error) {
+	if err := newSale(ctx, eng, id); err != nil {
+		return 0, perBuy{}, err
+	}
+	defer dropSale(ctx, rdb, id)
+	if err := rdb.Do(ctx, rdb.B().ConfigResetstat().Build()).Error(); err != nil {
+		return 0, perBuy{}, err
+	}
+	cpu0 := redisCPU(ctx, rdb)
+	var n, failed atomic.Int64
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(*duration)
+	start := time.Now()
+	for g := range *goroutines {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(deadline); i++ {
+				_, err := eng.Buy(ctx, seckill.BuyRequest{SaleID: id, UserID: fmt.Sprintf("g%d-%d", g, i), Quantity: 1})
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				n.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if f := failed.Load(); f > 0 {
+		return 0, perBuy{}, fmt.Errorf("%d engine buys failed", f)
+	}
+	buys := float64(n.Load())
+	st := perBuy{cpuUsec: (redisCPU(ctx, rdb) - cpu0) * 1e6 / buys}
+	info, _ := rdb.Do(ctx, rdb.B().Info().Section("commandstats").Build()).ToString()
+	var parts []string
+	for _, line := range strings.Split(info, "\r\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
+		if !ok || !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		calls, usec := field(rest, "calls"), field(rest, "usec")
+		switch name {
+		case "evalsha", "eval":
+			st.scriptUsec += usec / buys
+		case "config", "info":
+		default:
+			st.commands += calls / buys
+			parts = append(parts, fmt.Sprintf("%s %.2f", name, calls/buys))
+		}
+	}
+	slices.Sort(parts)
+	st.detail = strings.Join(parts, ", ")
+	return buys / elapsed.Seconds(), st, nil
+}
+
+func field(stat, name string) float64 {
+	for _, kv := range strings.Split(stat, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
+
+func redisCPU(ctx context.Context, rdb rueidis.Client) float64 {
+	info, _ := rdb.Do(ctx, rdb.B().Info().Section("cpu").Build()).ToString()
+	var total float64
+	for _, line := range strings.Split(info, "\r\n") {
+		for _, k := range []string{"used_cpu_user:", "used_cpu_sys:"} {
+			if v, ok := strings.CutPrefix(line, k); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				total += f
+			}
+		}
+	}
+	return total
+}
+
+// buyBody is what the bare handler answers: the size of a real 201 buy answer.
+var buyBody = []byte(`{"id":"httpbench-0000000000000001a3f0c6e2b2c94d1e","sale_id":"httpbench","user_id":"h-000001","quantity":1,"status":"held","expires_at":"2026-12-03T10:00:00.000Z","amount_cents":100,"created_at":"2026-12-03T09:00:00.000Z"}` + "\n")
+
+// serveBare is the reference: net/http's mux and nothing else, answering every buy 201 with
+// a fixed body.
+func serveBare(addr string) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/v1/sales/{id}/buy/{token}", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(buyBody)))
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(buyBody)
+	})
+	return http.ListenAndServe(addr, mux)
+}
+
+const (
+	benchAdmin = "bench-admin"
+	benchAuth  = "bench-auth-secret"
+)
+
+// purchaseToken computes the purchase token as docs/DECISIONS.md specifies it, so that the
+// client needs no /path round trip per buyer.
+func purchaseToken(saleID, user string, startsAt time.Time) string {
+	k := hmac.New(sha256.New, []byte(benchAuth))
+	k.Write([]byte("seckill purchase path v1"))
+	mac := hmac.New(sha256.New, k.Sum(nil))
+	mac.Write([]byte(saleID + "\x00" + user + "\x00" + strconv.FormatInt(startsAt.UnixMilli(), 10)))
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+func freeAddr() string {
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitHTTP(url string) error {
+	for range 300 {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("%s never answered", url)
+}
+
+// benchmarkHTTP starts `seckill serve --engine redis` and the bare handler as processes of
+// their own, and drives both with the same client, alternating, -rounds times.
+func benchmarkHTTP(ctx context.Context, redisURL string) error {
+	dir, err := os.MkdirTemp("", "enginebench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "seckill")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/seckill").CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/seckill (run from the repository root): %v\n%s", err, out)
+	}
+	store := *db
+	if store == "" {
+		store = "sqlite://" + filepath.Join(dir, "bench.db")
+	}
+	addr := freeAddr()
+	srv := exec.Command(bin, "serve", "--engine", "redis", "--addr", addr)
+	srv.Env = append(os.Environ(), "SECKILL_REDIS_URL="+redisURL, "SECKILL_DB="+store, "SECKILL_ADMIN_TOKEN="+benchAdmin,
+		"SECKILL_AUTH_SECRET="+benchAuth, "SECKILL_PAYMENT_SECRET=bench-payment", "SECKILL_DEV=")
+	srv.Stderr = io.Discard
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	self, _ := os.Executable()
+	bareA := freeAddr()
+	bare := exec.Command(self, "-bare-server", bareA)
+	if err := bare.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = bare.Process.Kill(); _ = bare.Wait() }()
+	if err := waitHTTP("http://" + addr + "/healthz"); err != nil {
+		return err
+	}
+	if err := waitHTTP("http://" + bareA + "/"); err != nil {
+		return err
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *clients, MaxConnsPerHost: *clients}, Timeout: 10 * time.Second}
+	fmt.Printf("HTTP buy path: seckill serve --engine redis --db %s against a bare net/http handler; %d client connections, every buy a new user, %v each\n",
+		redact(store), *clients, *duration)
+	var ours, refs, ratios []float64
+	var lastOurs, lastRef *hdrhistogram.Histogram
+	for r := range *rounds {
+		saleID := fmt.Sprintf("httpbench%d", r)
+		startsAt := time.Now().UTC().Truncate(time.Millisecond)
+		body, _ := json.Marshal(map[string]any{"id": saleID, "price_cents": 100, "stock": seckill.MaxQuantity,
+			"hold_seconds": 3600, "queue_limit": 0, "starts_at": startsAt, "ends_at": startsAt.Add(24 * time.Hour)})
+		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/api/v1/sales", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+benchAdmin)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 201 {
+			return fmt.Errorf("create sale: %d", resp.StatusCode)
+		}
+		o, ho, err := drive(ctx, client, "http://"+addr, saleID, startsAt, fmt.Sprintf("r%d", r), 201)
+		if err != nil {
+			return fmt.Errorf("seckill: %w", err)
+		}
+		b, hb, err := drive(ctx, client, "http://"+bareA, saleID, startsAt, fmt.Sprintf("b%d", r), 201)
+		if err != nil {
+			return fmt.Errorf("bare: %w", err)
+		}
+		ours, refs, ratios = append(ours, o), append(refs, b), append(ratios, o/b)
+		lastOurs, lastRef = ho, hb
+		fmt.Printf("round %d: seckill %.0f buys/s (p50 %.2f ms, p99 %.2f ms), bare %.0f/s (p99 %.2f ms): %.2f×\n", r+1,
+			o, ms(ho, 50), ms(ho, 99), b, ms(hb, 99), o/b)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Println()
+	fmt.Fprintln(tw, "HTTP buys/s\tround values\tmedian")
+	fmt.Fprintf(tw, "seckill serve --engine redis\t%s\t%.0f\n", list(ours), median(ours))
+	fmt.Fprintf(tw, "bare net/http handler\t%s\t%.0f\n", list(refs), median(refs))
+	fmt.Fprintf(tw, "ratio (goal ≥ 0.4)\t%s\t%.2f\n", listf(ratios, "%.2f"), median(ratios))
+	_ = tw.Flush()
+	fmt.Printf("last round latency: seckill p50 %.2f ms p99 %.2f ms; bare p50 %.2f ms p99 %.2f ms\n",
+		ms(lastOurs, 50), ms(lastOurs, 99), ms(lastRef, 50), ms(lastRef, 99))
+	return nil
+}
+
+// drive sends buys for -duration on -clients connections, each for a new user with its own
+// JWT and purchase token, and returns buys/s (answers with status want) and latencies.
+func drive(ctx context.Context, client *http.Client, base, saleID string, startsAt time.Time, tag string, want int) (float64, *hdrhistogram.Histogram, error) {
+	hist := hdrhistogram.New(1, 10_000_000, 3)
+	var mu sync.Mutex
+	var ok, bad atomic.Int64
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(*duration)
+	start := time.Now()
+	body := []byte(`{"quantity":1}`)
+	for c := range *clients {
+		wg.Go(func() {
+			local := hdrhistogram.New(1, 10_000_000, 3)
+			for i := 0; time.Now().Before(deadline); i++ {
+				user := fmt.Sprintf("%s-%d-%d", tag, c, i)
+				tok, _ := httpapi.MintToken([]byte(benchAuth), user, time.Now(), time.Hour)
+				req, _ := http.NewRequestWithContext(ctx, "POST", base+"/api/v1/sales/"+saleID+"/buy/"+purchaseToken(saleID, user, startsAt), bytes.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+tok)
+				req.Header.Set("Content-Type", "application/json")
+				t0 := time.Now()
+				resp, err := client.Do(req)
+				if err != nil {
+					bad.Add(1)
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				_ = local.RecordValue(time.Since(t0).Microseconds())
+				if resp.StatusCode != want {
+					bad.Add(1)
+					continue
+				}
+				ok.Add(1)
+			}
+			mu.Lock()
+			hist.Merge(local)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if n := bad.Load(); n > 0 {
+		return 0, nil, fmt.Errorf("%d requests failed or were not answered %d", n, want)
+	}
+	return float64(ok.Load()) / time.Since(start).Seconds(), hist, nil
+}
+
+func ms(h *hdrhistogram.Histogram, q float64) float64 { return float64(h.ValueAtQuantile(q)) / 1000 }
+
+func redact(u string) string {
+	if at := strings.LastIndex(u, "@"); at >= 0 {
+		if i := strings.Index(u, "://"); i >= 0 && i < at {
+			if c := strings.Index(u[i+3:at], ":"); c >= 0 {
+				return u[:i+3+c] + ":****" + u[at:]
+			}
+		}
+	}
+	return u
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func list(v []float64) string { return listf(v, "%.0f") }
+
+func listf(v []float64, f string) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = fmt.Sprintf(f, x)
+	}
+	return strings.Join(parts, " / ")
+}
+
+func ptr[T any](v T) *T { return &v }
