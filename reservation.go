@@ -59,8 +59,9 @@ type Reservation struct {
 }
 
 // ReservationID builds a reservation id "<sale id>-<hex of random>". Carrying the sale id lets an
-// engine find a reservation's sale (and on Redis its hash slot) without a global index; the
-// random part (16 bytes from crypto/rand) makes ids unguessable.
+// engine find a reservation's sale (and on Redis its hash slot) without a global index. The 16
+// bytes are the engines' choice: both write 8 bytes of the sale's arrival sequence and 8 bytes
+// from crypto/rand, which make ids unguessable.
 func ReservationID(saleID string, random []byte) string {
 	return saleID + "-" + hex.EncodeToString(random)
 }

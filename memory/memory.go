@@ -345,8 +345,10 @@ func (e *Engine) CloseSale(_ context.Context, id string) (seckill.Sale, seckill.
 	defer s.mu.Unlock()
 	e.reclaim(s, now)
 	s.closed = true
-	if now.Before(s.def.EndsAt) {
-		s.def.EndsAt = now
+	// Sale times are kept in milliseconds (seckill.NewSale, the database, the Redis engine),
+	// so the new end is too: it reads the same before and after a restart.
+	if end := now.Truncate(time.Millisecond); end.Before(s.def.EndsAt) {
+		s.def.EndsAt = end
 	}
 	e.serveQueue(s, now) // rejects the queue: the sale is over
 	return s.def, s.state(), nil

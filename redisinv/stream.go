@@ -34,7 +34,7 @@ type ConsumerConfig struct {
 	Name       string        // consumer name in the group; default host-pid-random, unique per process
 	Batch      int           // most entries read and stored at once; default 256
 	Block      time.Duration // how long a read waits for new entries; default 1 s
-	ClaimIdle  time.Duration // entries pending this long with another consumer are taken over; default 15 s
+	ClaimIdle  time.Duration // entries pending this long with another consumer are taken over; default 5 s
 	ClaimEvery time.Duration // how often to look for such entries; default 2 s
 	TrimEvery  time.Duration // how often to drop acknowledged entries; default 1 s
 	RetryDelay time.Duration // first delay after a failure, doubling to 2 s; default 50 ms
@@ -71,7 +71,7 @@ func (e *Engine) NewConsumer(sink Sink, cfg ConsumerConfig) *Consumer {
 		cfg.Block = time.Second
 	}
 	if cfg.ClaimIdle <= 0 {
-		cfg.ClaimIdle = 15 * time.Second
+		cfg.ClaimIdle = 5 * time.Second
 	}
 	if cfg.ClaimEvery <= 0 {
 		cfg.ClaimEvery = 2 * time.Second
