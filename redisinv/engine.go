@@ -40,13 +40,15 @@ var _ seckill.Inventory = (*Engine)(nil)
 // Engine is the Redis inventory. It is safe for concurrent use; concurrent calls share round
 // trips through rueidis' automatic pipelining.
 type Engine struct {
-	rdb     rueidis.Client
-	prefix  string
-	clock   seckill.Clock // nil: Redis TIME (production); set only by WithTestClock
-	timeout time.Duration
-	log     *slog.Logger
-	rebuild *rebuilder // nil: a missing sale is simply not found
-	scripts *scriptSet
+	rdb      rueidis.Client
+	prefix   string
+	clock    seckill.Clock // nil: Redis TIME (production); set only by WithTestClock
+	timeout  time.Duration
+	log      *slog.Logger
+	rebuild  *rebuilder // nil: a missing sale is simply not found
+	scripts  *scriptSet
+	batches  batcher // groups the buys of one sale that arrive together (batch.go)
+	maxBatch int
 
 	randMu  sync.Mutex
 	randBuf []byte
@@ -71,6 +73,13 @@ func WithPrefix(p string) Option {
 // turns into a quick unavailable error instead of a hung buyer.
 func WithTimeout(d time.Duration) Option { return func(e *Engine) { e.timeout = d } }
 
+// WithMaxBatch sets how many buys of one sale that arrive together go in one script call, 1
+// to 64 (default 64; see batch.go). 1 sends every buy alone, as a plain client would; it is
+// for comparisons.
+func WithMaxBatch(n int) Option {
+	return func(e *Engine) { e.maxBatch = min(max(n, 1), maxBatch) }
+}
+
 // WithLogger sets the logger for rebuilds and background work.
 func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
 
@@ -82,7 +91,7 @@ func WithTestClock(c seckill.Clock) Option { return func(e *Engine) { e.clock = 
 
 // New returns an engine over rdb, which may be a standalone, Sentinel or Cluster client.
 func New(rdb rueidis.Client, opts ...Option) *Engine {
-	e := &Engine{rdb: rdb, prefix: "seckill:", timeout: 2 * time.Second, log: slog.New(slog.DiscardHandler), scripts: defaultScripts}
+	e := &Engine{rdb: rdb, prefix: "seckill:", timeout: 2 * time.Second, log: slog.New(slog.DiscardHandler), scripts: defaultScripts, maxBatch: maxBatch}
 	for _, o := range opts {
 		o(e)
 	}

@@ -102,10 +102,11 @@ func (e *Engine) Buy(ctx context.Context, req seckill.BuyRequest) (seckill.BuyRe
 		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "idempotency key is longer than %d bytes", maxIdempotencyKey)
 	}
 	q := min(max(req.Quantity, 0), maxExact) // the script answers invalid_argument for 0
-	r, err := e.exec(ctx, e.scripts.buy, req.SaleID, req.UserID, itoa(q), req.IdempotencyKey, e.random())
-	if err != nil {
-		return seckill.BuyResult{}, err
-	}
+	return e.buy(ctx, &buyCall{req: req, q: q, random: e.random()})
+}
+
+// buyAnswer decodes one buyer's answer of buy.lua.
+func buyAnswer(req seckill.BuyRequest, r reply) (seckill.BuyResult, error) {
 	switch r.code() {
 	case "ok":
 		return seckill.BuyResult{Reservation: reservationOf(req.SaleID, r), Replayed: r.int(1) == 1}, nil

@@ -8,9 +8,9 @@ import (
 )
 
 // The Lua scripts live one per operation in lua/, each with a header listing its KEYS, ARGV
-// and replies. common.lua holds the state, the helpers and the queue and reclaim rules they
-// share; it is spliced into each script at the script's "-- @common" line, so every script is
-// one self-contained text that Redis runs atomically.
+// and replies. prelude.lua (validators and encoders) and common.lua (the state, the helpers,
+// the queue and reclaim rules) are spliced into each script at its "-- @common" line, so every
+// script is one self-contained text that Redis runs atomically.
 //
 //go:embed lua/*.lua
 var luaFS embed.FS
@@ -46,19 +46,19 @@ type script struct {
 	lua  *rueidis.Lua
 }
 
-// scriptSource returns the full text of lua/name with common.lua spliced in.
+// scriptSource returns the full text of lua/name with prelude.lua and common.lua spliced in.
 func scriptSource(name string) string {
-	common, err := luaFS.ReadFile("lua/common.lua")
-	if err != nil {
-		panic("redisinv: missing embedded lua/common.lua: " + err.Error())
+	read := func(file string) string {
+		b, err := luaFS.ReadFile("lua/" + file)
+		if err != nil {
+			panic("redisinv: missing embedded lua/" + file + ": " + err.Error())
+		}
+		return string(b)
 	}
-	body, err := luaFS.ReadFile("lua/" + name)
-	if err != nil {
-		panic("redisinv: missing embedded lua/" + name + ": " + err.Error())
-	}
+	prelude, common, body := read("prelude.lua"), read("common.lua"), read(name)
 	const marker = "\n-- @common\n"
-	if strings.Count(string(body), marker) != 1 {
+	if strings.Count(body, marker) != 1 {
 		panic("redisinv: lua/" + name + " must have exactly one \"-- @common\" line")
 	}
-	return strings.Replace(string(body), marker, "\n"+string(common)+"\n", 1)
+	return strings.Replace(body, marker, "\n"+prelude+"\n"+common+"\n", 1)
 }

@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -302,37 +304,39 @@ func permanent(err error) bool {
 
 // decodeEvent turns a stream entry written by emit (common.lua) into an Event.
 func decodeEvent(saleID string, en rueidis.XRangeEntry) (seckill.Event, error) {
-	f := en.FieldValues
-	num := func(name string) (int64, error) {
-		v, ok := f[name]
-		if !ok {
-			return 0, errors.New("field " + name + " is missing")
-		}
-		return strconv.ParseInt(v, 10, 64)
+	e, ok := en.FieldValues["e"]
+	if !ok {
+		return seckill.Event{}, errors.New("no field e")
 	}
-	var errs []error
-	get := func(name string) int64 {
-		n, err := num(name)
-		errs = append(errs, err)
-		return n
+	f := strings.SplitN(e, "|", 11)
+	if len(f) != 11 {
+		return seckill.Event{}, errors.New("too few fields")
+	}
+	var nums [7]int64 // quantity, seq, amount, created, at, expires, payment id length
+	for i := range nums {
+		n, err := strconv.ParseInt(f[3+i], 10, 64)
+		if err != nil {
+			return seckill.Event{}, fmt.Errorf("field %d: %w", 3+i, err)
+		}
+		nums[i] = n
+	}
+	pidLen, rest := nums[6], f[10]
+	if pidLen < 0 || pidLen > int64(len(rest)) {
+		return seckill.Event{}, errors.New("payment id length out of range")
 	}
 	r := seckill.Reservation{
-		ID: saleID + "-" + f["id"], SaleID: saleID, UserID: f["u"], Status: seckill.ReservationStatus(f["s"]),
-		Quantity: int(get("q")), Seq: uint64(get("n")), AmountCents: get("a"), CreatedAt: fromMillis(get("c")),
-		PaymentID: f["p"], IdempotencyKey: f["k"],
+		ID: saleID + "-" + f[0], SaleID: saleID, Status: seckill.ReservationStatus(f[1]), UserID: f[2],
+		Quantity: int(nums[0]), Seq: uint64(nums[1]), AmountCents: nums[2], CreatedAt: fromMillis(nums[3]),
+		PaymentID: rest[:pidLen], IdempotencyKey: rest[pidLen:],
 	}
-	at := fromMillis(get("t"))
 	if r.Status == seckill.StatusHeld {
-		t := fromMillis(get("e"))
+		t := fromMillis(nums[5])
 		r.ExpiresAt = &t
 	}
-	if err := errors.Join(errs...); err != nil {
-		return seckill.Event{}, err
-	}
-	if len(f["id"]) != 32 || !r.Status.Valid() {
+	if len(f[0]) != 32 || !r.Status.Valid() {
 		return seckill.Event{}, errors.New("bad id or status")
 	}
-	return seckill.Event{Reservation: r, At: at}, nil
+	return seckill.Event{Reservation: r, At: fromMillis(nums[4])}, nil
 }
 
 // sleep waits d or until ctx is done; it reports whether the full d passed.

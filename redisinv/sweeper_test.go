@@ -19,12 +19,7 @@ import (
 // reclaim by itself and hide whether the sweeper did).
 func rawHeld(t *testing.T, e *Engine, saleID string) int {
 	t.Helper()
-	v, err := e.rdb.Do(context.Background(), e.rdb.B().Hget().Key(e.keys(saleID)[0]).Field("held").Build()).ToString()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, _ := strconv.Atoi(v)
-	return n
+	return int(rawState(t, e.rdb, e.keys(saleID)[0])["held"])
 }
 
 // TestSweepOneLeaderReclaimsWithoutTraffic: two instances sweep one sale; one holds the

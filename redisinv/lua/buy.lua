@@ -1,37 +1,36 @@
--- buy.lua: Buy (docs/MODEL.md "Buy"): a hold when units are free, a queue place when every
--- unit is held by others, else the refusal that applies first.
+-- buy.lua: Buy (docs/MODEL.md "Buy") for one or more buyers of one sale, one after the other in
+-- the order given, exactly as that many calls one after the other would: a hold when units are
+-- free, a queue place when every unit is held by others, else the refusal that applies first.
+-- Several buyers per call let the engine group the buys that arrive together (one round trip,
+-- one read and one write of the sale's state for all of them); one buyer per call is the plain
+-- form, which any client can send.
 -- KEYS: the sale's seven keys (common.lua).
--- ARGV: [1] clock (common.lua); [2] user id; [3] quantity, digits ('0' stands for anything
---       below 1; at most 2^53); [4] idempotency key ('' for none, at most 128 bytes); [5] 16 lowercase hex
---       digits from crypto/rand, the random half of a new reservation's id.
--- Returns: {'ok', replayed (0/1), <reservation> (see res_reply)}, or
---          {'not_loaded'} / {'loading'} / {'invalid_argument'} / {'not_started'} / {'ended'} /
+-- ARGV: [1] clock (common.lua); then 4 per buyer, for 1 to 64 buyers: user id; quantity, digits
+--       ('0' stands for anything below 1; at most 2^53); idempotency key ('' for none, at most
+--       128 bytes); 16 lowercase hex digits from crypto/rand, the random half of the id of a
+--       new reservation.
+-- Returns: {'not_loaded'} or {'loading'} for the whole call, else {'ok', <answer per buyer>...},
+--          each answer {'ok', replayed (0/1), <reservation> (see res_reply)} or
+--          {'invalid_argument'} / {'not_started'} / {'ended'} /
 --          {'limit_exceeded', 'quantity'|'user', per-user limit} /
 --          {'sold_out', units left unsold (available + held)} / {'queue_full'}.
 -- @common
-local function main()
-  begin()
-  local user = id_arg(ARGV[2], 'user')
-  local q = int_arg(ARGV[3], 'quantity', 0, MAX_EXACT)
-  local key = str_arg(ARGV[4], 'idempotency key', 128)
-  local rnd = hex_arg(ARGV[5], 'random', 16)
-  local missing = ready()
-  if missing then
-    return missing
-  end
+
+-- buy_one applies the rules to one buyer, after the call's reclaim.
+local function buy_one(user, q, key, rnd)
   if q < 1 then
     return {'invalid_argument'}
   end
-  -- The key's reservation is looked up before the reclaim (its first write) and read after it,
-  -- so that a replay shows the reservation as it is now.
-  local replay = key ~= '' and redis.call('HGET', KEYS[6], user .. ':' .. key)
-  reclaim(RECLAIM)
   local code = window_code()
   if code then
     return {code}
   end
-  if replay then
-    return res_reply(1, get_res(replay))
+  local idem = user .. ':' .. key
+  if key ~= '' then
+    local replay = redis.call('HGET', KEYS[6], idem)
+    if replay then
+      return res_reply(1, get_res(replay))
+    end
   end
   if q > S.limit then
     return {'limit_exceeded', 'quantity', S.limit}
@@ -59,17 +58,45 @@ local function main()
     exp = 0, seq = S.seq, amount = q * S.price, created = now, pid = '', key = key}
   user_add(user, q)
   if key ~= '' then
-    redis.call('HSET', KEYS[6], user .. ':' .. key, r.id)
+    redis.call('HSET', KEYS[6], idem, r.id)
   end
   if status == 'held' then
     hold(r)
   else
-    redis.call('ZADD', KEYS[4], r.seq, r.id)
+    redis.call('ZADD', KEYS[4], num(r.seq), r.id)
     S.qlen, S.qunits = S.qlen + 1, S.qunits + q
   end
   put_res(r)
   emit(r)
   return res_reply(0, r)
+end
+
+local function main()
+  begin()
+  local n = (#ARGV - 1) / 4
+  if n < 1 or n > 64 or n ~= math.floor(n) then
+    fail('want the clock and 4 arguments for each of 1 to 64 buyers, got ' .. #ARGV .. ' arguments')
+  end
+  local buyers = {}
+  for i = 1, n do
+    local a = 4 * i - 2
+    buyers[i] = {id_arg(ARGV[a], 'user'), int_arg(ARGV[a + 1], 'quantity', 0, MAX_EXACT),
+      str_arg(ARGV[a + 2], 'idempotency key', 128), hex_arg(ARGV[a + 3], 'random', 16)}
+  end
+  local missing = ready()
+  if missing then
+    return missing
+  end
+  local out, reclaimed = {'ok'}, false
+  for i = 1, n do
+    local b = buyers[i]
+    if b[2] >= 1 and not reclaimed then
+      reclaim(RECLAIM) -- once, before the first buyer it can matter to
+      reclaimed = true
+    end
+    out[i + 1] = buy_one(b[1], b[2], b[3], b[4])
+  end
+  return out
 end
 
 local out = main()

@@ -1,6 +1,6 @@
 -- common.lua: the state, the helpers and the rules (docs/MODEL.md) that the scripts of this
--- directory share. It never runs on its own: the Go side splices it into each script at the
--- script's "-- @common" line.
+-- directory share, after the validators of prelude.lua. It never runs on its own: the Go side
+-- splices prelude.lua and it into each script at the script's "-- @common" line.
 --
 -- KEYS (the same seven for every script; all belong to one sale and carry its hash tag
 -- {sale:<id>}, so that every script is atomic on one Redis Cluster node):
@@ -20,119 +20,19 @@
 -- 'ok' or an error code ('not_loaded' when the sale's hash is missing, 'loading' while a rebuild
 -- restores it); malformed arguments and keys are Redis errors ("ERR seckill: ...").
 --
--- Sale hash fields: name, price, stock, holdback, starts, ends (ms), limit (per user), hold (s),
--- qlimit (buyers), created (ms), closed (0/1); avail, held, sold, qunits (units wanted by
--- queued buyers), seq (last reservation sequence), now (ms), loading (1 during a rebuild) and
--- loader (the rebuild's fencing token).
+-- Sale hash fields: name; loader (the token of the rebuild that wrote the sale, '' if none); and
+-- st = cmsgpack(price, stock, holdback, starts, ends (ms), limit (per user), hold (s), qlimit
+-- (buyers), created (ms), closed (0/1), avail, held, sold, qunits (units wanted by queued
+-- buyers), seq (last reservation sequence), now (ms), loading (1 during a rebuild)), so that a
+-- script reads and writes the whole state in one command and converts no number to text.
+-- To look at it: EVAL "return {cmsgpack.unpack(redis.call('HGET', KEYS[1], 'st'))}" 1 <sale key>
+--
+-- Numbers sent to Redis commands go through num() (string.format('%d')): Redis would format a
+-- Lua number with printf's %.17g, which costs about a microsecond per number.
 --
 -- Every script validates all of its keys and arguments before its first write (Redis does not
 -- roll back a script that fails half way) and compares replies explicitly: in Lua, 0 is true,
 -- and a missing value is false, not nil.
-
-local function fail(msg)
-  error({err = 'ERR seckill: ' .. msg})
-end
-
--- check_keys requires the seven keys of one sale, in order, under one prefix and hash tag.
-local function check_keys()
-  if #KEYS ~= 7 then
-    fail('want the 7 keys of one sale, got ' .. #KEYS)
-  end
-  local base = string.match(KEYS[1], '^([^{}]*{sale:[A-Za-z0-9_.-]+}):sale$')
-  if not base then
-    fail('KEYS[1] must be <prefix without braces>{sale:<id>}:sale, got ' .. KEYS[1])
-  end
-  local parts = {'res', 'holds', 'queue', 'users', 'idem', 'events'}
-  for i, part in ipairs(parts) do
-    if KEYS[i + 1] ~= base .. ':' .. part then
-      fail('KEYS[' .. (i + 1) .. '] must be ' .. base .. ':' .. part)
-    end
-  end
-end
-
-local MAX_EXACT = 9007199254740992 -- 2^53: integers above it are not exact in a Lua double
-local MAX_QUANTITY = 1000000000    -- seckill.MaxQuantity
-local RECLAIM = 256                -- most holds one state-changing call expires (bounded work)
-
--- int_arg accepts plain decimal digits only (tonumber would also take "inf", "1e300", "0x10"
--- and " 1"), between min and max. Digits are compared as text against 2^53 first: tonumber
--- would round 9007199254740993 down to 2^53 and let it through.
-local function int_arg(v, name, min, max)
-  local n = type(v) == 'string' and string.find(v, '^%d+$') and
-    (#v < 16 or (#v == 16 and v <= '9007199254740992')) and tonumber(v)
-  if not n or n < min or n > max then
-    fail(string.format('%s must be an integer from %d to %d, got %s', name, min, max, tostring(v)))
-  end
-  return n
-end
-
--- signed_arg is int_arg that also takes a leading '-'.
-local function signed_arg(v, name)
-  if type(v) == 'string' and string.sub(v, 1, 1) == '-' then
-    return -int_arg(string.sub(v, 2), name, 0, MAX_EXACT)
-  end
-  return int_arg(v, name, 0, MAX_EXACT)
-end
-
-local function str_arg(v, name, maxlen)
-  if type(v) ~= 'string' or #v > maxlen then
-    fail(name .. ' must be a string of at most ' .. maxlen .. ' bytes')
-  end
-  return v
-end
-
--- id_arg is a user id: 1-64 of [A-Za-z0-9_.-] (seckill.ValidID).
-local function id_arg(v, name)
-  if type(v) ~= 'string' or #v > 64 or not string.find(v, '^[A-Za-z0-9_.-]+$') then
-    fail(name .. ' must be 1-64 of [A-Za-z0-9_.-]')
-  end
-  return v
-end
-
--- hex_arg is exactly n lowercase hex digits (reservation suffixes and their random halves).
-local function hex_arg(v, name, n)
-  if type(v) ~= 'string' or #v ~= n or not string.find(v, '^[0-9a-f]+$') then
-    fail(name .. ' must be ' .. n .. ' lowercase hex digits')
-  end
-  return v
-end
-
--- token_arg is a rebuild's token: "<lock fencing token>-<hex>", at most 64 bytes.
-local function token_arg(v)
-  if type(v) ~= 'string' or #v > 64 or not string.find(v, '^%d+%-[0-9a-f]+$') then
-    fail('token must be <digits>-<lowercase hex>, at most 64 bytes')
-  end
-  return v
-end
-
-local function status_arg(v)
-  local ok = {queued = 1, held = 1, paid = 1, cancelled = 1, expired = 1, rejected = 1, refund_required = 1}
-  if type(v) ~= 'string' or not ok[v] then
-    fail('status must be a reservation status, got ' .. tostring(v))
-  end
-  return v
-end
-
--- clock_arg reads ARGV[1]: Redis TIME when empty, else the test clock's milliseconds.
-local function clock_arg(v)
-  if v == '' then
-    local t = redis.call('TIME')
-    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  return int_arg(v, 'clock', 0, MAX_EXACT)
-end
-
--- check_types requires each of the sale's other keys to be of its type or absent, so that a
--- corrupted key fails the script before its first write rather than half way through it.
-local KEY_TYPES = {'hash', 'zset', 'zset', 'hash', 'hash', 'stream'}
-local function check_types()
-  for i, want in ipairs(KEY_TYPES) do
-    local got = redis.call('TYPE', KEYS[i + 1])['ok']
-    if got ~= want and got ~= 'none' then
-      fail('KEYS[' .. (i + 1) .. '] is a ' .. got .. ', want a ' .. want)
-    end
-  end
-end
 
 local now     -- the script's time in ms, set by the script before load_state
 local S       -- the sale's definition and counters, once load_state found them
@@ -140,33 +40,35 @@ local changed -- whether save_state has counters to write
 
 -- load_state reads the sale's hash into S. It returns false when the sale is not loaded.
 local function load_state()
-  local v = redis.call('HMGET', KEYS[1], 'price', 'stock', 'holdback', 'starts', 'ends', 'limit',
-    'hold', 'qlimit', 'closed', 'avail', 'held', 'sold', 'qunits', 'seq', 'now', 'loading', 'loader')
-  if not v[1] then
+  local v = redis.call('HGET', KEYS[1], 'st')
+  if not v then
     return false
   end
+  local price, stock, holdback, starts, ends, limit, hold, qlimit, created, closed, avail, held,
+    sold, qunits, seq, last, loading, qlen, nexp = cmsgpack.unpack(v)
   S = {
-    price = tonumber(v[1]), stock = tonumber(v[2]), holdback = tonumber(v[3]),
-    starts = tonumber(v[4]), ends = tonumber(v[5]), limit = tonumber(v[6]), hold = tonumber(v[7]),
-    qlimit = tonumber(v[8]), closed = tonumber(v[9]), avail = tonumber(v[10]),
-    held = tonumber(v[11]), sold = tonumber(v[12]), qunits = tonumber(v[13]), seq = tonumber(v[14]),
-    now = tonumber(v[15]), loading = tonumber(v[16]), loader = v[17] or '',
-    qlen = redis.call('ZCARD', KEYS[4]),
+    price = price, stock = stock, holdback = holdback, starts = starts, ends = ends, limit = limit,
+    hold = hold, qlimit = qlimit, created = created, closed = closed, avail = avail, held = held,
+    sold = sold, qunits = qunits, seq = seq, now = last, loading = loading, qlen = qlen, nexp = nexp,
   }
   if S.now > now then
     now = S.now
   end
-  check_types()
+  check_types(2, 3, 4, 5, 6, 7)
   return true
 end
 
--- save_state writes the counters back once, at the end of a script that changed them.
+-- pack_state is the st field for S.
+local function pack_state()
+  return pack_st(S.price, S.stock, S.holdback, S.starts, S.ends, S.limit, S.hold, S.qlimit,
+    S.created, S.closed, S.avail, S.held, S.sold, S.qunits, S.seq, now, S.loading, S.qlen, S.nexp)
+end
+
+-- save_state writes the state back once, at the end of a script that changed it.
 local function save_state()
-  if not changed then
-    return
+  if changed then
+    redis.call('HSET', KEYS[1], 'st', pack_state())
   end
-  redis.call('HSET', KEYS[1], 'avail', S.avail, 'held', S.held, 'sold', S.sold, 'qunits', S.qunits,
-    'seq', S.seq, 'now', now, 'stock', S.stock, 'ends', S.ends, 'closed', S.closed)
 end
 
 local function get_res(id)
@@ -186,20 +88,18 @@ local function put_res(r)
 end
 
 -- emit appends r, as it is after its change, to the sale's stream: in the same script as the
--- change, so that the order store can never miss one (no dual write).
+-- change, so that the order store can never miss one (no dual write). The entry has one field,
+-- e = "<id>|<status>|<user>|<quantity>|<seq>|<amount>|<created>|<at>|<expires>|<payment id
+-- length>|<payment id><idempotency key>" (numbers in decimal, expires 0 unless held): the
+-- fields before the payment id cannot contain '|', and the two strings are told apart by the
+-- length.
 local function emit(r)
-  local a = {'XADD', KEYS[7], '*', 'id', r.id, 's', r.status, 'u', r.user, 'q', r.q, 'n', r.seq,
-    'a', r.amount, 'c', r.created, 't', now}
+  local exp = 0
   if r.status == 'held' then
-    a[#a + 1], a[#a + 2] = 'e', r.exp
+    exp = r.exp
   end
-  if r.pid ~= '' then
-    a[#a + 1], a[#a + 2] = 'p', r.pid
-  end
-  if r.key ~= '' then
-    a[#a + 1], a[#a + 2] = 'k', r.key
-  end
-  redis.call(unpack(a))
+  redis.call('XADD', KEYS[7], '*', 'e', event(r.id, r.status, r.user, r.q, r.seq, r.amount,
+    r.created, now, exp, r.pid, r.key))
 end
 
 local function user_units(user)
@@ -207,7 +107,7 @@ local function user_units(user)
 end
 
 local function user_add(user, d)
-  if redis.call('HINCRBY', KEYS[5], user, d) <= 0 then
+  if redis.call('HINCRBY', KEYS[5], user, num(d)) <= 0 then
     redis.call('HDEL', KEYS[5], user)
   end
 end
@@ -229,11 +129,19 @@ local function window_code()
   return nil
 end
 
+-- add_hold puts r's hold in the holds set and keeps nexp a lower bound of every expiry.
+local function add_hold(r)
+  redis.call('ZADD', KEYS[3], num(r.exp), r.id)
+  if S.nexp == 0 or r.exp < S.nexp then
+    S.nexp = r.exp
+  end
+end
+
 -- hold gives r a fresh hold of its units, from now.
 local function hold(r)
   r.status, r.exp = 'held', now + S.hold * 1000
   S.avail, S.held = S.avail - r.q, S.held + r.q
-  redis.call('ZADD', KEYS[3], r.exp, r.id)
+  add_hold(r)
   changed = true
 end
 
@@ -297,27 +205,33 @@ end
 -- reclaim expires up to limit holds whose expiry has passed, earliest first, then serves the
 -- queue. It returns how many it expired and whether it stopped at the limit.
 local function reclaim(limit)
-  local ids = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, limit)
-  local n = 0
-  for _, id in ipairs(ids) do
-    local r = get_res(id)
-    if r and r.status == 'held' then
-      S.held, S.avail = S.held - r.q, S.avail + r.q
-      user_add(r.user, -r.q)
-      r.status, r.exp = 'expired', 0
-      put_res(r)
-      emit(r)
-      n = n + 1
+  local n, full = 0, false
+  if S.nexp ~= 0 and S.nexp <= now then
+    local ids = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', num(now), 'LIMIT', 0, limit)
+    for _, id in ipairs(ids) do
+      local r = get_res(id)
+      if r and r.status == 'held' then
+        S.held, S.avail = S.held - r.q, S.avail + r.q
+        user_add(r.user, -r.q)
+        r.status, r.exp = 'expired', 0
+        put_res(r)
+        emit(r)
+        n = n + 1
+      end
     end
-  end
-  if #ids > 0 then
-    redis.call('ZREM', KEYS[3], unpack(ids))
+    if #ids > 0 then
+      redis.call('ZREM', KEYS[3], unpack(ids))
+    end
+    full = #ids == limit
+    -- The earliest expiry left (nexp may also have been a hold that was paid or cancelled).
+    local head = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+    S.nexp = tonumber(head[2] or '0')
     changed = true
   end
   if n > 0 or (S.qlen > 0 and not open()) then
     serve()
   end
-  return n, #ids == limit
+  return n, full
 end
 
 -- res_reply is {'ok', flag, id suffix, status, user, quantity, expires_ms (0 unless held), seq,
@@ -335,9 +249,8 @@ end
 -- sale_reply is {'ok', name, price, stock, holdback, starts, ends, limit, hold, qlimit,
 -- created, avail, held, sold, qunits}.
 local function sale_reply()
-  local v = redis.call('HMGET', KEYS[1], 'name', 'created')
-  return {'ok', v[1], S.price, S.stock, S.holdback, S.starts, S.ends, S.limit, S.hold, S.qlimit,
-    tonumber(v[2]), S.avail, S.held, S.sold, S.qunits}
+  return {'ok', redis.call('HGET', KEYS[1], 'name'), S.price, S.stock, S.holdback, S.starts, S.ends,
+    S.limit, S.hold, S.qlimit, S.created, S.avail, S.held, S.sold, S.qunits}
 end
 
 -- begin validates the keys and reads the clock; ready loads the sale and refuses a sale that is

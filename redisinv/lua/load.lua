@@ -36,8 +36,7 @@ local function main()
   local qlimit = int_arg(ARGV[12], 'queue_limit', 0, 10 * MAX_QUANTITY)
   local created = int_arg(ARGV[13], 'created_at', 0, MAX_EXACT)
   local sold = int_arg(ARGV[14], 'sold', 0, stock - holdback)
-  local loading_now = redis.call('HGET', KEYS[1], 'loading')
-  if loading_now and (mode == 'new' or loading_now ~= '1') then
+  if load_state() and (mode == 'new' or S.loading ~= 1) then
     return {'conflict'}
   end
   redis.call('UNLINK', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
@@ -45,11 +44,13 @@ local function main()
   if mode == 'rebuild' then
     loading = 1
   end
+  S = {
+    price = price, stock = stock, holdback = holdback, starts = starts, ends = ends, limit = limit,
+    hold = hold_s, qlimit = qlimit, created = created, closed = 0, avail = stock - holdback - sold,
+    held = 0, sold = sold, qunits = 0, seq = 0, loading = loading, qlen = 0, nexp = 0,
+  }
   redis.call('DEL', KEYS[1])
-  redis.call('HSET', KEYS[1], 'name', name, 'price', price, 'stock', stock, 'holdback', holdback,
-    'starts', starts, 'ends', ends, 'limit', limit, 'hold', hold_s, 'qlimit', qlimit,
-    'created', created, 'closed', 0, 'avail', stock - holdback - sold, 'held', 0, 'sold', sold,
-    'qunits', 0, 'seq', 0, 'now', now, 'loading', loading, 'loader', token)
+  redis.call('HSET', KEYS[1], 'name', name, 'loader', token, 'st', pack_state())
   return {'ok'}
 end
 

@@ -10,10 +10,11 @@ local function main()
   if not load_state() then
     return {'not_loaded'}
   end
-  if S.loading ~= 1 or S.loader ~= ARGV[2] then
+  if S.loading ~= 1 or (redis.call('HGET', KEYS[1], 'loader') or '') ~= token then
     return {'fenced'}
   end
-  redis.call('HSET', KEYS[1], 'loading', 0)
+  S.loading = 0
+  changed = true
   reclaim(RECLAIM)
   serve()
   return {'ok'}

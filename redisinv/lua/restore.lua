@@ -31,7 +31,8 @@ local function main()
   if S.loading == 1 and token == '' then
     return {'loading'}
   end
-  if (S.loading == 1 and token ~= S.loader) or (S.loading ~= 1 and token ~= '') then
+  local loader = redis.call('HGET', KEYS[1], 'loader') or ''
+  if (S.loading == 1 and token ~= loader) or (S.loading ~= 1 and token ~= '') then
     return {'fenced'}
   end
   if redis.call('HEXISTS', KEYS[2], r.id) == 1 then
@@ -45,12 +46,12 @@ local function main()
       r.status, r.exp = 'expired', 0
     else
       S.avail, S.held = S.avail - r.q, S.held + r.q
-      redis.call('ZADD', KEYS[3], r.exp, r.id)
+      add_hold(r)
       user_add(r.user, r.q)
     end
   elseif r.status == 'queued' then
-    redis.call('ZADD', KEYS[4], r.seq, r.id)
-    S.qunits = S.qunits + r.q
+    redis.call('ZADD', KEYS[4], num(r.seq), r.id)
+    S.qlen, S.qunits = S.qlen + 1, S.qunits + r.q
     user_add(r.user, r.q)
   elseif r.status == 'paid' then
     user_add(r.user, r.q)

@@ -1,0 +1,135 @@
+package redisinv
+
+import (
+	"context"
+	"sync"
+
+	"github.com/seckill-go/seckill"
+)
+
+// Buys of one sale that arrive together are sent together: one buy.lua call for up to
+// maxBatch buyers, which Redis runs as that many buys one after the other. The script's fixed
+// costs (the round trip, the script's set-up, reading and writing the sale's state) are paid
+// once per call instead of once per buy, which is where a hot sale's throughput comes from;
+// rueidis' pipelining then overlaps the calls in flight. Nobody waits for a batch to fill: a
+// buy that finds fewer than maxInFlight calls in flight for its sale starts a sender at once,
+// which sends it alone; those that arrive while calls are in flight are taken by the next one.
+// With maxInFlight calls in flight, Redis has the next call queued while it runs the current
+// one.
+//
+// A sale's batcher stays in memory for the engine's life (it is a few words); buys reach it
+// only for sale ids the service has found (seckill.Service checks the purchase token, and so
+// the sale, first).
+const (
+	maxBatch    = 64 // buy.lua's limit; WithMaxBatch can lower it
+	maxInFlight = 4
+)
+
+// buyCall is one Buy waiting for its answer.
+type buyCall struct {
+	req    seckill.BuyRequest
+	q      int
+	random string
+	done   chan struct{}
+	res    seckill.BuyResult
+	err    error
+}
+
+// saleBatcher queues the buys of one sale.
+type saleBatcher struct {
+	mu       sync.Mutex
+	queue    []*buyCall
+	inFlight int
+}
+
+// batcher finds the saleBatcher of a sale.
+type batcher struct {
+	mu    sync.Mutex
+	sales map[string]*saleBatcher
+}
+
+func (b *batcher) of(saleID string) *saleBatcher {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.sales == nil {
+		b.sales = map[string]*saleBatcher{}
+	}
+	sb := b.sales[saleID]
+	if sb == nil {
+		sb = &saleBatcher{}
+		b.sales[saleID] = sb
+	}
+	return sb
+}
+
+// buy queues c and waits for its answer (or ctx).
+func (e *Engine) buy(ctx context.Context, c *buyCall) (seckill.BuyResult, error) {
+	c.done = make(chan struct{})
+	sb := e.batches.of(c.req.SaleID)
+	sb.mu.Lock()
+	sb.queue = append(sb.queue, c)
+	start := sb.inFlight < maxInFlight
+	if start {
+		sb.inFlight++
+	}
+	sb.mu.Unlock()
+	if start {
+		go e.drain(c.req.SaleID, sb)
+	}
+	select {
+	case <-c.done:
+		return c.res, c.err
+	case <-ctx.Done():
+		// The buy may still happen (it may be in flight): a client retries with its
+		// idempotency key, as after any timeout.
+		return seckill.BuyResult{}, errUnavailable(ctx.Err())
+	}
+}
+
+// drain is a sender: it sends the queued buys of one sale, e.maxBatch per call, until the queue
+// is empty, and then ends. Its exit is the empty queue; every call it makes is bounded by the
+// engine's timeout.
+func (e *Engine) drain(saleID string, sb *saleBatcher) {
+	for {
+		sb.mu.Lock()
+		n := min(len(sb.queue), e.maxBatch)
+		if n == 0 {
+			sb.inFlight--
+			sb.mu.Unlock()
+			return
+		}
+		batch := append([]*buyCall(nil), sb.queue[:n]...)
+		sb.queue = sb.queue[n:]
+		if len(sb.queue) == 0 {
+			sb.queue = nil // let the backing array go
+		}
+		sb.mu.Unlock()
+		e.sendBatch(saleID, batch)
+	}
+}
+
+// sendBatch runs buy.lua for the batch and hands each buyer its answer. The call is bounded by
+// the engine's timeout, not by any one buyer's context: it serves all of them.
+func (e *Engine) sendBatch(saleID string, batch []*buyCall) {
+	args := make([]string, 0, 4*len(batch))
+	for _, c := range batch {
+		args = append(args, c.req.UserID, itoa(c.q), c.req.IdempotencyKey, c.random)
+	}
+	r, err := e.exec(context.Background(), e.scripts.buy, saleID, args...)
+	for i, c := range batch {
+		switch {
+		case err != nil:
+			c.err = err
+		case r.code() != "ok" || len(r) != len(batch)+1:
+			c.err = unexpected("buy", r)
+		default:
+			sub, aerr := r[i+1].ToArray()
+			if aerr != nil {
+				c.err = unexpected("buy", r)
+			} else {
+				c.res, c.err = buyAnswer(c.req, reply(sub))
+			}
+		}
+		close(c.done)
+	}
+}
