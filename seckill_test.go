@@ -3,6 +3,7 @@ package seckill_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -211,5 +212,46 @@ func TestSweeperReclaimsWithoutTraffic(t *testing.T) {
 			t.Fatal("no hold reclaimed by the sweeper within 1 s of its expiry")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestLiveSaleIDs: the sweeper and the stream consumers work on the sales that can still
+// change by themselves: until ends_at + hold_seconds + a minute.
+func TestLiveSaleIDs(t *testing.T) {
+	ctx := t.Context()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := seckilltest.NewManualClock(t0)
+	store, err := sqlstore.Open(ctx, "sqlite://:memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	svc := seckill.NewService(seckill.ServiceConfig{Inventory: seckilltest.NewModel(clock), Store: store, Clock: clock, AuthSecret: []byte("k")})
+	price, stock, hold := int64(1), 1, 30
+	for _, id := range []string{"short", "long"} {
+		end := t0.Add(time.Minute)
+		if id == "long" {
+			end = t0.Add(time.Hour)
+		}
+		if _, err := svc.CreateSale(ctx, seckill.SaleInput{ID: id, PriceCents: &price, Stock: &stock, HoldSeconds: &hold, EndsAt: &end}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		at   time.Duration
+		want []string
+	}{
+		{0, []string{"long", "short"}},                              // oldest first, then by id
+		{2*time.Minute + 29*time.Second, []string{"long", "short"}}, // ended 1 m 29 s ago: a hold may still expire
+		{2*time.Minute + 30*time.Second, []string{"long"}},
+	} {
+		clock.Set(t0.Add(c.at))
+		got, err := svc.LiveSaleIDs(ctx)
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("LiveSaleIDs at +%v = %v, %v; want %v", c.at, got, err, c.want)
+		}
+	}
+	if all, _ := svc.SaleIDs(ctx); len(all) != 2 {
+		t.Errorf("SaleIDs = %v, want both", all)
 	}
 }

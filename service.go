@@ -142,15 +142,37 @@ func (s *Service) Sales(ctx context.Context) ([]SaleView, error) {
 	return out, nil
 }
 
-// SaleIDs lists the ids of every sale (for the sweeper and metrics).
+// SaleIDs lists the ids of every sale.
 func (s *Service) SaleIDs(ctx context.Context) ([]string, error) {
+	return s.saleIDs(ctx, func(Sale) bool { return true })
+}
+
+// liveMargin is how long after its last hold could have expired a sale still counts as live.
+const liveMargin = time.Minute
+
+// LiveSaleIDs lists the sales that can still change by themselves: not ended, or ended less
+// than hold_seconds (plus a minute) ago, so that a hold taken at the end may still expire. The
+// sweeper and the Redis stream consumers work on these only, so that their work does not grow
+// with every sale ever held. A later change (a late payment of an old sale) is still applied by
+// the call that makes it; only its stream event, which is of no use to the order store (late
+// payments are recorded by the payment transaction), waits for the sale's next consumer.
+func (s *Service) LiveSaleIDs(ctx context.Context) ([]string, error) {
+	now := s.clock.Now()
+	return s.saleIDs(ctx, func(sale Sale) bool {
+		return now.Before(sale.EndsAt.Add(sale.HoldDuration() + liveMargin))
+	})
+}
+
+func (s *Service) saleIDs(ctx context.Context, keep func(Sale) bool) ([]string, error) {
 	sales, _, err := s.store.Sales(ctx)
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	ids := make([]string, len(sales))
-	for i, sale := range sales {
-		ids[i] = sale.ID
+	ids := make([]string, 0, len(sales))
+	for _, sale := range sales {
+		if keep(sale) {
+			ids = append(ids, sale.ID)
+		}
 	}
 	return ids, nil
 }
@@ -326,7 +348,7 @@ func (s *Service) Sweep(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		ids, err := s.SaleIDs(ctx)
+		ids, err := s.LiveSaleIDs(ctx)
 		if err != nil {
 			continue
 		}

@@ -65,6 +65,10 @@ func (b *batcher) of(saleID string) *saleBatcher {
 // buy queues c and waits for its answer (or ctx).
 func (e *Engine) buy(ctx context.Context, c *buyCall) (seckill.BuyResult, error) {
 	c.done = make(chan struct{})
+	if e.maxBatch == 1 { // every buy its own call, as many in flight as there are buyers
+		e.sendBatch(c.req.SaleID, []*buyCall{c})
+		return c.res, c.err
+	}
 	sb := e.batches.of(c.req.SaleID)
 	sb.mu.Lock()
 	sb.queue = append(sb.queue, c)

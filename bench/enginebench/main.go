@@ -20,6 +20,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/base64"
 	"encoding/csv"
 	"encoding/json"
@@ -41,6 +42,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/go-sql-driver/mysql"
 	"github.com/redis/rueidis"
 
 	"github.com/seckill-go/seckill"
@@ -64,6 +66,7 @@ var (
 	db         = flag.String("db", "", "order store for the HTTP measurement (default: SQLite in a temp dir)")
 	clients    = flag.Int("clients", 64, "HTTP client connections")
 	bareAddr   = flag.String("bare-server", "", "internal: serve the bare handler on this address")
+	skipEngine = flag.Bool("skip-engine", false, "skip the engine measurements (with -http: only the HTTP one)")
 	redisCPUs  = flag.String("redis-cpus", "", "pin the private redis-server to these CPUs with taskset (e.g. 1)")
 )
 
@@ -88,6 +91,12 @@ func run() error {
 	host, _ := os.Hostname()
 	fmt.Printf("enginebench %s on %s: %d CPUs, %s, %s\n\n", time.Now().UTC().Format(time.RFC3339), host, runtime.NumCPU(), runtime.Version(), redisVersion(ctx, rdb))
 
+	if *skipEngine {
+		if *doHTTP {
+			return benchmarkHTTP(ctx, redisURL)
+		}
+		return nil
+	}
 	var plain, piped, engine, alone []float64
 	var stats []perBuy
 	for r := range *rounds {
@@ -244,7 +253,7 @@ func sold(ctx context.Context, rdb rueidis.Client, id string) int {
 // perBuy is what one buy costs inside Redis.
 type perBuy struct {
 	commands, scriptUsec, cpuUsec, batch float64
-	detail                        string
+	detail                               string
 }
 
 // benchmarkEngine runs Engine.Buy on many goroutines for -duration, every buy a new user.
@@ -394,11 +403,21 @@ func benchmarkHTTP(ctx context.Context, redisURL string) error {
 	if store == "" {
 		store = "sqlite://" + filepath.Join(dir, "bench.db")
 	}
+	if strings.HasPrefix(store, "mysql://") {
+		// A database of its own: sales left by an earlier run would be missing from this run's
+		// fresh Redis, and their rebuilds would run during the measurement.
+		fresh, drop, err := freshMySQL(store)
+		if err != nil {
+			return err
+		}
+		defer drop()
+		store = fresh
+	}
 	addr := freeAddr()
 	srv := exec.Command(bin, "serve", "--engine", "redis", "--addr", addr)
 	srv.Env = append(os.Environ(), "SECKILL_REDIS_URL="+redisURL, "SECKILL_DB="+store, "SECKILL_ADMIN_TOKEN="+benchAdmin,
 		"SECKILL_AUTH_SECRET="+benchAuth, "SECKILL_PAYMENT_SECRET=bench-payment", "SECKILL_DEV=")
-	srv.Stderr = io.Discard
+	srv.Stderr = benchLog()
 	if err := srv.Start(); err != nil {
 		return err
 	}
@@ -422,7 +441,7 @@ func benchmarkHTTP(ctx context.Context, redisURL string) error {
 	var ours, refs, ratios []float64
 	var lastOurs, lastRef *hdrhistogram.Histogram
 	for r := range *rounds {
-		saleID := fmt.Sprintf("httpbench%d", r)
+		saleID := fmt.Sprintf("httpbench%d-%d", time.Now().Unix(), r)
 		startsAt := time.Now().UTC().Truncate(time.Millisecond)
 		body, _ := json.Marshal(map[string]any{"id": saleID, "price_cents": 100, "stock": seckill.MaxQuantity,
 			"hold_seconds": 3600, "queue_limit": 0, "starts_at": startsAt, "ends_at": startsAt.Add(24 * time.Hour)})
@@ -462,8 +481,25 @@ func benchmarkHTTP(ctx context.Context, redisURL string) error {
 }
 
 // drive sends buys for -duration on -clients connections, each for a new user with its own
-// JWT and purchase token, and returns buys/s (answers with status want) and latencies.
+// JWT and purchase token (minted before the clock starts, so that the client spends its time
+// sending), and returns buys/s (answers with status want) and latencies.
 func drive(ctx context.Context, client *http.Client, base, saleID string, startsAt time.Time, tag string, want int) (float64, *hdrhistogram.Histogram, error) {
+	type buyer struct{ path, auth string }
+	perClient := int(duration.Seconds()*20000) / *clients + 100 // more than this machine can send
+	buyers := make([][]buyer, *clients)
+	var mint sync.WaitGroup
+	for c := range *clients {
+		mint.Go(func() {
+			bs := make([]buyer, perClient)
+			for i := range bs {
+				user := fmt.Sprintf("%s-%d-%d", tag, c, i)
+				tok, _ := httpapi.MintToken([]byte(benchAuth), user, time.Now(), time.Hour)
+				bs[i] = buyer{base + "/api/v1/sales/" + saleID + "/buy/" + purchaseToken(saleID, user, startsAt), "Bearer " + tok}
+			}
+			buyers[c] = bs
+		})
+	}
+	mint.Wait()
 	hist := hdrhistogram.New(1, 10_000_000, 3)
 	var mu sync.Mutex
 	var ok, bad atomic.Int64
@@ -474,11 +510,12 @@ func drive(ctx context.Context, client *http.Client, base, saleID string, starts
 	for c := range *clients {
 		wg.Go(func() {
 			local := hdrhistogram.New(1, 10_000_000, 3)
-			for i := 0; time.Now().Before(deadline); i++ {
-				user := fmt.Sprintf("%s-%d-%d", tag, c, i)
-				tok, _ := httpapi.MintToken([]byte(benchAuth), user, time.Now(), time.Hour)
-				req, _ := http.NewRequestWithContext(ctx, "POST", base+"/api/v1/sales/"+saleID+"/buy/"+purchaseToken(saleID, user, startsAt), bytes.NewReader(body))
-				req.Header.Set("Authorization", "Bearer "+tok)
+			for _, b := range buyers[c] {
+				if !time.Now().Before(deadline) {
+					break
+				}
+				req, _ := http.NewRequestWithContext(ctx, "POST", b.path, bytes.NewReader(body))
+				req.Header.Set("Authorization", b.auth)
 				req.Header.Set("Content-Type", "application/json")
 				t0 := time.Now()
 				resp, err := client.Do(req)
@@ -537,3 +574,40 @@ func listf(v []float64, f string) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// benchLog is where the server's log goes: $ENGINEBENCH_SERVER_LOG if set, else nowhere.
+func benchLog() io.Writer {
+	if p := os.Getenv("ENGINEBENCH_SERVER_LOG"); p != "" {
+		if f, err := os.Create(p); err == nil {
+			return f
+		}
+	}
+	return io.Discard
+}
+
+// freshMySQL creates an empty database on the server that url names (mysql://user[:pass]@host:port/db)
+// and returns its URL and a function that drops it.
+func freshMySQL(url string) (string, func(), error) {
+	rest := strings.TrimPrefix(url, "mysql://")
+	cred, hostPath, ok := strings.Cut(rest, "@")
+	if !ok {
+		return "", nil, fmt.Errorf("-db %s: want mysql://user[:pass]@host:port/db", redact(url))
+	}
+	host, _, _ := strings.Cut(hostPath, "/")
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Passwd, _ = strings.Cut(cred, ":")
+	cfg.Net, cfg.Addr = "tcp", host
+	sqldb, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return "", nil, err
+	}
+	name := fmt.Sprintf("enginebench_%d", time.Now().UnixNano())
+	if _, err := sqldb.Exec("CREATE DATABASE " + name); err != nil {
+		sqldb.Close()
+		return "", nil, fmt.Errorf("create database: %w", err)
+	}
+	return "mysql://" + cred + "@" + host + "/" + name, func() {
+		_, _ = sqldb.Exec("DROP DATABASE " + name)
+		sqldb.Close()
+	}, nil
+}

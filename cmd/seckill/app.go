@@ -171,10 +171,10 @@ func (a *app) startBackground(cfg config) {
 		a.bgWG.Go(func() { a.svc.Sweep(ctx, 250*time.Millisecond) })
 		return
 	}
-	a.bgWG.Go(func() { a.rengine.Sweep(ctx, 250*time.Millisecond, a.svc.SaleIDs, a.locks) })
+	a.bgWG.Go(func() { a.rengine.Sweep(ctx, 250*time.Millisecond, a.svc.LiveSaleIDs, a.locks) })
 	if !cfg.NoConsume {
 		a.consumer = a.rengine.NewConsumer(a.store, redisinv.ConsumerConfig{Logger: a.log})
-		a.bgWG.Go(func() { a.consumer.Run(ctx, a.svc.SaleIDs) })
+		a.bgWG.Go(func() { a.consumer.Run(ctx, a.svc.LiveSaleIDs) })
 	}
 }
 
