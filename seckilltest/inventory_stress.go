@@ -50,15 +50,7 @@ type stressReport struct {
 // or pay a wrong amount first. Every check is sound under concurrency: it fails only on a
 // state that no serial order of the calls could produce.
 func testConcurrency(t *testing.T, newEngine NewInventory) {
-	clock := NewManualClock(epoch)
-	inv := newEngine(t, clock)
-	cfg := defaultStressConfig()
-	if testing.Short() {
-		cfg.Buyers = 1000
-	}
-	rep := runStress(inv, clock, cfg)
-	t.Logf("seed %d, %v", rep.Seed, rep.Stats)
-	for _, v := range rep.Violations {
+	for _, v := range ConcurrencyViolations(t, newEngine) {
 		t.Error(v)
 	}
 }

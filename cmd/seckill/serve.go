@@ -40,10 +40,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	case err := <-a.serveDone:
 		a.serveDone <- err // let close see it
 	}
+	return shutdown(a, log)
+}
+
+// shutdown closes the app in order within 15 s, logging the steps.
+func shutdown(a *app, log *slog.Logger) error {
 	log.Info("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if err := a.close(shutdownCtx); err != nil {
+	if err := a.close(ctx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	log.Info("stopped")

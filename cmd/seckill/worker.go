@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"time"
 )
 
 // worker runs, without an HTTP server, the background work of the redis engine: the consumers
@@ -35,12 +34,5 @@ func worker(ctx context.Context, args []string, getenv func(string) string, stde
 	}
 	log.Info("worker running: storing event streams and sweeping expired holds")
 	<-ctx.Done()
-	log.Info("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if err := a.close(shutdownCtx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	log.Info("stopped")
-	return nil
+	return shutdown(a, log)
 }
