@@ -109,24 +109,31 @@ func privateRedis(t *testing.T) (string, rueidis.Client) {
 	return "redis://127.0.0.1:" + port + "/0", rdb
 }
 
-// freshMySQL creates an empty database on the test MariaDB and returns its URL.
-func freshMySQL(t *testing.T) string {
+// mysqlConfig turns mysql://user[:pass]@host:port/db into a driver config.
+func mysqlConfig(t *testing.T, raw string) *mysql.Config {
 	t.Helper()
-	raw := testenv.MySQL(t) // mysql://user[:pass]@host:port/db
 	rest := strings.TrimPrefix(strings.TrimPrefix(raw, "mysql://"), "mariadb://")
 	cred, hostPath, ok := strings.Cut(rest, "@")
 	if !ok {
-		t.Fatalf("%s: want mysql://user[:pass]@host:port/db", testenv.MySQLVar)
+		t.Fatalf("%s: want mysql://user[:pass]@host:port/db", raw)
 	}
-	host, _, _ := strings.Cut(hostPath, "/")
+	host, db, _ := strings.Cut(hostPath, "/")
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Passwd, _ = strings.Cut(cred, ":")
-	cfg.Net, cfg.Addr = "tcp", host
+	cfg.Net, cfg.Addr, cfg.DBName = "tcp", host, db
+	return cfg
+}
+
+// freshMySQL creates an empty database on the test MariaDB and returns its URL.
+func freshMySQL(t *testing.T) string {
+	t.Helper()
+	raw := testenv.MySQL(t)
+	cfg := mysqlConfig(t, raw)
+	cfg.DBName = ""
 	db, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
 	var b [5]byte
 	_, _ = crand.Read(b[:])
 	name := "seckill_acc_" + hex.EncodeToString(b[:])
@@ -134,13 +141,10 @@ func freshMySQL(t *testing.T) string {
 		t.Fatalf("create database: %v", err)
 	}
 	t.Cleanup(func() {
-		db, err := sql.Open("mysql", cfg.FormatDSN())
-		if err == nil {
-			_, _ = db.Exec("DROP DATABASE IF EXISTS " + name)
-			_ = db.Close()
-		}
+		_, _ = db.Exec("DROP DATABASE IF EXISTS " + name)
+		_ = db.Close()
 	})
-	return "mysql://" + cred + "@" + host + "/" + name
+	return strings.TrimSuffix(raw, "/"+mysqlConfig(t, raw).DBName) + "/" + name
 }
 
 // instance is one `seckill serve` process.
@@ -154,47 +158,30 @@ type instance struct {
 // cluster is the deployment under test.
 type cluster struct {
 	t      *testing.T
+	bin    string
+	env    []string
+	db     string // the MariaDB URL
 	rdb    rueidis.Client
 	insts  []*instance
 	client *http.Client
 }
 
-func startCluster(t *testing.T, n int) *cluster {
+// startCluster starts n `seckill serve --engine redis` processes (with extra flags, if any) on
+// one private Redis and a fresh MariaDB database, and waits until each is ready.
+func startCluster(t *testing.T, n int, extra ...string) *cluster {
 	t.Helper()
 	testenv.Redis(t) // the acceptance runs belong to the integration tests
-	bin := seckillBinary(t)
 	redisURL, rdb := privateRedis(t)
-	db := freshMySQL(t)
-	c := &cluster{t: t, rdb: rdb, client: &http.Client{Timeout: 10 * time.Second,
+	c := &cluster{t: t, rdb: rdb, bin: seckillBinary(t), client: &http.Client{Timeout: 10 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 128}}}
+	c.db = freshMySQL(t)
+	c.env = append(os.Environ(), "SECKILL_REDIS_URL="+redisURL, "SECKILL_DB="+c.db,
+		"SECKILL_ADMIN_TOKEN="+clusterAdmin, "SECKILL_AUTH_SECRET="+clusterAuth,
+		"SECKILL_PAYMENT_SECRET="+clusterPayment, "SECKILL_DEV=")
 	for i := range n {
 		port := freePort(t)
-		cmd := exec.Command(bin, "serve", "--engine", "redis", "--addr", "127.0.0.1:"+port)
-		cmd.Env = append(os.Environ(), "SECKILL_REDIS_URL="+redisURL, "SECKILL_DB="+db,
-			"SECKILL_ADMIN_TOKEN="+clusterAdmin, "SECKILL_AUTH_SECRET="+clusterAuth,
-			"SECKILL_PAYMENT_SECRET="+clusterPayment, "SECKILL_DEV=")
-		in := &instance{cmd: cmd, url: "http://127.0.0.1:" + port, log: &syncBuffer{}}
-		cmd.Stdout, cmd.Stderr = in.log, in.log
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start instance %d: %v", i, err)
-		}
-		in.alive.Store(true)
-		t.Cleanup(func() {
-			if in.alive.Load() {
-				_ = cmd.Process.Signal(syscall.SIGTERM)
-				done := make(chan struct{})
-				go func() { _ = cmd.Wait(); close(done) }()
-				select {
-				case <-done:
-				case <-time.After(20 * time.Second):
-					_ = cmd.Process.Kill()
-					<-done
-				}
-			}
-			if t.Failed() {
-				t.Logf("instance %d log (tail):\n%s", i, tail(in.log.String(), 40))
-			}
-		})
+		in := c.spawn(fmt.Sprintf("instance %d", i), append([]string{"serve", "--engine", "redis", "--addr", "127.0.0.1:" + port}, extra...)...)
+		in.url = "http://127.0.0.1:" + port
 		c.insts = append(c.insts, in)
 	}
 	for i, in := range c.insts {
@@ -211,6 +198,37 @@ func startCluster(t *testing.T, n int) *cluster {
 		}
 	}
 	return c
+}
+
+// spawn starts the binary with args in the cluster's environment; it is stopped (SIGTERM, then
+// SIGKILL after 20 s) when the test ends, and its log shown if the test failed.
+func (c *cluster) spawn(name string, args ...string) *instance {
+	t := c.t
+	cmd := exec.Command(c.bin, args...)
+	cmd.Env = c.env
+	in := &instance{cmd: cmd, log: &syncBuffer{}}
+	cmd.Stdout, cmd.Stderr = in.log, in.log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	in.alive.Store(true)
+	t.Cleanup(func() {
+		if in.alive.Load() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		}
+		if t.Failed() {
+			t.Logf("%s log (tail):\n%s", name, tail(in.log.String(), 40))
+		}
+	})
+	return in
 }
 
 func tail(s string, lines int) string {
@@ -641,7 +659,11 @@ func (r *rush) pending(t *testing.T) int64 {
 	ctx := context.Background()
 	v, err := r.c.rdb.Do(ctx, r.c.rdb.B().XinfoGroups().Key(key).Build()).ToArray()
 	if err != nil {
-		return 1 // no stream or group yet
+		return 1 // no stream yet
+	}
+	if len(v) == 0 { // no consumer ever read it: everything in it waits
+		n, _ := r.c.rdb.Do(ctx, r.c.rdb.B().Xlen().Key(key).Build()).AsInt64()
+		return n
 	}
 	var n int64
 	for _, g := range v {
@@ -837,4 +859,49 @@ func TestClusterRushInstanceKilled(t *testing.T) {
 	}
 	r.checkPayments(t, a)
 	r.checkFIFO(t)
+}
+
+// TestWorkerStoresTheStreams: with --consume=false on the API instance, reservation events
+// wait in Redis until a `seckill worker` process stores them in the database.
+func TestWorkerStoresTheStreams(t *testing.T) {
+	skipShort(t)
+	c := startCluster(t, 1, "--consume=false")
+	r := &rush{c: c, sale: "wk", hold: 60 * time.Second, payments: map[string]string{}, stats: map[string]int{}}
+	c.admin("POST", "/api/v1/sales", map[string]any{"id": r.sale, "price_cents": 1, "stock": 5, "hold_seconds": 60}, nil)
+	token, _ := httpapi.MintToken([]byte(clusterAuth), "alice", time.Now(), time.Hour)
+	st, _, body, _ := c.do(c.insts[0], "GET", "/api/v1/sales/wk/path", token, nil, nil)
+	var path struct{ Path string }
+	if err := json.Unmarshal(body, &path); st != 200 || err != nil {
+		t.Fatalf("/path: %d %s", st, body)
+	}
+	st, _, body, _ = c.do(c.insts[0], "POST", path.Path, token, map[string]int{"quantity": 1}, nil)
+	var res resv
+	if err := json.Unmarshal(body, &res); st != 201 || err != nil {
+		t.Fatalf("buy: %d %s", st, body)
+	}
+	db, err := sql.Open("mysql", mysqlConfig(t, c.db).FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	stored := func() string {
+		var status string
+		_ = db.QueryRow("SELECT status FROM reservations WHERE id = ?", res.ID).Scan(&status)
+		return status
+	}
+	time.Sleep(1500 * time.Millisecond) // the instance would have stored it by now
+	if got := stored(); got != "" {
+		t.Fatalf("with --consume=false the reservation reached the database anyway (%q)", got)
+	}
+	if r.pending(t) == 0 {
+		t.Fatal("the event is not waiting in the stream")
+	}
+	c.spawn("worker", "worker", "--engine", "redis")
+	deadline := time.Now().Add(15 * time.Second)
+	for stored() != "held" || r.pending(t) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker did not store the event: row %q, pending %d", stored(), r.pending(t))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
