@@ -98,7 +98,10 @@ func (s *Service) CreateSale(ctx context.Context, in SaleInput) (SaleView, error
 	if err := s.store.CreateSale(ctx, sale); err != nil {
 		return SaleView{}, unavailable(err)
 	}
-	if err := s.inv.LoadSale(ctx, sale, 0); err != nil {
+	// A conflict here means the engine has the sale already: on a shared engine, another call
+	// found it in the database between the insert above and this line and loaded it (a
+	// rebuild). The definition is the one just stored, so the sale exists as asked.
+	if err := s.inv.LoadSale(ctx, sale, 0); err != nil && ErrorCode(err) != CodeConflict {
 		return SaleView{}, err
 	}
 	return s.Sale(ctx, sale.ID)

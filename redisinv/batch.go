@@ -2,7 +2,9 @@ package redisinv
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"time"
 
 	"github.com/seckill-go/seckill"
 )
@@ -27,6 +29,8 @@ const (
 
 // buyCall is one Buy waiting for its answer.
 type buyCall struct {
+	ctx    context.Context // the buyer's; a call whose buyer gave up is not sent
+	until  time.Time       // not sent after this (queued longer than the engine's timeout)
 	req    seckill.BuyRequest
 	q      int
 	random string
@@ -64,7 +68,7 @@ func (b *batcher) of(saleID string) *saleBatcher {
 
 // buy queues c and waits for its answer (or ctx).
 func (e *Engine) buy(ctx context.Context, c *buyCall) (seckill.BuyResult, error) {
-	c.done = make(chan struct{})
+	c.done, c.ctx, c.until = make(chan struct{}), ctx, time.Now().Add(e.timeout)
 	if e.maxBatch == 1 { // every buy its own call, as many in flight as there are buyers
 		e.sendBatch(c.req.SaleID, []*buyCall{c})
 		return c.res, c.err
@@ -102,13 +106,26 @@ func (e *Engine) drain(saleID string, sb *saleBatcher) {
 			sb.mu.Unlock()
 			return
 		}
-		batch := append([]*buyCall(nil), sb.queue[:n]...)
+		batch := make([]*buyCall, 0, n)
+		now := time.Now()
+		for _, c := range sb.queue[:n] {
+			if c.ctx.Err() != nil || now.After(c.until) {
+				// Its buyer has given up or been answered unavailable: sending it would make
+				// a hold that nobody knows about.
+				c.err = errUnavailable(errors.New("redisinv: the buy waited too long to be sent"))
+				close(c.done)
+				continue
+			}
+			batch = append(batch, c)
+		}
 		sb.queue = sb.queue[n:]
 		if len(sb.queue) == 0 {
 			sb.queue = nil // let the backing array go
 		}
 		sb.mu.Unlock()
-		e.sendBatch(saleID, batch)
+		if len(batch) > 0 {
+			e.sendBatch(saleID, batch)
+		}
 	}
 }
 
@@ -119,7 +136,11 @@ func (e *Engine) sendBatch(saleID string, batch []*buyCall) {
 	for _, c := range batch {
 		args = append(args, c.req.UserID, itoa(c.q), c.req.IdempotencyKey, c.random)
 	}
-	r, err := e.exec(context.Background(), e.scripts.buy, saleID, args...)
+	// The script call has its own timeout (exec); this one also bounds the look-up in the
+	// database when the sale turns out to be missing.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*e.timeout)
+	defer cancel()
+	r, err := e.exec(ctx, e.scripts.buy, saleID, args...)
 	for i, c := range batch {
 		switch {
 		case err != nil:

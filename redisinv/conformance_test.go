@@ -95,8 +95,8 @@ func TestConcurrencyCatchesBrokenScripts(t *testing.T) {
 		// `if total >= sold then sell`: one unit too many.
 		{"OffByOne", "buy.lua", "if S.qlen == 0 and S.avail >= q then", "if S.qlen == 0 and S.avail + 1 >= q then"},
 		// An expired hold whose units never come back to available.
-		{"ExpiryKeepsUnits", "common.lua", "S.held, S.avail = S.held - r.q, S.avail + r.q\n        user_add(r.user, -r.q)",
-			"S.held = S.held - r.q\n        user_add(r.user, -r.q)"},
+		{"ExpiryKeepsUnits", "common.lua", "S.held, S.avail = S.held - r.q, S.avail + r.q\n  user_add(r.user, -r.q)",
+			"S.held = S.held - r.q\n  user_add(r.user, -r.q)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			broken := newScriptSet(func(name string) string {

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -182,6 +183,11 @@ func (e *Engine) exec(ctx context.Context, s *script, saleID string, args ...str
 	case "not_loaded":
 		return nil, e.missing(ctx, saleID)
 	case "loading":
+		if e.rebuild != nil {
+			// A rebuild may have stopped half way (its instance died, it lost its lock): if
+			// nobody holds the lock any more, this instance takes over.
+			e.rebuild.start(saleID)
+		}
 		return nil, seckill.Errorf(seckill.CodeUnavailable, "sale %q is being restored from the database; retry shortly", saleID)
 	}
 	return r, nil
@@ -196,15 +202,34 @@ func (e *Engine) execRaw(ctx context.Context, s *script, saleID string, args ...
 	argv = append(argv, args...)
 	msgs, err := s.lua.Exec(ctx, e.rdb, e.keys(saleID), argv).ToArray()
 	if err != nil {
-		if _, ok := rueidis.IsRedisErr(err); ok {
-			return nil, fmt.Errorf("redisinv: %s script for sale %s: %w", s.name, saleID, err)
+		wrapped := fmt.Errorf("redisinv: %s script for sale %s: %w", s.name, saleID, err)
+		if transient(err) {
+			return nil, errUnavailable(wrapped)
 		}
-		return nil, errUnavailable(fmt.Errorf("redisinv: %s script for sale %s: %w", s.name, saleID, err))
+		return nil, wrapped
 	}
 	if len(msgs) == 0 {
 		return nil, fmt.Errorf("redisinv: %s script for sale %s: empty reply", s.name, saleID)
 	}
 	return reply(msgs), nil
+}
+
+// transientReplies are the error replies of a Redis that cannot serve now but will: out of
+// memory, busy with a long script, a replica or a node without its master, a cluster
+// reconfiguring, a server loading its data set.
+var transientReplies = []string{"OOM", "BUSY", "READONLY", "MASTERDOWN", "NOREPLICAS", "CLUSTERDOWN",
+	"LOADING", "TRYAGAIN", "MOVED", "ASK"}
+
+// transient reports whether err is worth a retry later (unavailable, 503): a failure to reach
+// Redis or one of transientReplies. Other error replies mean a script refused its keys or
+// arguments, or found a key of the wrong type: a bug or a corrupted key, internal.
+func transient(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	if !ok {
+		return true // transport, timeout
+	}
+	word, _, _ := strings.Cut(re.Error(), " ")
+	return slices.Contains(transientReplies, word)
 }
 
 // missing decides what a call on a sale whose keys are missing answers.

@@ -31,7 +31,8 @@ type Source interface {
 func WithRebuild(src Source, locks *lock.Client) Option {
 	return func(e *Engine) {
 		ctx, cancel := context.WithCancel(context.Background())
-		e.rebuild = &rebuilder{e: e, src: src, locks: locks, ctx: ctx, cancel: cancel}
+		e.rebuild = &rebuilder{e: e, src: src, locks: locks, ctx: ctx, cancel: cancel,
+			slots: make(chan struct{}, maxRebuilds)}
 	}
 }
 
@@ -49,28 +50,49 @@ type rebuilder struct {
 
 	mu      sync.Mutex
 	running map[string]bool
+	known   map[string]time.Time // sales the database was seen to have, and when
 	wg      sync.WaitGroup
+	slots   chan struct{} // bounds the rebuilds that run at once
 }
 
 // rebuildTimeout bounds one rebuild; a sale with very many reservations may need longer, and
-// is then retried by the next call that finds it still missing.
-const rebuildTimeout = 2 * time.Minute
+// is then taken over by the next call that finds it still loading (exec). maxRebuilds bounds
+// the rebuilds one process runs at once (a flushed Redis and a sale list that reads every
+// sale would otherwise start one per sale ever created). knownFor is how long the database's
+// word that a sale exists is trusted, so that the calls on a missing sale do not each ask it.
+const (
+	rebuildTimeout = 2 * time.Minute
+	maxRebuilds    = 4
+	knownFor       = time.Second
+)
 
 // missing answers a call on a sale whose keys are missing: not_found when the database does
 // not know it either, else unavailable while a rebuild (started here unless one is running) puts it
 // back.
 func (rb *rebuilder) missing(ctx context.Context, saleID string) error {
-	if _, _, err := rb.src.Sale(ctx, saleID); err != nil {
-		if isCode(err, seckill.CodeNotFound) {
-			return seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
+	rb.mu.Lock()
+	seen, ok := rb.known[saleID]
+	rb.mu.Unlock()
+	if !ok || time.Since(seen) > knownFor {
+		if _, _, err := rb.src.Sale(ctx, saleID); err != nil {
+			if isCode(err, seckill.CodeNotFound) {
+				return seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
+			}
+			return fmt.Errorf("%w: %w", seckill.Errorf(seckill.CodeUnavailable,
+				"sale %q is missing from Redis and the database cannot be read to restore it; retry shortly", saleID), err)
 		}
-		return fmt.Errorf("%w: %w", seckill.Errorf(seckill.CodeUnavailable,
-			"sale %q is missing from Redis and the database cannot be read to restore it; retry shortly", saleID), err)
+		rb.mu.Lock()
+		if rb.known == nil || len(rb.known) > 10_000 {
+			rb.known = map[string]time.Time{}
+		}
+		rb.known[saleID] = time.Now()
+		rb.mu.Unlock()
 	}
 	rb.start(saleID)
 	return seckill.Errorf(seckill.CodeUnavailable, "sale %q is being restored from the database; retry shortly", saleID)
 }
 
+// start rebuilds the sale in the background unless this process is rebuilding it already.
 func (rb *rebuilder) start(saleID string) {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
@@ -87,6 +109,12 @@ func (rb *rebuilder) start(saleID string) {
 			delete(rb.running, saleID)
 			rb.mu.Unlock()
 		}()
+		select {
+		case rb.slots <- struct{}{}:
+			defer func() { <-rb.slots }()
+		case <-rb.ctx.Done():
+			return
+		}
 		ctx, cancel := context.WithTimeout(rb.ctx, rebuildTimeout)
 		defer cancel()
 		start := time.Now()
@@ -104,7 +132,9 @@ func (rb *rebuilder) start(saleID string) {
 }
 
 func (rb *rebuilder) close() {
-	rb.cancel()
+	rb.mu.Lock()
+	rb.cancel() // under mu, so that start sees it and starts nothing after the Wait below
+	rb.mu.Unlock()
 	rb.wg.Wait()
 }
 
@@ -135,8 +165,11 @@ func (rb *rebuilder) rebuild(ctx context.Context, saleID string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if r.code() == "conflict" {
+	switch r.code() {
+	case "conflict":
 		return -1, nil
+	case "fenced":
+		return 0, errFenced
 	}
 	if err := rb.restoreAll(ctx, saleID, rs, token); err != nil {
 		return 0, err

@@ -188,6 +188,9 @@ func TestRebuildFencing(t *testing.T) {
 	if got := load("2-bb"); got != "ok" {
 		t.Fatalf("a newer rebuild takes over a sale still loading: %s", got)
 	}
+	if got := load("1-cc"); got != "fenced" {
+		t.Fatalf("an older rebuild (lower lock token) after a newer one took over: %s; want fenced", got)
+	}
 	res := seckill.Reservation{ID: seckill.ReservationID("fx", make([]byte, 16)), SaleID: "fx", UserID: "u1",
 		Quantity: 1, Status: seckill.StatusPaid, AmountCents: 1, Seq: 1}
 	args, err := restoreArgs(res, "1-aa")

@@ -98,21 +98,36 @@ func (c *Consumer) Dropped() uint64  { return c.dropped.Load() }
 func (c *Consumer) Failures() uint64 { return c.failed.Load() }
 
 // Run consumes the streams of every sale that list returns (looked up again every second)
-// until ctx is done, one goroutine per sale, and returns once they have all stopped. A batch
-// being stored when ctx ends is finished and acknowledged (within 10 s); entries read but not
+// until ctx is done, one goroutine per sale, and returns once they have all stopped. A sale
+// that list no longer returns (it is over) has its goroutine stopped. A batch being stored
+// when a goroutine is stopped is finished and acknowledged (within 10 s); entries read but not
 // stored stay pending and are taken over by another consumer.
 func (c *Consumer) Run(ctx context.Context, list SaleLister) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	running := map[string]bool{}
+	running := map[string]context.CancelFunc{}
+	defer func() {
+		for _, stop := range running {
+			stop()
+		}
+	}()
 	t := time.NewTicker(listEvery)
 	defer t.Stop()
 	for {
 		if ids, err := list(ctx); err == nil {
+			listed := make(map[string]bool, len(ids))
 			for _, id := range ids {
-				if !running[id] {
-					running[id] = true
-					wg.Go(func() { c.consume(ctx, id) })
+				listed[id] = true
+				if running[id] == nil {
+					sctx, stop := context.WithCancel(ctx)
+					running[id] = stop
+					wg.Go(func() { c.consume(sctx, id) })
+				}
+			}
+			for id, stop := range running {
+				if !listed[id] {
+					stop()
+					delete(running, id)
 				}
 			}
 		}

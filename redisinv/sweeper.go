@@ -20,8 +20,9 @@ const listEvery = time.Second
 // so when the sweeping instance dies, another one takes over within the lock's lease (renewed
 // every lease/3 while it lives; give locks a short lease, a few seconds). Correctness never
 // depends on the sweeper: every script reclaims first. A sale whose keys are missing is handed
-// to the rebuilder, so a flushed Redis is noticed without traffic too. On return every lock
-// the sweeper held is released.
+// to the rebuilder, so a flushed Redis is noticed without traffic too. A sale that list no
+// longer returns is let go (its lock released). On return every lock the sweeper held is
+// released.
 func (e *Engine) Sweep(ctx context.Context, interval time.Duration, list SaleLister, locks *lock.Client) {
 	leaders := map[string]*sweepLeader{}
 	defer func() {
@@ -42,6 +43,16 @@ func (e *Engine) Sweep(ctx context.Context, interval time.Duration, list SaleLis
 		if time.Since(listed) >= listEvery {
 			if got, err := list(ctx); err == nil {
 				ids, listed = got, time.Now()
+				keep := make(map[string]bool, len(ids))
+				for _, id := range ids {
+					keep[id] = true
+				}
+				for id, l := range leaders {
+					if !keep[id] { // over: nothing left to sweep; give the lock back
+						l.release()
+						delete(leaders, id)
+					}
+				}
 			}
 		}
 		for _, id := range ids {

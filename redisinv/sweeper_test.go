@@ -6,6 +6,8 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -149,4 +151,64 @@ func TestRedisDownAnswersUnavailableQuickly(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRedisRefusalIsUnavailable: a Redis that refuses writes for now (out of memory here;
+// BUSY, READONLY, CLUSTERDOWN and the like are treated alike) is unavailable (503, retry),
+// not an internal error.
+func TestRedisRefusalIsUnavailable(t *testing.T) {
+	testenv.Redis(t)
+	_, url := startPrivateRedis(t)
+	c := dialT(t, url)
+	e := New(c.Inventory)
+	now := time.Now().UTC()
+	def, _ := seckill.NewSale(seckill.SaleInput{ID: "oom", PriceCents: ptr(int64(1)), Stock: ptr(10), StartsAt: &now}, now)
+	if err := e.LoadSale(t.Context(), def, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]string{{"CONFIG", "SET", "maxmemory-policy", "noeviction"}, {"CONFIG", "SET", "maxmemory", "1"}} {
+		if err := c.Inventory.Do(t.Context(), c.Inventory.B().Arbitrary(cmd...).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := e.Buy(t.Context(), seckill.BuyRequest{SaleID: "oom", UserID: "u1", Quantity: 1})
+	if seckill.ErrorCode(err) != seckill.CodeUnavailable {
+		t.Fatalf("Buy on a Redis out of memory = %v; want unavailable", err)
+	}
+}
+
+// TestGivenUpBuysAreNotSent: buys queued behind a Redis that stalls are not sent once their
+// buyers gave up (and are not sent at all after the engine's timeout): only the calls already
+// in flight (at most 4 per sale, of up to 64 buys each) can still make holds nobody knows of.
+func TestGivenUpBuysAreNotSent(t *testing.T) {
+	testenv.Redis(t)
+	_, url := startPrivateRedis(t)
+	c := dialT(t, url)
+	e := New(c.Inventory, WithTimeout(5*time.Second))
+	now := time.Now().UTC()
+	def, _ := seckill.NewSale(seckill.SaleInput{ID: "stall", PriceCents: ptr(int64(1)), Stock: ptr(10000), StartsAt: &now, QueueLimit: ptr(0)}, now)
+	if err := e.LoadSale(t.Context(), def, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Inventory.Do(t.Context(), c.Inventory.B().ClientPause().Timeout(1500).All().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var answered atomic.Int64
+	for i := range 1000 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			if _, err := e.Buy(ctx, seckill.BuyRequest{SaleID: "stall", UserID: "u" + strconv.Itoa(i), Quantity: 1}); err == nil {
+				answered.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	time.Sleep(2500 * time.Millisecond) // the pause ends; what was in flight runs
+	held := rawHeld(t, e, "stall")
+	if max := int(answered.Load()) + maxInFlight*maxBatch; held > max {
+		t.Fatalf("%d holds after 1 000 buyers gave up during a stall (%d answered); at most %d may come from calls in flight", held, answered.Load(), max)
+	}
+	t.Logf("%d holds, %d buys answered", held, answered.Load())
 }

@@ -29,7 +29,7 @@ local function buy_one(user, q, key, rnd)
   if key ~= '' then
     local replay = redis.call('HGET', KEYS[6], idem)
     if replay then
-      return res_reply(1, get_res(replay))
+      return res_reply(1, settle(get_res(replay)))
     end
   end
   if q > S.limit then

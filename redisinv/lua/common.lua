@@ -202,6 +202,28 @@ local function serve()
   end
 end
 
+-- expire ends r's hold (its units go back to available); the caller takes it out of the holds
+-- set and serves the queue.
+local function expire(r)
+  S.held, S.avail = S.held - r.q, S.avail + r.q
+  user_add(r.user, -r.q)
+  r.status, r.exp = 'expired', 0
+  put_res(r)
+  emit(r)
+end
+
+-- settle expires r if its hold is overdue, which the bounded reclaim may have left for later
+-- (more than RECLAIM holds overdue at once): a script that acts on one reservation settles it
+-- first, so that it never treats an expired hold as live. It returns r.
+local function settle(r)
+  if r and r.status == 'held' and r.exp <= now then
+    redis.call('ZREM', KEYS[3], r.id)
+    expire(r)
+    serve()
+  end
+  return r
+end
+
 -- reclaim expires up to limit holds whose expiry has passed, earliest first, then serves the
 -- queue. It returns how many it expired and whether it stopped at the limit.
 local function reclaim(limit)
@@ -211,11 +233,7 @@ local function reclaim(limit)
     for _, id in ipairs(ids) do
       local r = get_res(id)
       if r and r.status == 'held' then
-        S.held, S.avail = S.held - r.q, S.avail + r.q
-        user_add(r.user, -r.q)
-        r.status, r.exp = 'expired', 0
-        put_res(r)
-        emit(r)
+        expire(r)
         n = n + 1
       end
     end

@@ -10,7 +10,8 @@
 --       most 200 bytes); [5] price_cents (0 to 10^12); [6] stock; [7] holdback; [8] starts_at
 --       and [9] ends_at (ms); [10] per-user limit (1 to 10^9); [11] hold seconds (1 to 604800);
 --       [12] queue limit (buyers, 0 to 10^10); [13] created_at (ms); [14] units already sold.
--- Returns: {'ok'} or {'conflict'}; a rebuild leaves the sale 'loading' until ready.lua.
+-- Returns: {'ok'}, {'conflict'}, or {'fenced'} (a rebuild with a newer token is under way);
+--          a rebuild leaves the sale 'loading' until ready.lua.
 -- @common
 local function main()
   begin()
@@ -36,8 +37,17 @@ local function main()
   local qlimit = int_arg(ARGV[12], 'queue_limit', 0, 10 * MAX_QUANTITY)
   local created = int_arg(ARGV[13], 'created_at', 0, MAX_EXACT)
   local sold = int_arg(ARGV[14], 'sold', 0, stock - holdback)
-  if load_state() and (mode == 'new' or S.loading ~= 1) then
-    return {'conflict'}
+  if load_state() then
+    if mode == 'new' or S.loading ~= 1 then
+      return {'conflict'}
+    end
+    -- Taking over a rebuild left half way: only with a newer lock token than the one that
+    -- wrote it (a rebuild that lost its lock must not wipe the one that took over).
+    local loader = redis.call('HGET', KEYS[1], 'loader') or ''
+    local old = tonumber(string.match(loader, '^(%d+)%-') or '0')
+    if tonumber(string.match(token, '^(%d+)%-')) <= old then
+      return {'fenced'}
+    end
   end
   redis.call('UNLINK', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
   local loading = 0

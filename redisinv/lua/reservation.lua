@@ -12,7 +12,7 @@ local function main()
     return missing
   end
   reclaim(RECLAIM)
-  local r = get_res(id)
+  local r = settle(get_res(id))
   if not r then
     return {'not_found'}
   end
