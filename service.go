@@ -43,9 +43,7 @@ func NewService(cfg ServiceConfig) *Service {
 	if cfg.Clock == nil {
 		cfg.Clock = SystemClock{}
 	}
-	mac := hmac.New(sha256.New, cfg.AuthSecret)
-	mac.Write([]byte("seckill purchase path v1"))
-	return &Service{inv: cfg.Inventory, store: cfg.Store, payments: cfg.Payments, clock: cfg.Clock, pathKey: mac.Sum(nil)}
+	return &Service{inv: cfg.Inventory, store: cfg.Store, payments: cfg.Payments, clock: cfg.Clock, pathKey: PurchaseKey(cfg.AuthSecret)}
 }
 
 // Now is the service's clock.
@@ -201,10 +199,27 @@ func (s *Service) PurchasePath(ctx context.Context, saleID, userID string) (Purc
 	}, nil
 }
 
-// purchaseToken is HMAC-SHA256 over (sale id, user id, starts_at), base64url without padding.
+// purchaseToken is the user's purchase token for the sale.
 func (s *Service) purchaseToken(sale Sale, userID string) string {
-	mac := hmac.New(sha256.New, s.pathKey)
-	mac.Write([]byte(sale.ID + "\x00" + userID + "\x00" + strconv.FormatInt(sale.StartsAt.UnixMilli(), 10)))
+	return PurchaseToken(s.pathKey, sale.ID, userID, sale.StartsAt)
+}
+
+// PurchaseKey derives the purchase-path key from SECKILL_AUTH_SECRET:
+// HMAC-SHA256(secret, "seckill purchase path v1"). Every instance that shares the secret
+// derives the same key, so each accepts the others' tokens.
+func PurchaseKey(authSecret []byte) []byte {
+	mac := hmac.New(sha256.New, authSecret)
+	mac.Write([]byte("seckill purchase path v1"))
+	return mac.Sum(nil)
+}
+
+// PurchaseToken is the token of the purchase path /api/v1/sales/{sale}/buy/{token}:
+// base64url(HMAC-SHA256(key, sale id ‖ 0 ‖ user id ‖ 0 ‖ starts_at in ms)), without padding,
+// bound to its user and sale. A load generator that knows the auth secret computes it to skip
+// the /path round trip.
+func PurchaseToken(key []byte, saleID, userID string, startsAt time.Time) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(saleID + "\x00" + userID + "\x00" + strconv.FormatInt(startsAt.UnixMilli(), 10)))
 	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 

@@ -1,16 +1,29 @@
-// Package loadgen simulates a flash-sale crowd over HTTP against a running seckill server: each
-// buyer fetches the purchase path, buys, and then pays promptly, cancels, abandons its hold,
-// pays late or retries, as a real crowd does. It measures latency and throughput and counts
-// what happened, so `seckill demo` (and later `seckill bench`) can print and check it.
+// Package loadgen simulates a flash-sale crowd over HTTP against running seckill instances,
+// and checks from its own records that the sale kept DESIGN's invariants. Each buyer fetches
+// the purchase path, buys, and then pays promptly, cancels, abandons its hold, pays late or
+// retries its buy, as a real crowd does, retrying like a real client (Retry-After on 503 and
+// 429, backing off on queue_full). Buyers are spread over every target instance. Payments go
+// through the targets' own gateway (POST /pay, the --dev mock gateway) or, with the payment
+// secret, through signed webhooks that the generator delivers itself, as a third-party gateway
+// would, to any instance.
+//
+// It runs closed loop (a fixed number of buyers in flight) or open loop (buyers arriving at a
+// fixed rate; each buyer's first request is timed from its intended arrival, so a stalled
+// server cannot hide its queueing). Latencies are kept per step in HDR histograms, and a time
+// series (requests/s, p99, the sale's stock) is sampled while it runs. `seckill bench` and
+// `seckill demo` are built on it; Check and the report writers turn a Result into a verdict
+// and a text, JSON or Markdown (with SVG) report.
 package loadgen
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync"
@@ -18,6 +31,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/seckill-go/seckill/payment"
 )
 
 // Behavior is what a simulated buyer does once it holds a unit.
@@ -25,10 +40,10 @@ type Behavior int
 
 // Behaviors.
 const (
-	PayPromptly Behavior = iota // pays at once; the gateway answers quickly
+	PayPromptly Behavior = iota // pays at once
 	Cancel                      // cancels the hold
 	Abandon                     // never pays; the hold expires
-	PayLate                     // pays, but the gateway's webhook arrives after the hold expired
+	PayLate                     // pays, but the payment arrives after the hold expired
 	Retry                       // repeats the buy with the same Idempotency-Key, then pays
 )
 
@@ -44,47 +59,18 @@ type Mix struct {
 // DefaultMix is the demo's crowd.
 var DefaultMix = Mix{Cancel: 10, Abandon: 20, PayLate: 10, Retry: 10}
 
-// Config describes one run.
-type Config struct {
-	BaseURL     string
-	SaleID      string
-	Buyers      int
-	Concurrency int
-	Mix         Mix
-	Seed        uint64
-	// Token returns a bearer token for a user id.
-	Token func(user string) (string, error)
-	// Deadline bounds the whole run; buyers still waiting then give up.
-	Deadline time.Duration
-	// Progress, if set, is called about every 200 ms with buyers done so far.
-	Progress func(done, total int)
-	Client   *http.Client
+// Valid reports whether the shares are each 0–100 and add up to at most 100.
+func (m Mix) Valid() bool {
+	for _, v := range []int{m.Cancel, m.Abandon, m.PayLate, m.Retry} {
+		if v < 0 || v > 100 {
+			return false
+		}
+	}
+	return m.Cancel+m.Abandon+m.PayLate+m.Retry <= 100
 }
 
-// Result counts what happened.
-type Result struct {
-	Buyers         int
-	Requests       int64
-	Errors         int64 // transport errors and 5xx answers
-	Held           int64 // buys answered 201
-	Queued         int64 // buys answered 202
-	Handoffs       int64 // queued buyers that later got a hold
-	Rejected       int64 // queued buyers rejected
-	SoldOut        int64 // buys answered sold_out
-	QueueFull      int64 // buys answered queue_full (retried)
-	RateLimited    int64
-	Replays        int64 // idempotent replays answered 200
-	Cancelled      int64
-	Abandoned      int64
-	PaymentsBegun  int64
-	Expired        int64 // holds observed expired
-	Elapsed        time.Duration
-	Latency        *hdrhistogram.Histogram // microseconds
-	ReplayMismatch int64                   // a replay that returned another reservation (must be 0)
-}
-
-// BehaviorOf is the behavior of user, fixed by the seed so that the payment gateway of the
-// demo can make exactly the late payers' webhooks late.
+// BehaviorOf is the behavior of user, fixed by the seed so that a payment gateway can make
+// exactly the late payers' webhooks late.
 func BehaviorOf(user string, seed uint64, mix Mix) Behavior {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(user))
@@ -106,18 +92,124 @@ func BehaviorOf(user string, seed uint64, mix Mix) Behavior {
 // UserName is the id of the i-th simulated buyer.
 func UserName(i int) string { return "buyer-" + strconv.Itoa(i) }
 
-type runner struct {
-	cfg   Config
-	res   Result
-	mu    sync.Mutex // guards res.Latency
-	tok   sync.Map
-	start time.Time
+// Config describes one run.
+type Config struct {
+	Targets []string // base URLs of the instances; buyer i starts on Targets[i % len]
+	SaleID  string
+	Buyers  int
+	// Concurrency is the closed loop's buyers in flight (default 64). Rate, if positive, makes
+	// the loop open: buyers arrive at Rate per second whatever the server does.
+	Concurrency int
+	Rate        float64
+	Mix         Mix
+	Seed        uint64
+	// Token returns a bearer token for a user id.
+	Token func(user string) (string, error)
+	// PaymentSecret, when set, makes the generator the payment gateway: it signs succeeded
+	// payments' webhooks and delivers them to the targets. Without it buyers call POST /pay
+	// and the targets' gateway delivers (the --dev mock gateway).
+	PaymentSecret []byte
+	// Hold is the sale's hold; late payers pay LateBy after their hold expired (default 300 ms).
+	Hold, LateBy time.Duration
+	// Deadline bounds the whole run; buyers still waiting then give up.
+	Deadline time.Duration
+	// Sample is the period of the time series (default 250 ms); Progress, if set, is called
+	// with each sample.
+	Sample   time.Duration
+	Progress func(Sample)
+	Client   *http.Client
 }
 
-// Run simulates cfg.Buyers buyers with cfg.Concurrency at a time and returns what happened.
+// Steps are the kinds of request whose latencies are kept apart.
+var Steps = []string{"path", "buy", "poll", "pay", "cancel"}
+
+// Result is what happened, as the generator saw it.
+type Result struct {
+	Buyers         int
+	Requests       int64
+	Errors         int64 // transport errors and 5xx answers other than a retried 503
+	Retried503     int64 // 503 answers followed by a retry (Retry-After)
+	Held           int64 // buyers who got a hold (directly or from the queue)
+	Queued         int64 // buys answered 202
+	Handoffs       int64 // queued buyers that later got a hold
+	Rejected       int64 // queued buyers rejected
+	SoldOut        int64 // buyers told sold_out
+	QueueFull      int64 // buys answered queue_full (retried)
+	RateLimited    int64 // buys answered rate_limited (retried)
+	Replays        int64 // idempotent replays answered 200
+	ReplayMismatch int64 // a replay that returned another reservation (must be 0)
+	Cancelled      int64
+	Abandoned      int64
+	Expired        int64 // holds observed expired
+	PaymentsBegun  int64 // POST /pay answered 200, or webhooks sent
+	GaveUp         int64 // buyers who stopped without an outcome (deadline, errors)
+	Elapsed        time.Duration
+	Latency        map[string]*hdrhistogram.Histogram // per step, microseconds
+	All            *hdrhistogram.Histogram            // every request
+	Series         []Sample
+
+	// Payments are the webhooks a target answered 200, by payment id, with the result it
+	// answered (webhook mode only).
+	Payments map[string]string
+	// PaidUnits are the units each user was told were paid (webhook applied or late_applied,
+	// or a reservation read as paid).
+	PaidUnits map[string]int
+	// Queue is every queued buyer whose outcome was seen, for the FIFO check.
+	Queue []QueuedBuyer
+}
+
+// QueuedBuyer is a buyer that was queued: its place in the arrival order (the sequence number
+// in its reservation id) and when it was granted a unit, or that it was rejected.
+type QueuedBuyer struct {
+	Seq      uint64
+	Granted  time.Time // the hold's start: expires_at − hold
+	Rejected bool
+}
+
+// Sample is one point of the time series.
+type Sample struct {
+	At          time.Duration `json:"-"` // since the start (at_ms in the JSON)
+	BuyersDone  int           `json:"buyers_done"`
+	Requests    int64         `json:"requests"`       // in this period
+	RequestsPS  float64       `json:"requests_per_s"` // in this period
+	P99         time.Duration `json:"-"`              // of the requests that ended in this period (p99_us)
+	Available   int           `json:"available"`
+	Held        int           `json:"held"`
+	Sold        int           `json:"sold"`
+	Queued      int           `json:"queued"`
+	StockKnown  bool          `json:"stock_known"`
+	TotalBuyers int           `json:"-"`
+}
+
+// MarshalJSON writes durations as numbers (ms for at, µs for p99).
+func (s Sample) MarshalJSON() ([]byte, error) {
+	type plain Sample
+	return json.Marshal(struct {
+		plain
+		At  int64 `json:"at_ms"`
+		P99 int64 `json:"p99_us"`
+	}{plain(s), s.At.Milliseconds(), s.P99.Microseconds()})
+}
+
+type runner struct {
+	cfg     Config
+	res     Result
+	start   time.Time
+	mu      sync.Mutex // guards res maps, histograms and the period histogram
+	period  *hdrhistogram.Histogram
+	periodN int64
+	done    atomic.Int64
+}
+
+func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, 120_000_000, 3) }
+
+// Run simulates cfg.Buyers buyers and returns what happened.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	if cfg.Client == nil {
-		cfg.Client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Concurrency + 8}}
+	if len(cfg.Targets) == 0 {
+		return nil, errors.New("loadgen: no target")
+	}
+	if cfg.Token == nil {
+		return nil, errors.New("loadgen: no token source")
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 64
@@ -125,81 +217,177 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Deadline <= 0 {
 		cfg.Deadline = 2 * time.Minute
 	}
+	if cfg.Sample <= 0 {
+		cfg.Sample = 250 * time.Millisecond
+	}
+	if cfg.LateBy <= 0 {
+		cfg.LateBy = 300 * time.Millisecond
+	}
+	if cfg.Client == nil {
+		conns := cfg.Concurrency + 16
+		if cfg.Rate > 0 {
+			conns = 512
+		}
+		cfg.Client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: conns}}
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Deadline)
 	defer cancel()
-	r := &runner{cfg: cfg, start: time.Now()}
-	r.res.Buyers = cfg.Buyers
-	r.res.Latency = hdrhistogram.New(1, 60_000_000, 3)
-	var done atomic.Int64
-	jobs := make(chan int)
+	r := &runner{cfg: cfg, start: time.Now(), period: newHist()}
+	r.res = Result{Buyers: cfg.Buyers, Latency: map[string]*hdrhistogram.Histogram{}, All: newHist(),
+		Payments: map[string]string{}, PaidUnits: map[string]int{}}
+	for _, s := range Steps {
+		r.res.Latency[s] = newHist()
+	}
+	stopSampling := make(chan struct{})
+	var sampling sync.WaitGroup
+	sampling.Go(func() { r.sample(ctx, stopSampling) })
+
 	var wg sync.WaitGroup
-	for range cfg.Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	if cfg.Rate > 0 {
+		r.openLoop(ctx, &wg)
+	} else {
+		r.closedLoop(ctx, &wg)
+	}
+	wg.Wait()
+	r.res.Elapsed = time.Since(r.start)
+	close(stopSampling)
+	sampling.Wait()
+	return &r.res, nil
+}
+
+// closedLoop keeps Concurrency buyers in flight until every buyer has run.
+func (r *runner) closedLoop(ctx context.Context, wg *sync.WaitGroup) {
+	jobs := make(chan int)
+	for range r.cfg.Concurrency {
+		wg.Go(func() {
 			for i := range jobs {
-				r.buyer(ctx, i)
-				done.Add(1)
+				r.buyer(ctx, i, time.Time{})
+				r.done.Add(1)
 			}
-		}()
+		})
 	}
-	stopProgress := make(chan struct{})
-	var pwg sync.WaitGroup
-	if cfg.Progress != nil {
-		pwg.Add(1)
-		go func() {
-			defer pwg.Done()
-			t := time.NewTicker(200 * time.Millisecond)
-			defer t.Stop()
-			for {
-				select {
-				case <-stopProgress:
-					cfg.Progress(int(done.Load()), cfg.Buyers)
-					return
-				case <-t.C:
-					cfg.Progress(int(done.Load()), cfg.Buyers)
-				}
-			}
-		}()
-	}
-feed:
-	for i := range cfg.Buyers {
+	defer close(jobs)
+	for i := range r.cfg.Buyers {
 		select {
 		case jobs <- i:
 		case <-ctx.Done():
-			break feed
+			return
 		}
 	}
-	close(jobs)
-	wg.Wait()
-	close(stopProgress)
-	pwg.Wait()
-	r.res.Elapsed = time.Since(r.start)
-	return &r.res, nil
+}
+
+// openLoop starts buyer i at start + i/Rate, whether or not earlier buyers are done.
+func (r *runner) openLoop(ctx context.Context, wg *sync.WaitGroup) {
+	gap := time.Duration(float64(time.Second) / r.cfg.Rate)
+	for i := range r.cfg.Buyers {
+		due := r.start.Add(time.Duration(i) * gap)
+		if d := time.Until(due); d > 0 && !sleep(ctx, d) {
+			return
+		}
+		wg.Go(func() {
+			r.buyer(ctx, i, due)
+			r.done.Add(1)
+		})
+	}
+}
+
+// sample records the time series until stop.
+func (r *runner) sample(ctx context.Context, stop <-chan struct{}) {
+	t := time.NewTicker(r.cfg.Sample)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		var final bool
+		select {
+		case <-stop:
+			final = true
+		case <-t.C:
+		}
+		now := time.Now()
+		r.mu.Lock()
+		s := Sample{At: now.Sub(r.start), BuyersDone: int(r.done.Load()), Requests: r.periodN,
+			P99: time.Duration(r.period.ValueAtQuantile(99)) * time.Microsecond, TotalBuyers: r.cfg.Buyers}
+		r.period.Reset()
+		r.periodN = 0
+		r.mu.Unlock()
+		s.RequestsPS = float64(s.Requests) / now.Sub(last).Seconds()
+		last = now
+		if st, ok := r.stock(ctx); ok {
+			s.Available, s.Held, s.Sold, s.Queued, s.StockKnown = st.Available, st.Held, st.Sold, st.Queued, true
+		}
+		r.mu.Lock()
+		r.res.Series = append(r.res.Series, s)
+		r.mu.Unlock()
+		if r.cfg.Progress != nil {
+			r.cfg.Progress(s)
+		}
+		if final {
+			return
+		}
+	}
+}
+
+// StockState is the sale's counts as GET /api/v1/sales/{id} shows them.
+type StockState struct {
+	Sellable  int `json:"sellable"`
+	Available int `json:"available"`
+	Held      int `json:"held"`
+	Sold      int `json:"sold"`
+	Queued    int `json:"queued"`
+}
+
+// stock reads the sale's stock from the first target (not counted as a request).
+func (r *runner) stock(ctx context.Context) (StockState, bool) {
+	var sale struct {
+		StockState StockState `json:"stock_state"`
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", r.cfg.Targets[0]+"/api/v1/sales/"+r.cfg.SaleID, nil)
+	if err != nil {
+		return StockState{}, false
+	}
+	resp, err := r.cfg.Client.Do(req)
+	if err != nil {
+		return StockState{}, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&sale) != nil {
+		return StockState{}, false
+	}
+	return sale.StockState, true
 }
 
 // reservation is the part of the reservation JSON the buyers read.
 type reservation struct {
-	ID        string     `json:"id"`
-	Status    string     `json:"status"`
-	ExpiresAt *time.Time `json:"expires_at"`
-	Position  int        `json:"position"`
+	ID          string     `json:"id"`
+	Status      string     `json:"status"`
+	ExpiresAt   *time.Time `json:"expires_at"`
+	Position    int        `json:"position"`
+	Quantity    int        `json:"quantity"`
+	AmountCents int64      `json:"amount_cents"`
 }
 
-type problem struct {
-	Code string `json:"code"`
+type answer struct {
+	status     int
+	code       string
+	body       []byte
+	retryAfter time.Duration
 }
 
-// do sends one request and decodes a JSON answer into out (if non-nil and 2xx).
-func (r *runner) do(ctx context.Context, method, path, token string, body any, hdr map[string]string, out any) (int, string, error) {
+// do sends one request to target t (an index into Targets) and times it as step. since, if
+// set, is when the request was meant to be sent (open loop), and its latency counts from then.
+func (r *runner) do(ctx context.Context, t int, step, method, path, token string, body any, hdr map[string]string, since time.Time) (answer, error) {
 	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
+	switch b := body.(type) {
+	case nil:
+	case []byte: // sent as it is (a signed webhook body)
 		rd = bytes.NewReader(b)
+	default:
+		j, _ := json.Marshal(body)
+		rd = bytes.NewReader(j)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, r.cfg.BaseURL+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, r.cfg.Targets[t%len(r.cfg.Targets)]+path, rd)
 	if err != nil {
-		return 0, "", err
+		return answer{}, err
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -210,36 +398,81 @@ func (r *runner) do(ctx context.Context, method, path, token string, body any, h
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	t0 := time.Now()
+	if since.IsZero() {
+		since = time.Now()
+	}
 	resp, err := r.cfg.Client.Do(req)
 	atomic.AddInt64(&r.res.Requests, 1)
 	if err != nil {
 		atomic.AddInt64(&r.res.Errors, 1)
-		return 0, "", err
+		return answer{}, err
 	}
-	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	r.mu.Lock()
-	_ = r.res.Latency.RecordValue(max(1, time.Since(t0).Microseconds()))
-	r.mu.Unlock()
+	resp.Body.Close()
+	r.observe(step, time.Since(since))
 	if err != nil {
 		atomic.AddInt64(&r.res.Errors, 1)
-		return 0, "", err
+		return answer{}, err
 	}
-	if resp.StatusCode >= 500 {
-		atomic.AddInt64(&r.res.Errors, 1)
-	}
+	a := answer{status: resp.StatusCode, body: b}
 	if resp.StatusCode >= 400 {
-		var p problem
+		var p struct {
+			Code string `json:"code"`
+		}
 		_ = json.Unmarshal(b, &p)
-		return resp.StatusCode, p.Code, nil
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return resp.StatusCode, "", fmt.Errorf("decode %s %s: %w", method, path, err)
+		a.code = p.Code
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+			a.retryAfter = time.Duration(s) * time.Second
 		}
 	}
-	return resp.StatusCode, "", nil
+	if resp.StatusCode >= 500 && resp.StatusCode != 503 {
+		atomic.AddInt64(&r.res.Errors, 1)
+	}
+	return a, nil
+}
+
+func (r *runner) observe(step string, d time.Duration) {
+	us := max(1, d.Microseconds())
+	r.mu.Lock()
+	_ = r.res.Latency[step].RecordValue(us)
+	_ = r.res.All.RecordValue(us)
+	_ = r.period.RecordValue(us)
+	r.periodN++
+	r.mu.Unlock()
+}
+
+// retryFor is how long a buyer keeps retrying a 503 (a sale being rebuilt, an instance going
+// away) or a 429 before it gives up.
+const retryFor = 30 * time.Second
+
+// call is do with a client's retries: on 503 and 429 it waits Retry-After (or about 100 ms)
+// and tries again, on the next target after a transport error. It gives up after retryFor.
+func (r *runner) call(ctx context.Context, t int, step, method, path, token string, body any, hdr map[string]string, since time.Time) (answer, bool) {
+	deadline := time.Now().Add(retryFor)
+	for attempt := 0; ; attempt++ {
+		a, err := r.do(ctx, t+attempt, step, method, path, token, body, hdr, since)
+		since = time.Time{} // only the first attempt is timed from the intended send time
+		if err == nil && a.status != 503 && a.status != 429 {
+			return a, true
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return a, false
+		}
+		wait := time.Duration(80+rand.IntN(40)) * time.Millisecond
+		if err == nil {
+			if a.status == 503 {
+				atomic.AddInt64(&r.res.Retried503, 1)
+			} else {
+				atomic.AddInt64(&r.res.RateLimited, 1)
+			}
+			if a.retryAfter > 0 {
+				wait = a.retryAfter/2 + time.Duration(rand.Int64N(int64(a.retryAfter/2)+1))
+			}
+		}
+		if !sleep(ctx, wait) {
+			return a, false
+		}
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
@@ -253,54 +486,62 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// buyer is one simulated customer, from fetching the purchase path to a final outcome.
-func (r *runner) buyer(ctx context.Context, i int) {
+// buyer is one simulated customer, from fetching the purchase path to a final outcome. due is
+// its intended arrival in the open loop (zero in the closed loop).
+func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
 	user := UserName(i)
 	token, err := r.cfg.Token(user)
 	if err != nil {
 		atomic.AddInt64(&r.res.Errors, 1)
 		return
 	}
-	behavior := BehaviorOf(user, r.cfg.Seed, r.cfg.Mix)
+	b := BehaviorOf(user, r.cfg.Seed, r.cfg.Mix)
 	var path struct {
 		Path string `json:"path"`
 	}
 	for {
-		status, code, err := r.do(ctx, "GET", "/api/v1/sales/"+r.cfg.SaleID+"/path", token, nil, nil, &path)
-		if err != nil || status == 410 {
+		a, ok := r.call(ctx, i, "path", "GET", "/api/v1/sales/"+r.cfg.SaleID+"/path", token, nil, nil, due)
+		due = time.Time{}
+		switch {
+		case !ok:
+			atomic.AddInt64(&r.res.GaveUp, 1)
 			return
+		case a.status == 200:
+			_ = json.Unmarshal(a.body, &path)
+		case a.code == "not_started":
+			if !sleep(ctx, 20*time.Millisecond) {
+				atomic.AddInt64(&r.res.GaveUp, 1)
+				return
+			}
+			continue
+		default:
+			return // ended, not found
 		}
-		if status == 200 {
-			break
-		}
-		if code != "not_started" || !sleep(ctx, 50*time.Millisecond) {
-			return
-		}
+		break
 	}
 	key := map[string]string{"Idempotency-Key": "k-" + user}
 	var res reservation
 	for attempt := 0; ; attempt++ {
-		status, code, err := r.do(ctx, "POST", path.Path, token, map[string]int{"quantity": 1}, key, &res)
-		if err != nil {
+		a, ok := r.call(ctx, i, "buy", "POST", path.Path, token, map[string]int{"quantity": 1}, key, time.Time{})
+		if !ok {
+			atomic.AddInt64(&r.res.GaveUp, 1)
 			return
 		}
 		switch {
-		case status == 201:
-			atomic.AddInt64(&r.res.Held, 1)
-		case status == 202:
+		case a.status == 201 || a.status == 200:
+			_ = json.Unmarshal(a.body, &res)
+		case a.status == 202:
+			_ = json.Unmarshal(a.body, &res)
 			atomic.AddInt64(&r.res.Queued, 1)
-		case code == "queue_full" || code == "rate_limited":
-			if code == "queue_full" {
-				atomic.AddInt64(&r.res.QueueFull, 1)
-			} else {
-				atomic.AddInt64(&r.res.RateLimited, 1)
-			}
+		case a.code == "queue_full":
+			atomic.AddInt64(&r.res.QueueFull, 1)
 			// Every unit is held and the line is full: come back a little later.
-			if !sleep(ctx, time.Duration(100+attempt*50)*time.Millisecond) {
+			if !sleep(ctx, time.Duration(100+min(attempt, 20)*25+rand.IntN(100))*time.Millisecond) {
+				atomic.AddInt64(&r.res.GaveUp, 1)
 				return
 			}
 			continue
-		case code == "sold_out":
+		case a.code == "sold_out":
 			atomic.AddInt64(&r.res.SoldOut, 1)
 			return
 		default:
@@ -308,10 +549,10 @@ func (r *runner) buyer(ctx context.Context, i int) {
 		}
 		break
 	}
-	if behavior == Retry {
-		var again reservation
-		status, _, err := r.do(ctx, "POST", path.Path, token, map[string]int{"quantity": 1}, key, &again)
-		if err == nil && status == 200 {
+	if b == Retry {
+		if a, ok := r.call(ctx, i, "buy", "POST", path.Path, token, map[string]int{"quantity": 1}, key, time.Time{}); ok && a.status == 200 {
+			var again reservation
+			_ = json.Unmarshal(a.body, &again)
 			atomic.AddInt64(&r.res.Replays, 1)
 			if again.ID != res.ID {
 				atomic.AddInt64(&r.res.ReplayMismatch, 1)
@@ -319,66 +560,156 @@ func (r *runner) buyer(ctx context.Context, i int) {
 		}
 	}
 	if res.Status == "queued" {
-		if !r.waitForGrant(ctx, token, &res) {
+		if !r.waitForGrant(ctx, i, token, &res) {
 			return
 		}
 		atomic.AddInt64(&r.res.Handoffs, 1)
 	}
-	switch behavior {
+	if res.Status != "held" {
+		return // a replay of something that moved on already
+	}
+	atomic.AddInt64(&r.res.Held, 1)
+	switch b {
 	case Cancel:
-		if status, _, _ := r.do(ctx, "DELETE", "/api/v1/reservations/"+res.ID, token, nil, nil, nil); status == 200 {
+		if a, ok := r.call(ctx, i, "cancel", "DELETE", "/api/v1/reservations/"+res.ID, token, nil, nil, time.Time{}); ok && a.status == 200 {
 			atomic.AddInt64(&r.res.Cancelled, 1)
 		}
 		return
 	case Abandon:
 		atomic.AddInt64(&r.res.Abandoned, 1)
-		r.waitForEnd(ctx, token, res)
+		r.waitForEnd(ctx, i, token, res)
 		return
 	}
-	if status, _, _ := r.do(ctx, "POST", "/api/v1/reservations/"+res.ID+"/pay", token, nil, nil, nil); status == 200 {
-		atomic.AddInt64(&r.res.PaymentsBegun, 1)
+	if r.cfg.PaymentSecret == nil {
+		// The target's own gateway pays (and, for late payers, pays late: see the demo).
+		if a, ok := r.call(ctx, i, "pay", "POST", "/api/v1/reservations/"+res.ID+"/pay", token, nil, nil, time.Time{}); ok && a.status == 200 {
+			atomic.AddInt64(&r.res.PaymentsBegun, 1)
+		}
+		if r.waitForEnd(ctx, i, token, res) == "paid" {
+			r.mu.Lock()
+			r.res.PaidUnits[user] += res.Quantity
+			r.mu.Unlock()
+		}
+		return
 	}
-	r.waitForEnd(ctx, token, res)
+	if b == PayLate && res.ExpiresAt != nil {
+		if !sleep(ctx, time.Until(*res.ExpiresAt)+r.cfg.LateBy) {
+			atomic.AddInt64(&r.res.GaveUp, 1)
+			return
+		}
+	} else {
+		sleep(ctx, time.Duration(rand.IntN(100))*time.Millisecond) // the buyer at the gateway
+	}
+	r.deliver(ctx, i, user, "pay-"+res.ID, res)
+}
+
+// deliver is the gateway: the succeeded payment's signed webhook, to any target, retried
+// until one answers 200.
+func (r *runner) deliver(ctx context.Context, i int, user, pid string, res reservation) {
+	body, _ := json.Marshal(map[string]any{"payment_id": pid, "reservation_id": res.ID,
+		"amount_cents": res.AmountCents, "status": "succeeded"})
+	atomic.AddInt64(&r.res.PaymentsBegun, 1)
+	deadline := time.Now().Add(retryFor)
+	for attempt := 0; ; attempt++ {
+		hdr := map[string]string{"Seckill-Signature": payment.Sign(r.cfg.PaymentSecret, time.Now(), body)}
+		a, err := r.do(ctx, i+attempt+1, "pay", "POST", "/api/v1/payments/webhook", "", body, hdr, time.Time{})
+		if err == nil && a.status == 200 {
+			var out struct{ Result string }
+			_ = json.Unmarshal(a.body, &out)
+			r.mu.Lock()
+			if prev, ok := r.res.Payments[pid]; !ok || prev == "duplicate" {
+				r.res.Payments[pid] = out.Result
+			}
+			if out.Result == "applied" || out.Result == "late_applied" {
+				r.res.PaidUnits[user] += res.Quantity
+			}
+			r.mu.Unlock()
+			return
+		}
+		if err == nil && a.status != 503 {
+			atomic.AddInt64(&r.res.Errors, 1)
+			return
+		}
+		if time.Now().After(deadline) || !sleep(ctx, 100*time.Millisecond) {
+			atomic.AddInt64(&r.res.GaveUp, 1)
+			return
+		}
+	}
 }
 
 // waitForGrant polls a queued reservation until it is held (true) or ends (false).
-func (r *runner) waitForGrant(ctx context.Context, token string, res *reservation) bool {
-	for sleep(ctx, 100*time.Millisecond) {
-		var cur reservation
-		status, _, err := r.do(ctx, "GET", "/api/v1/reservations/"+res.ID, token, nil, nil, &cur)
-		if err != nil || status != 200 {
+func (r *runner) waitForGrant(ctx context.Context, i int, token string, res *reservation) bool {
+	for sleep(ctx, 50*time.Millisecond) {
+		a, ok := r.call(ctx, i, "poll", "GET", "/api/v1/reservations/"+res.ID, token, nil, nil, time.Time{})
+		if !ok || a.status != 200 {
 			return false
 		}
+		var cur reservation
+		_ = json.Unmarshal(a.body, &cur)
 		switch cur.Status {
-		case "held":
-			*res = cur
-			return true
 		case "queued":
 			continue
+		case "held":
+			r.queued(QueuedBuyer{Seq: seqOf(res.ID), Granted: cur.ExpiresAt.Add(-r.cfg.Hold)})
+			*res = cur
+			return true
 		case "rejected":
 			atomic.AddInt64(&r.res.Rejected, 1)
-			return false
-		default:
-			return false
+			r.queued(QueuedBuyer{Seq: seqOf(res.ID), Rejected: true})
 		}
+		return false
 	}
+	atomic.AddInt64(&r.res.GaveUp, 1)
 	return false
 }
 
-// waitForEnd polls a held reservation until it is no longer held, counting expiries.
-func (r *runner) waitForEnd(ctx context.Context, token string, res reservation) {
+func (r *runner) queued(q QueuedBuyer) {
+	r.mu.Lock()
+	r.res.Queue = append(r.res.Queue, q)
+	r.mu.Unlock()
+}
+
+// seqOf reads the arrival sequence out of a reservation id "<sale>-<16 hex seq><16 hex random>".
+// Ids are opaque to clients; the generator knows the format of this project's engines so that
+// it can check the order the engine saw, not one skewed by the network.
+func seqOf(id string) uint64 {
+	if len(id) < 32 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(id[len(id)-32:len(id)-16], 16, 64)
+	return n
+}
+
+// waitForEnd polls a held reservation until it is no longer held and returns its status.
+func (r *runner) waitForEnd(ctx context.Context, i int, token string, res reservation) string {
 	for sleep(ctx, 200*time.Millisecond) {
-		var cur reservation
-		status, _, err := r.do(ctx, "GET", "/api/v1/reservations/"+res.ID, token, nil, nil, &cur)
-		if err != nil || status != 200 {
-			return
+		a, ok := r.call(ctx, i, "poll", "GET", "/api/v1/reservations/"+res.ID, token, nil, nil, time.Time{})
+		if !ok || a.status != 200 {
+			return ""
 		}
+		var cur reservation
+		_ = json.Unmarshal(a.body, &cur)
 		if cur.Status == "held" {
 			continue
 		}
 		if cur.Status == "expired" {
 			atomic.AddInt64(&r.res.Expired, 1)
 		}
-		return
+		return cur.Status
 	}
+	return ""
+}
+
+// Describe is a one-line summary of a config, for reports.
+func (c Config) Describe() string {
+	loop := fmt.Sprintf("closed loop, %d buyers in flight", c.Concurrency)
+	if c.Rate > 0 {
+		loop = fmt.Sprintf("open loop, %.0f buyers/s", c.Rate)
+	}
+	pay := "the targets' gateway (POST /pay)"
+	if c.PaymentSecret != nil {
+		pay = "signed webhooks from the generator"
+	}
+	return fmt.Sprintf("%d buyers on %d instance(s), %s; mix cancel %d%% abandon %d%% late %d%% retry %d%%; payments: %s",
+		c.Buyers, len(c.Targets), loop, c.Mix.Cancel, c.Mix.Abandon, c.Mix.PayLate, c.Mix.Retry, pay)
 }

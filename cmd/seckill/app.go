@@ -61,6 +61,9 @@ type appOptions struct {
 	gatewayFail  float64                                 // dev gateway's failure rate
 	buyRate      float64                                 // per-user buy budget; <0 disables
 	noHTTP       bool                                    // worker: no HTTP server, no gateway
+	// wrapInventory, if set, wraps the engine: tests use it to serve a deliberately broken
+	// engine and show that `seckill bench` catches it.
+	wrapInventory func(seckill.Inventory) seckill.Inventory
 }
 
 // lockLease is the lease of the rebuild and sweeper locks: short, so that when an instance
@@ -100,6 +103,9 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 		a.inv = a.rengine
 	default:
 		return nil, fmt.Errorf("unknown engine %q: use memory or redis", cfg.Engine)
+	}
+	if opts.wrapInventory != nil {
+		a.inv = opts.wrapInventory(a.inv)
 	}
 	if opts.noHTTP {
 		a.svc = seckill.NewService(seckill.ServiceConfig{Inventory: a.inv, Store: a.store, AuthSecret: []byte(cfg.AuthSecret)})

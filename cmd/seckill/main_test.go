@@ -119,7 +119,7 @@ func TestDemoSmall(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("demo exited %d:\n%s\n%s", code, out.String(), errb.String())
 	}
-	for _, want := range []string{"units sold", "20 / 20", "invariants", "ok", "p99 latency"} {
+	for _, want := range []string{"units sold", "20 / 20 of 20", "oversold", "invariants", "ok (", "p99"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out.String())
 		}
@@ -164,7 +164,7 @@ func TestAcceptanceRush(t *testing.T) {
 		"starts_at": start, "ends_at": start.Add(time.Hour), "hold_seconds": 2}, nil)
 	secret := []byte(cfg.AuthSecret)
 	token := func(u string) (string, error) { return httpapi.MintToken(secret, u, time.Now(), time.Hour) }
-	res, err := loadgen.Run(ctx, loadgen.Config{BaseURL: a.url, SaleID: "rush", Buyers: 2000, Concurrency: 96,
+	res, err := loadgen.Run(ctx, loadgen.Config{Targets: []string{a.url}, SaleID: "rush", Buyers: 2000, Concurrency: 96, Hold: hold,
 		Mix: loadgen.DefaultMix, Seed: seed, Token: token, Deadline: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)

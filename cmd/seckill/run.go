@@ -18,7 +18,10 @@ const usage = `usage: seckill <command> [flags]
 commands:
   serve     serve the HTTP API (memory engine and SQLite by default; --dev for a playground)
   worker    redis engine: store the event streams in the database and sweep, without HTTP
-  demo      run a complete flash sale in process and print what happened
+  bench     drive running instances with a crowd of buyers, report and check the invariants
+            (bench --calibrate: the buy path against a bare handler; bench strategies: the
+            ways to take stock, side by side)
+  demo      run a complete flash sale in process (a preset of bench) and print what happened
   version   print the version
 
 Run "seckill <command> -h" for the command's flags.
@@ -39,6 +42,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = serve(ctx, args[1:], getenv, stdout, stderr)
 	case "worker":
 		err = worker(ctx, args[1:], getenv, stderr)
+	case "bench":
+		err = bench(ctx, args[1:], getenv, stdout, stderr)
+	case "bench-reference": // calibrate's bare handler, in a process of its own; not listed
+		err = benchReference(ctx, args[1:], stdout, stderr)
 	case "demo":
 		err = demo(ctx, args[1:], getenv, stdout, stderr)
 	case "version":

@@ -1,0 +1,406 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/httpapi"
+	"github.com/seckill-go/seckill/loadgen"
+)
+
+// benchOptions is one `seckill bench` run (and the demo's preset of it).
+type benchOptions struct {
+	targets       []string
+	adminToken    string
+	authSecret    string
+	paymentSecret string // set: the generator delivers signed webhooks; else POST /pay
+	saleID        string
+	units         int
+	perUser       int
+	hold          time.Duration
+	buyers        int
+	concurrency   int
+	rate          float64
+	mix           loadgen.Mix
+	seed          uint64
+	deadline      time.Duration
+	asJSON        bool
+	report        string // Markdown report file (the SVG chart goes next to it)
+	title         string
+	// settle, if set, is waited for after the crowd is done and before the sale is audited
+	// (the demo waits for its gateway's last deliveries); extraChecks adds the caller's own
+	// checks to the verdict (the demo checks its gateway's count of payments).
+	settle      func()
+	extraChecks func(loadgen.Audit) []string
+}
+
+// bench drives running seckill instances with a crowd of buyers and checks the invariants.
+func bench(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "strategies" {
+		return benchStrategies(ctx, args[1:], getenv, stdout, stderr)
+	}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	var o benchOptions
+	targets := fs.String("target", env("SECKILL_BENCH_TARGET", "http://127.0.0.1:8080"), "instance URL(s), comma-separated (SECKILL_BENCH_TARGET)")
+	fs.StringVar(&o.adminToken, "admin-token", env("SECKILL_ADMIN_TOKEN", ""), "admin token of the targets (SECKILL_ADMIN_TOKEN)")
+	fs.StringVar(&o.authSecret, "auth-secret", env("SECKILL_AUTH_SECRET", ""), "auth secret of the targets, to mint buyers' tokens (SECKILL_AUTH_SECRET)")
+	fs.StringVar(&o.paymentSecret, "payment-secret", env("SECKILL_PAYMENT_SECRET", ""), "webhook secret: pay with signed webhooks; without it buyers use POST /pay, the --dev gateway (SECKILL_PAYMENT_SECRET)")
+	fs.StringVar(&o.saleID, "sale", "", "id of the sale to create (default bench-<time>)")
+	fs.IntVar(&o.units, "units", 100, "sellable units")
+	fs.IntVar(&o.perUser, "per-user", 1, "per-user limit")
+	fs.DurationVar(&o.hold, "hold", 2*time.Second, "hold duration (whole seconds)")
+	fs.IntVar(&o.buyers, "buyers", 3000, "simulated buyers")
+	fs.IntVar(&o.concurrency, "concurrency", 64, "closed loop: buyers in flight")
+	fs.Float64Var(&o.rate, "rate", 0, "open loop: buyers arriving per second (0: closed loop)")
+	mix := fs.String("mix", "cancel=10,abandon=20,late=10,retry=10", "percent of buyers that cancel, abandon their hold, pay late, retry their buy; the rest pay")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed for the crowd's behaviour")
+	fs.DurationVar(&o.deadline, "deadline", 3*time.Minute, "longest the crowd may take")
+	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON")
+	fs.StringVar(&o.report, "report", "", "also write a Markdown report to this file, with an SVG chart next to it")
+	cal := fs.Bool("calibrate", false, "compare the buy path's rate with a bare net/http handler instead (see -h of the flags below)")
+	calDuration := fs.Duration("duration", 5*time.Second, "calibrate: length of each flood")
+	calRounds := fs.Int("rounds", 3, "calibrate: rounds, alternating target and reference")
+	calClients := fs.Int("clients", 64, "calibrate: client connections")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	for _, t := range strings.Split(*targets, ",") {
+		if t = strings.TrimRight(strings.TrimSpace(t), "/"); t != "" {
+			o.targets = append(o.targets, t)
+		}
+	}
+	if len(o.targets) == 0 {
+		return errors.New("bench: no --target")
+	}
+	var err error
+	if o.mix, err = parseMix(*mix); err != nil {
+		return err
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if *cal {
+		return calibrate(ctx, o, *calDuration, *calRounds, *calClients, stdout, stderr)
+	}
+	return runBench(ctx, o, stdout, stderr)
+}
+
+func (o *benchOptions) validate() error {
+	switch {
+	case o.adminToken == "" || o.authSecret == "":
+		return errors.New("bench: --admin-token and --auth-secret are needed (or SECKILL_ADMIN_TOKEN, SECKILL_AUTH_SECRET): the generator creates its sale and mints its buyers' tokens")
+	case o.hold < time.Second || o.hold%time.Second != 0:
+		return errors.New("bench: --hold must be a whole number of seconds, at least 1s")
+	case o.units < 1 || o.buyers < 1 || o.perUser < 1 || o.concurrency < 1 || o.rate < 0:
+		return errors.New("bench: --units, --buyers, --per-user and --concurrency must be at least 1, --rate at least 0")
+	}
+	if o.saleID == "" {
+		o.saleID = fmt.Sprintf("bench-%d", time.Now().UnixMilli())
+	}
+	return nil
+}
+
+// parseMix reads "cancel=10,abandon=20,late=10,retry=10".
+func parseMix(s string) (loadgen.Mix, error) {
+	var m loadgen.Mix
+	for _, part := range strings.Split(s, ",") {
+		if strings.TrimSpace(part) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if !ok || err != nil {
+			return m, fmt.Errorf("bench: --mix %q: want name=percent, e.g. cancel=10", part)
+		}
+		switch strings.TrimSpace(k) {
+		case "cancel":
+			m.Cancel = n
+		case "abandon":
+			m.Abandon = n
+		case "late":
+			m.PayLate = n
+		case "retry":
+			m.Retry = n
+		default:
+			return m, fmt.Errorf("bench: --mix: unknown behaviour %q (cancel, abandon, late, retry)", k)
+		}
+	}
+	if !m.Valid() {
+		return m, errors.New("bench: --mix: each share 0–100, at most 100 in all")
+	}
+	return m, nil
+}
+
+// runBench creates the sale, lets the crowd buy, waits until the sale has settled and every
+// instance's audit has caught up, and reports; an invariant that does not hold is an error.
+func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) error {
+	admin := func(method, path string, body, out any) error {
+		return call(ctx, method, o.targets[0]+path, o.adminToken, body, out)
+	}
+	start := time.Now().UTC().Add(time.Second).Truncate(time.Millisecond)
+	var sale seckill.SaleView
+	if err := admin("POST", "/api/v1/sales", map[string]any{
+		"id": o.saleID, "name": "seckill bench " + o.saleID, "price_cents": 999, "stock": o.units,
+		"starts_at": start, "ends_at": start.Add(10 * time.Minute),
+		"per_user_limit": o.perUser, "hold_seconds": int(o.hold.Seconds()),
+	}, &sale); err != nil {
+		return fmt.Errorf("create sale: %w", err)
+	}
+	cfg := loadgen.Config{
+		Targets: o.targets, SaleID: o.saleID, Buyers: o.buyers, Concurrency: o.concurrency, Rate: o.rate,
+		Mix: o.mix, Seed: o.seed, Hold: o.hold, Deadline: o.deadline,
+		Token: func(u string) (string, error) {
+			return httpapi.MintToken([]byte(o.authSecret), u, time.Now(), time.Hour)
+		},
+	}
+	if o.paymentSecret != "" {
+		cfg.PaymentSecret = []byte(o.paymentSecret)
+	}
+	title := o.title
+	if title == "" {
+		title = fmt.Sprintf("seckill bench: %d units, %d per user, %s holds", o.units, o.perUser, o.hold)
+	}
+	if !o.asJSON {
+		fmt.Fprintf(stdout, "%s\n%s\nagainst %s\n", title, cfg.Describe(), strings.Join(o.targets, ", "))
+	}
+	bar := newProgressBar(stderr)
+	cfg.Progress = bar.update
+	res, err := loadgen.Run(ctx, cfg)
+	bar.finish()
+	if err != nil {
+		return err
+	}
+	// The last holds expire, late payments land, the streams drain; then every instance's
+	// audit must be ok.
+	if o.settle != nil {
+		o.settle()
+	}
+	settleBy := time.Now().Add(o.hold + 30*time.Second)
+	for time.Now().Before(settleBy) {
+		if err := admin("GET", "/api/v1/sales/"+o.saleID, nil, &sale); err != nil {
+			return err
+		}
+		if sale.StockState.Held == 0 && sale.StockState.Queued == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	audits := make([]loadgen.Audit, len(o.targets))
+	for auditBy := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		allOK := true
+		for i, t := range o.targets {
+			if err := call(ctx, "GET", t+"/api/v1/sales/"+o.saleID+"/audit", o.adminToken, nil, &audits[i]); err != nil {
+				return fmt.Errorf("audit of %s: %w", t, err)
+			}
+			allOK = allOK && audits[i].OK
+		}
+		if allOK || time.Now().After(auditBy) {
+			break
+		}
+	}
+	facts := loadgen.SaleFacts{Sellable: sale.StockState.Sellable, PerUserLimit: o.perUser, Sold: sale.StockState.Sold}
+	verdict := loadgen.Check(res, facts, audits, loadgen.Payers(o.buyers, o.seed, o.mix))
+	if o.extraChecks != nil {
+		verdict.Violations = append(verdict.Violations, o.extraChecks(audits[0])...)
+		verdict.OK = len(verdict.Violations) == 0
+	}
+	rp := loadgen.Report{Title: title, Config: cfg.Describe(), Sale: facts, Result: res, Audit: audits[0], Verdict: verdict}
+	if o.asJSON {
+		err = rp.WriteJSON(stdout)
+	} else {
+		fmt.Fprintln(stdout)
+		err = rp.WriteText(stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if o.report != "" {
+		if err := writeReport(rp, o.report); err != nil {
+			return err
+		}
+		if !o.asJSON {
+			fmt.Fprintf(stdout, "report: %s\n", o.report)
+		}
+	}
+	if !verdict.OK {
+		return exitError("invariant check failed")
+	}
+	return nil
+}
+
+// writeReport writes the Markdown report and its SVG chart (same name, .svg).
+func writeReport(rp loadgen.Report, mdPath string) error {
+	svgPath := strings.TrimSuffix(mdPath, filepath.Ext(mdPath)) + ".svg"
+	svg, err := os.Create(svgPath)
+	if err != nil {
+		return err
+	}
+	if err := errors.Join(rp.WriteSVG(svg), svg.Close()); err != nil {
+		return err
+	}
+	md, err := os.Create(mdPath)
+	if err != nil {
+		return err
+	}
+	return errors.Join(rp.WriteMarkdown(md, filepath.Base(svgPath)), md.Close())
+}
+
+// calibrate floods the first target's buy path, then a bare net/http handler answering a
+// body of the same size, alternately, and prints the rates and their ratio: once for buys
+// that get a hold (201) and once for a sold-out sale (409).
+func calibrate(ctx context.Context, o benchOptions, d time.Duration, rounds, clients int, stdout, stderr io.Writer) error {
+	key := seckill.PurchaseKey([]byte(o.authSecret))
+	fmt.Fprintf(stdout, "calibrate: %s against a bare net/http handler; %d connections, every buy a new user, %v per flood, %d rounds\n",
+		o.targets[0], clients, d, rounds)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "path\tround\tseckill buys/s\tp50\tp99\treference buys/s\tp50\tp99\tratio")
+	for _, path := range []struct {
+		name  string
+		stock int
+		want  int
+	}{{"hold (201)", seckill.MaxQuantity, 201}, {"sold out (409)", 0, 409}} {
+		id := fmt.Sprintf("%s-cal%d", o.saleID, path.want)
+		var sale seckill.SaleView
+		if err := call(ctx, "POST", o.targets[0]+"/api/v1/sales", o.adminToken, map[string]any{
+			"id": id, "price_cents": 1, "stock": path.stock, "hold_seconds": 3600, "queue_limit": 0,
+		}, &sale); err != nil {
+			return fmt.Errorf("create calibration sale: %w", err)
+		}
+		buyer := func(tag string) func(int) (string, string) {
+			return func(i int) (string, string) {
+				user := fmt.Sprintf("cal-%s-%d", tag, i)
+				tok, _ := httpapi.MintToken([]byte(o.authSecret), user, time.Now(), time.Hour)
+				return "/api/v1/sales/" + id + "/buy/" + seckill.PurchaseToken(key, id, user, sale.StartsAt), tok
+			}
+		}
+		// One real answer fixes the reference's body (same status, same size).
+		probePath, probeTok := buyer("probe")(0)
+		status, body, err := post(ctx, o.targets[0]+probePath, probeTok)
+		if err != nil || status != path.want {
+			return fmt.Errorf("calibration probe: %d %s %v", status, body, err)
+		}
+		ref, stop, err := startReference(status, len(body))
+		if err != nil {
+			return err
+		}
+		var ratios []float64
+		for r := range rounds {
+			tag := fmt.Sprintf("%d-%d", path.want, r)
+			ours, err := loadgen.Flood(ctx, loadgen.FloodConfig{Target: o.targets[0], SaleID: id, Clients: clients, Duration: d, Buyer: buyer("s" + tag), Want: path.want})
+			if err != nil {
+				stop()
+				return err
+			}
+			theirs, err := loadgen.Flood(ctx, loadgen.FloodConfig{Target: ref, SaleID: id, Clients: clients, Duration: d, Buyer: buyer("r" + tag), Want: path.want})
+			if err != nil {
+				stop()
+				return err
+			}
+			ratio := ours.Rate / theirs.Rate
+			ratios = append(ratios, ratio)
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f ms\t%.2f ms\t%.0f\t%.2f ms\t%.2f ms\t%.2f×\n", path.name, r+1,
+				ours.Rate, float64(ours.Latency.ValueAtQuantile(50))/1000, float64(ours.Latency.ValueAtQuantile(99))/1000,
+				theirs.Rate, float64(theirs.Latency.ValueAtQuantile(50))/1000, float64(theirs.Latency.ValueAtQuantile(99))/1000, ratio)
+		}
+		stop()
+		slices.Sort(ratios)
+		fmt.Fprintf(tw, "%s\tmedian\t\t\t\t\t\t\t%.2f×\n", path.name, ratios[len(ratios)/2])
+	}
+	return tw.Flush()
+}
+
+// post sends one buy and returns its status and body.
+func post(ctx context.Context, url, token string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(`{"quantity":1}`))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// startReference runs `seckill bench-reference` in a process of its own (so that it does not
+// share the client's scheduler) and returns its URL and a stop function.
+func startReference(status, size int) (string, func(), error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", nil, err
+	}
+	cmd := exec.Command(self, "bench-reference", "--addr", "127.0.0.1:0", "--status", strconv.Itoa(status), "--bytes", strconv.Itoa(size))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		stop()
+		return "", nil, fmt.Errorf("bench-reference did not start: %w", err)
+	}
+	return "http://" + strings.TrimSpace(line), stop, nil
+}
+
+// benchReference is the calibration's bare net/http handler: every buy is answered status
+// with a fixed JSON body of the given size. It prints its address, then serves until killed.
+func benchReference(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench-reference", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:0", "listen address")
+	status := fs.Int("status", 201, "status of every answer")
+	size := fs.Int("bytes", 250, "size of every answer's body")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	pad := max(0, *size-len(`{"pad":""}`)-1)
+	body := []byte(`{"pad":"` + strings.Repeat("x", pad) + `"}` + "\n")
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/v1/sales/{id}/buy/{token}", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(*status)
+		_, _ = w.Write(body)
+	})
+	l, err := listen(*addr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, l.Addr().String())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }

@@ -1,0 +1,160 @@
+package loadgen
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Audit is the part of GET /api/v1/sales/{id}/audit the checks read.
+type Audit struct {
+	OK         bool       `json:"ok"`
+	Violations []string   `json:"violations"`
+	Engine     StockState `json:"engine"`
+	Database   struct {
+		Sold       int `json:"sold"`
+		PaidUnits  int `json:"paid_units"`
+		Refunds    int `json:"refunds"`
+		PaidOrders int `json:"paid_orders"`
+	} `json:"database"`
+}
+
+// Verdict is the outcome of Check: every invariant it could check, and what failed.
+type Verdict struct {
+	OK         bool     `json:"ok"`
+	Violations []string `json:"violations"`
+	Checked    []string `json:"checked"`
+}
+
+// SaleFacts is what the checks need to know of the sale.
+type SaleFacts struct {
+	Sellable     int
+	PerUserLimit int
+	Sold         int // engine's sold units after the run settled
+}
+
+// Check verifies DESIGN's invariants from the generator's own records and the audits of every
+// instance (one per target, in order):
+//   - each instance's audit is ok, and they agree on the database's counts;
+//   - nothing is oversold (engine and database sold ≤ sellable, paid units == sold);
+//   - no false sell-out: if a buyer was told sold_out, or the paying demand exceeded the
+//     sellable units, every sellable unit is sold;
+//   - nobody was told of more paid units than the per-user limit;
+//   - every payment a target answered 200 (webhook mode) is exactly one paid order or one
+//     refund in the database;
+//   - FIFO: of two queued buyers whose outcome was seen, the later arrival is not granted a
+//     unit before the earlier one, and never while the earlier one is rejected;
+//   - idempotent retries returned the reservation they retried.
+func Check(res *Result, sale SaleFacts, audits []Audit, payers int) Verdict {
+	v := Verdict{Violations: []string{}}
+	bad := func(format string, args ...any) { v.Violations = append(v.Violations, fmt.Sprintf(format, args...)) }
+	check := func(what string) { v.Checked = append(v.Checked, what) }
+
+	check("every instance's audit is ok")
+	for i, a := range audits {
+		if !a.OK {
+			bad("instance %d: audit not ok: %v", i+1, a.Violations)
+		}
+		if i > 0 && a.Database != audits[0].Database {
+			bad("instances 1 and %d disagree on the database's counts: %+v vs %+v", i+1, audits[0].Database, a.Database)
+		}
+	}
+	if len(audits) == 0 {
+		bad("no audit")
+		return finish(v)
+	}
+	db := audits[0].Database
+
+	check("nothing oversold (engine and database sold ≤ sellable; paid units == sold)")
+	if sale.Sold > sale.Sellable || db.Sold > sale.Sellable {
+		bad("oversold: engine sold %d, database sold %d, sellable %d", sale.Sold, db.Sold, sale.Sellable)
+	}
+	if db.PaidUnits != db.Sold {
+		bad("database: paid reservations hold %d units but sales.sold is %d", db.PaidUnits, db.Sold)
+	}
+
+	check("no false sell-out (told sold_out or demand above supply ⇒ everything sold)")
+	if res.SoldOut > 0 && db.Sold < sale.Sellable {
+		bad("false sell-out: %d buyers were told sold_out, but only %d of %d units sold", res.SoldOut, db.Sold, sale.Sellable)
+	} else if payers >= sale.Sellable && db.Sold < sale.Sellable && res.GaveUp == 0 {
+		bad("%d buyers wanted to pay for %d units, but only %d sold", payers, sale.Sellable, db.Sold)
+	}
+
+	check("nobody told of more paid units than the per-user limit")
+	paid := 0
+	for user, n := range res.PaidUnits {
+		paid += n
+		if n > sale.PerUserLimit {
+			bad("user %s was told of %d paid units; the limit is %d", user, n, sale.PerUserLimit)
+		}
+	}
+	if paid > sale.Sellable {
+		bad("buyers were told of %d paid units; only %d are sellable", paid, sale.Sellable)
+	}
+
+	if len(res.Payments) > 0 {
+		check("every payment answered 200 is one paid order or one refund in the database")
+		if got := db.PaidOrders + db.Refunds; got != len(res.Payments) {
+			bad("the targets answered 200 for %d payments; the database records %d paid + %d refunds",
+				len(res.Payments), db.PaidOrders, db.Refunds)
+		}
+	}
+
+	check("FIFO: queued buyers served in arrival order")
+	seen, pairs, out := fifoViolations(res.Queue)
+	for _, o := range out[:min(len(out), 5)] {
+		bad("FIFO: %s", o)
+	}
+	if len(out) > 5 {
+		bad("FIFO: … and %d more pairs out of order (%d pairs of %d queued buyers checked)", len(out)-5, pairs, seen)
+	}
+
+	check("idempotent retries return the same reservation")
+	if res.ReplayMismatch > 0 {
+		bad("%d idempotent retries returned a different reservation", res.ReplayMismatch)
+	}
+	return finish(v)
+}
+
+func finish(v Verdict) Verdict {
+	v.OK = len(v.Violations) == 0
+	return v
+}
+
+// fifoViolations checks every pair of queued buyers whose outcome was seen: if the later
+// arrival was granted a unit, the earlier one was granted one no later, and not rejected.
+func fifoViolations(queued []QueuedBuyer) (seen, pairs int, bad []string) {
+	qs := slices.Clone(queued)
+	slices.SortFunc(qs, func(a, b QueuedBuyer) int { return cmp.Compare(a.Seq, b.Seq) })
+	for i, a := range qs {
+		for _, b := range qs[i+1:] {
+			if b.Granted.IsZero() {
+				continue
+			}
+			pairs++
+			if a.Rejected || a.Granted.After(b.Granted) {
+				what := "rejected"
+				if !a.Rejected {
+					what = "granted at " + a.Granted.Format(time.StampMilli)
+				}
+				bad = append(bad, fmt.Sprintf("queued buyer #%d was %s, but #%d, queued after it, was granted at %s",
+					a.Seq, what, b.Seq, b.Granted.Format(time.StampMilli)))
+			}
+		}
+	}
+	return len(qs), pairs, bad
+}
+
+// Payers is how many of the first n buyers pay while their hold lasts (promptly, or after an
+// idempotent retry): if they are at least the sellable units, every unit must end up sold.
+func Payers(n int, seed uint64, mix Mix) int {
+	p := 0
+	for i := range n {
+		switch BehaviorOf(UserName(i), seed, mix) {
+		case PayPromptly, Retry:
+			p++
+		}
+	}
+	return p
+}
