@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 )
 
@@ -25,6 +26,8 @@ type config struct {
 	Dev           bool
 	// NoConsume leaves the Redis streams to `seckill worker` processes (--consume=false).
 	NoConsume bool
+	// Pprof is serve's net/http/pprof listen address (--pprof, SECKILL_PPROF); empty: off.
+	Pprof string
 	// envErr is an environment value that could not be read; secrets reports it.
 	envErr error
 }
@@ -145,4 +148,27 @@ func maskURL(u string) string {
 		return u[:scheme+3] + cred[:i] + ":****" + u[at:]
 	}
 	return u
+}
+
+// checkPprofAddr accepts only a loopback host:port for --pprof: profiles and goroutine dumps
+// show request data and cost CPU on demand, so they must never be reachable from the network.
+// An empty host (":6060") would listen on every interface and is refused too.
+func checkPprofAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return fmt.Errorf("--pprof %q: want a loopback host:port such as 127.0.0.1:6060", addr)
+	}
+	if !isLoopbackHost(host) {
+		return fmt.Errorf("--pprof %q: the profiling endpoint listens on loopback only (127.0.0.1, ::1 or localhost), not %q", addr, host)
+	}
+	return nil
+}
+
+// isLoopbackHost reports whether host is "localhost" or a loopback IP literal.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

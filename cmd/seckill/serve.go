@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"time"
 )
 
@@ -14,8 +18,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var cfg config
 	bindConfig(fs, getenv, &cfg)
+	fs.StringVar(&cfg.Pprof, "pprof", getenv("SECKILL_PPROF"), "serve net/http/pprof on this loopback address, e.g. 127.0.0.1:6060; off when empty (SECKILL_PPROF)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
+	}
+	if cfg.Pprof != "" {
+		if err := checkPprofAddr(cfg.Pprof); err != nil {
+			return err
+		}
 	}
 	generated, err := cfg.secrets()
 	if err != nil {
@@ -29,10 +39,23 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		}
 	}
 	log.Info("config", "addr", cfg.Addr, "engine", cfg.Engine, "db", maskURL(cfg.DB), "redis_url", maskURL(cfg.RedisURL),
-		"auth_secret", mask(cfg.AuthSecret), "admin_token", mask(cfg.AdminToken), "payment_secret", mask(cfg.PaymentSecret), "dev", cfg.Dev)
+		"auth_secret", mask(cfg.AuthSecret), "admin_token", mask(cfg.AdminToken), "payment_secret", mask(cfg.PaymentSecret), "dev", cfg.Dev,
+		"pprof", cfg.Pprof)
+	var prof *pprofServer
+	if cfg.Pprof != "" {
+		// Bound before the app starts, so a busy or non-loopback address is a startup error.
+		if prof, err = listenPprof(cfg.Pprof); err != nil {
+			return err
+		}
+		defer prof.close()
+		log.Info("pprof", "url", "http://"+prof.listener.Addr().String()+"/debug/pprof/")
+	}
 	a, err := startApp(ctx, cfg, appOptions{}, log)
 	if err != nil {
 		return err
+	}
+	if prof != nil {
+		prof.start(log)
 	}
 	log.Info("serving", "url", a.url, "storefront", a.url+"/", "dashboard", a.url+"/admin")
 	select {
@@ -41,6 +64,55 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		a.serveDone <- err // let close see it
 	}
 	return shutdown(a, log)
+}
+
+// pprofServer serves net/http/pprof on a listener of its own (never on the API's), from its
+// own mux: the handlers net/http/pprof registers on http.DefaultServeMux are not served.
+type pprofServer struct {
+	listener net.Listener
+	http     *http.Server
+	done     chan struct{} // closed when the serving goroutine returns; nil until start
+}
+
+// listenPprof binds addr, which checkPprofAddr accepted. The bound address is checked again:
+// "localhost" is resolved by the system, and must not end up on a routable interface.
+func listenPprof(addr string) (*pprofServer, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof: listen on %s: %w", addr, err)
+	}
+	if tcp, ok := l.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
+		_ = l.Close()
+		return nil, fmt.Errorf("--pprof %q: resolved to %s, which is not a loopback address", addr, l.Addr())
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return &pprofServer{listener: l, http: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}, nil
+}
+
+// start serves in a goroutine of its own, once the app is up; close ends it.
+func (p *pprofServer) start(log *slog.Logger) {
+	p.done = make(chan struct{})
+	go func() {
+		defer close(p.done)
+		if err := p.http.Serve(p.listener); !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("pprof server stopped", "err", err)
+		}
+	}()
+}
+
+// close stops the profiling server at once (a CPU profile in progress is cut short rather
+// than delaying shutdown) and waits for its goroutine, if it was started.
+func (p *pprofServer) close() {
+	_ = p.http.Close()
+	_ = p.listener.Close()
+	if p.done != nil {
+		<-p.done
+	}
 }
 
 // shutdown closes the app in order within 15 s, logging the steps.
