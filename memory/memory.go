@@ -226,8 +226,11 @@ func (e *Engine) Buy(_ context.Context, req seckill.BuyRequest) (seckill.BuyResu
 	} else {
 		s.queue.push(r)
 	}
-	e.emit(s, r, now)
-	return seckill.BuyResult{Reservation: s.view(r)}, nil
+	// One view for the event and the answer: nothing changes r in between, and neither the
+	// pipeline nor the caller modifies a Reservation it is given.
+	v := s.view(r)
+	e.send(v, now)
+	return seckill.BuyResult{Reservation: v}, nil
 }
 
 // Reservation returns a reservation as it is now.
@@ -519,7 +522,16 @@ func (e *Engine) emit(s *sale, r *reservation, now time.Time) {
 	if e.events == nil {
 		return
 	}
-	e.events <- seckill.Event{Reservation: s.view(r), At: now}
+	e.send(s.view(r), now)
+}
+
+// send sends the view v of a reservation that changed at now; call it in the sale's critical
+// section, so that the events of one sale keep their order.
+func (e *Engine) send(v seckill.Reservation, now time.Time) {
+	if e.events == nil {
+		return
+	}
+	e.events <- seckill.Event{Reservation: v, At: now}
 }
 
 // random returns 8 bytes of crypto/rand output for a reservation id. They are read 4 KiB at a

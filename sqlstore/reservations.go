@@ -135,10 +135,7 @@ func merge(cur, in resRow) (resRow, bool) {
 // affected: on MySQL the no-op update of an existing row reports zero). A missing sale is
 // not_found (the foreign key).
 func (s *Store) insertReservation(ctx context.Context, tx *sql.Tx, row resRow) (bool, error) {
-	res, err := tx.ExecContext(ctx, s.q(s.d.insertIgnore(`INSERT INTO reservations (`+resColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, "id")),
-		row.id, row.saleID, row.userID, row.quantity, string(row.status), row.expiresAt, row.amountCents,
-		row.paymentID, s.d.keyArg(row.idempotencyKey), row.seq, row.createdAt, row.updatedAt)
+	res, err := tx.ExecContext(ctx, s.insertRowsSQL(1), insertReservationArgs(s.d, row)...)
 	if s.d.classify(err) == foreignKeyViolation {
 		return false, fmt.Errorf("%w: %w", seckill.Errorf(seckill.CodeNotFound,
 			"reservation %s: sale %q not found", row.id, row.saleID), err)
@@ -153,6 +150,21 @@ func (s *Store) insertReservation(ctx context.Context, tx *sql.Tx, row resRow) (
 	return n == 1, nil
 }
 
+// insertReservationArgs are the values of row for the columns resColumns, in order, as the
+// driver values they convert to (what database/sql would otherwise convert, by reflection,
+// for every argument of every row).
+func insertReservationArgs(d dialect, row resRow) []any {
+	var expiresAt, paymentID any
+	if row.expiresAt.Valid {
+		expiresAt = row.expiresAt.Int64
+	}
+	if row.paymentID.Valid {
+		paymentID = row.paymentID.String
+	}
+	return []any{row.id, row.saleID, row.userID, int64(row.quantity), string(row.status), expiresAt, row.amountCents,
+		paymentID, d.keyArg(row.idempotencyKey), row.seq, row.createdAt, row.updatedAt}
+}
+
 // lockReservation reads a reservation row and, on server databases, locks it until the
 // transaction ends, so that an event and a payment for one reservation take turns.
 func (s *Store) lockReservation(ctx context.Context, tx *sql.Tx, id string) (resRow, error) {
@@ -164,11 +176,18 @@ func (s *Store) lockReservation(ctx context.Context, tx *sql.Tx, id string) (res
 	return cur, nil
 }
 
+// updateReservationSQL writes the mutable fields of one row; updateReservationArgs are its
+// arguments.
+const updateReservationSQL = `UPDATE reservations SET status = ?, quantity = ?, amount_cents = ?,
+		expires_at = ?, payment_id = ?, updated_at = ? WHERE id = ?`
+
+func updateReservationArgs(row resRow) []any {
+	return []any{string(row.status), row.quantity, row.amountCents, row.expiresAt, row.paymentID, row.updatedAt, row.id}
+}
+
 // updateReservation writes the mutable fields of row.
 func (s *Store) updateReservation(ctx context.Context, tx *sql.Tx, row resRow) error {
-	_, err := tx.ExecContext(ctx, s.q(`UPDATE reservations SET status = ?, quantity = ?, amount_cents = ?,
-		expires_at = ?, payment_id = ?, updated_at = ? WHERE id = ?`),
-		string(row.status), row.quantity, row.amountCents, row.expiresAt, row.paymentID, row.updatedAt, row.id)
+	_, err := tx.ExecContext(ctx, s.q(updateReservationSQL), updateReservationArgs(row)...)
 	if err != nil {
 		return fmt.Errorf("sqlstore: update reservation %s: %w", row.id, err)
 	}
@@ -208,31 +227,52 @@ func (s *Store) upsertForward(ctx context.Context, tx *sql.Tx, row resRow) error
 // which keeps row locks in one order across concurrent batches. The batch is atomic: an invalid
 // event (invalid_argument) or one for a sale the store does not know (not_found) fails it whole,
 // and those codes tell the caller that retrying the same batch cannot help.
+//
+// The rows are written set-wise (applyBatch, events.go): one locking read of every row the
+// batch touches, the new reservations in multi-row INSERTs, one UPDATE per existing row that
+// changes. The result is the one of applying the events one at a time, in that order
+// (applyOneByOne, which is also the fallback when the set-wise attempt meets something it
+// does not handle itself: a reservation inserted concurrently, a missing sale).
 func (s *Store) ApplyEvents(ctx context.Context, events []seckill.Event) error {
+	rows, err := s.eventRows(events)
+	if err != nil || len(rows) == 0 {
+		return err
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error { return s.applyBatch(ctx, tx, rows) })
+	if !errors.Is(err, errBatchFallback) {
+		return err
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error { return s.applyOneByOne(ctx, tx, rows) })
+}
+
+// eventRows validates events and returns the rows they write, without the final statuses,
+// sorted by reservation id and, within one reservation, in event order.
+func (s *Store) eventRows(events []seckill.Event) ([]resRow, error) {
 	rows := make([]resRow, 0, len(events))
 	for _, e := range events {
 		row, err := newResRow(e.Reservation, s.stamp(e.At))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if row.status.Rank() >= finalRank {
 			continue
 		}
 		rows = append(rows, row)
 	}
-	if len(rows) == 0 {
-		return nil
-	}
 	// Stable, so the events of one reservation keep the order the engine sent them in.
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].id < rows[j].id })
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		for _, row := range rows {
-			if err := s.upsertForward(ctx, tx, row); err != nil {
-				return err
-			}
+	return rows, nil
+}
+
+// applyOneByOne applies rows (sorted by id, stable) one statement at a time: for each, an
+// insert unless present, else a locking read and, if merge changes it, an update.
+func (s *Store) applyOneByOne(ctx context.Context, tx *sql.Tx, rows []resRow) error {
+	for _, row := range rows {
+		if err := s.upsertForward(ctx, tx, row); err != nil {
+			return err
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // Reservations lists the reservations of a sale whose status is one of statuses (all of them

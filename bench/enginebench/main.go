@@ -7,12 +7,18 @@
 //   - Redis commands and Redis CPU time per buy, from INFO commandstats and INFO cpu;
 //   - with -http: the HTTP buy path of `seckill serve --engine redis` (with -db, e.g. MariaDB)
 //     against a bare net/http handler that answers a fixed body of the same size, driven by
-//     the same client in the same run.
+//     the same client in the same run; with -http-engine memory, of `seckill serve --engine
+//     memory` (the embedded engine, no Redis); with -soldout, also the sold-out path (a sale
+//     of stock 0, every buy 409 sold_out) against a bare handler answering a 409 of the same
+//     size.
 //
-// It starts a private redis-server on a free port, so that nothing else shares it.
+// It starts a private redis-server on a free port, so that nothing else shares it (not with
+// -skip-engine -http-engine memory, which needs no Redis). The server's environment passes
+// through, so SECKILL_PPROF=127.0.0.1:6060 lets one profile it during the run.
 //
 //	go run ./bench/enginebench -rounds 3 -duration 5s
 //	go run ./bench/enginebench -http -db mysql://root@127.0.0.1:3306/seckill_bench
+//	go run ./bench/enginebench -http -http-engine memory -skip-engine -soldout
 package main
 
 import (
@@ -68,6 +74,8 @@ var (
 	bareAddr   = flag.String("bare-server", "", "internal: serve the bare handler on this address")
 	skipEngine = flag.Bool("skip-engine", false, "skip the engine measurements (with -http: only the HTTP one)")
 	redisCPUs  = flag.String("redis-cpus", "", "pin the private redis-server to these CPUs with taskset (e.g. 1)")
+	httpEngine = flag.String("http-engine", "redis", "engine of the seckill serve that -http measures: redis or memory")
+	soldOut    = flag.Bool("soldout", false, "with -http: also measure the sold-out path (stock 0, every buy 409 sold_out)")
 )
 
 func run() error {
@@ -76,6 +84,17 @@ func run() error {
 		return serveBare(*bareAddr)
 	}
 	ctx := context.Background()
+	switch *httpEngine {
+	case "redis", "memory":
+	default:
+		return fmt.Errorf("-http-engine %q: want redis or memory", *httpEngine)
+	}
+	host, _ := os.Hostname()
+	if *skipEngine && *doHTTP && *httpEngine == "memory" {
+		// Nothing here needs Redis: no private redis-server.
+		fmt.Printf("enginebench %s on %s: %d CPUs, %s\n\n", time.Now().UTC().Format(time.RFC3339), host, runtime.NumCPU(), runtime.Version())
+		return benchmarkHTTP(ctx, "")
+	}
 	redisURL, rdb, stop, err := startRedis()
 	if err != nil {
 		return err
@@ -88,7 +107,6 @@ func run() error {
 	defer cl.Close()
 	eng := redisinv.New(cl.Inventory)
 	single := redisinv.New(cl.Inventory, redisinv.WithMaxBatch(1)) // every buy its own script call
-	host, _ := os.Hostname()
 	fmt.Printf("enginebench %s on %s: %d CPUs, %s, %s\n\n", time.Now().UTC().Format(time.RFC3339), host, runtime.NumCPU(), runtime.Version(), redisVersion(ctx, rdb))
 
 	if *skipEngine {
@@ -341,12 +359,25 @@ func redisCPU(ctx context.Context, rdb rueidis.Client) float64 {
 // buyBody is what the bare handler answers: the size of a real 201 buy answer.
 var buyBody = []byte(`{"id":"httpbench-0000000000000001a3f0c6e2b2c94d1e","sale_id":"httpbench","user_id":"h-000001","quantity":1,"status":"held","expires_at":"2026-12-03T10:00:00.000Z","amount_cents":100,"created_at":"2026-12-03T09:00:00.000Z"}` + "\n")
 
+// soldOutBody is what the bare handler answers for a sold-out sale: seckill's 409 problem.
+var soldOutBody = []byte(`{"type":"about:blank","title":"Sold out","status":409,"detail":"sold out","code":"sold_out"}`)
+
+// soldOutPrefix starts the id of the sold-out sales, so that the bare handler knows to answer 409.
+const soldOutPrefix = "soldout"
+
 // serveBare is the reference: net/http's mux and nothing else, answering every buy 201 with
-// a fixed body.
+// a fixed body (409 with a fixed problem for the sold-out sales).
 func serveBare(addr string) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/v1/sales/{id}/buy/{token}", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
+		if strings.HasPrefix(r.PathValue("id"), soldOutPrefix) {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.Header().Set("Content-Length", strconv.Itoa(len(soldOutBody)))
+			w.WriteHeader(http.StatusConflict)
+			_, _ = w.Write(soldOutBody)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(buyBody)))
 		w.WriteHeader(http.StatusCreated)
@@ -387,8 +418,9 @@ func waitHTTP(url string) error {
 	return fmt.Errorf("%s never answered", url)
 }
 
-// benchmarkHTTP starts `seckill serve --engine redis` and the bare handler as processes of
-// their own, and drives both with the same client, alternating, -rounds times.
+// benchmarkHTTP starts `seckill serve --engine <-http-engine>` and the bare handler as
+// processes of their own, and drives both with the same client, alternating, -rounds times.
+// redisURL is only used by the redis engine.
 func benchmarkHTTP(ctx context.Context, redisURL string) error {
 	dir, err := os.MkdirTemp("", "enginebench-")
 	if err != nil {
@@ -405,7 +437,7 @@ func benchmarkHTTP(ctx context.Context, redisURL string) error {
 	}
 	if strings.HasPrefix(store, "mysql://") {
 		// A database of its own: sales left by an earlier run would be missing from this run's
-		// fresh Redis, and their rebuilds would run during the measurement.
+		// fresh Redis (or memory engine: rebuilt at start), and would weigh on the measurement.
 		fresh, drop, err := freshMySQL(store)
 		if err != nil {
 			return err
@@ -414,9 +446,12 @@ func benchmarkHTTP(ctx context.Context, redisURL string) error {
 		store = fresh
 	}
 	addr := freeAddr()
-	srv := exec.Command(bin, "serve", "--engine", "redis", "--addr", addr)
-	srv.Env = append(os.Environ(), "SECKILL_REDIS_URL="+redisURL, "SECKILL_DB="+store, "SECKILL_ADMIN_TOKEN="+benchAdmin,
+	srv := exec.Command(bin, "serve", "--engine", *httpEngine, "--addr", addr)
+	srv.Env = append(os.Environ(), "SECKILL_DB="+store, "SECKILL_ADMIN_TOKEN="+benchAdmin,
 		"SECKILL_AUTH_SECRET="+benchAuth, "SECKILL_PAYMENT_SECRET=bench-payment", "SECKILL_DEV=")
+	if *httpEngine == "redis" {
+		srv.Env = append(srv.Env, "SECKILL_REDIS_URL="+redisURL)
+	}
 	srv.Stderr = benchLog()
 	if err := srv.Start(); err != nil {
 		return err
@@ -436,14 +471,14 @@ func benchmarkHTTP(ctx context.Context, redisURL string) error {
 		return err
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *clients, MaxConnsPerHost: *clients}, Timeout: 10 * time.Second}
-	fmt.Printf("HTTP buy path: seckill serve --engine redis --db %s against a bare net/http handler; %d client connections, every buy a new user, %v each\n",
-		redact(store), *clients, *duration)
-	var ours, refs, ratios []float64
-	var lastOurs, lastRef *hdrhistogram.Histogram
-	for r := range *rounds {
-		saleID := fmt.Sprintf("httpbench%d-%d", time.Now().Unix(), r)
-		startsAt := time.Now().UTC().Truncate(time.Millisecond)
-		body, _ := json.Marshal(map[string]any{"id": saleID, "price_cents": 100, "stock": seckill.MaxQuantity,
+	goal := "0.4"
+	if *httpEngine == "memory" {
+		goal = "0.7"
+	}
+	fmt.Printf("HTTP buy path: seckill serve --engine %s --db %s against a bare net/http handler; %d client connections, every buy a new user, %v each\n",
+		*httpEngine, redact(store), *clients, *duration)
+	createSale := func(saleID string, stock int, startsAt time.Time) error {
+		body, _ := json.Marshal(map[string]any{"id": saleID, "price_cents": 100, "stock": stock,
 			"hold_seconds": 3600, "queue_limit": 0, "starts_at": startsAt, "ends_at": startsAt.Add(24 * time.Hour)})
 		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/api/v1/sales", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+benchAdmin)
@@ -455,28 +490,64 @@ func benchmarkHTTP(ctx context.Context, redisURL string) error {
 		if resp.StatusCode != 201 {
 			return fmt.Errorf("create sale: %d", resp.StatusCode)
 		}
-		o, ho, err := drive(ctx, client, "http://"+addr, saleID, startsAt, fmt.Sprintf("r%d", r), 201)
+		return nil
+	}
+	type series struct {
+		ours, refs, ratios []float64
+		lastOurs, lastRef  *hdrhistogram.Histogram
+	}
+	var buys, sold series
+	// measure drives our server and the bare one with the same buyers' shape, one after the other.
+	measure := func(s *series, r int, prefix string, stock, want int) error {
+		saleID := fmt.Sprintf("%s%d-%d", prefix, time.Now().Unix(), r)
+		startsAt := time.Now().UTC().Truncate(time.Millisecond)
+		if err := createSale(saleID, stock, startsAt); err != nil {
+			return err
+		}
+		o, ho, err := drive(ctx, client, "http://"+addr, saleID, startsAt, fmt.Sprintf("%sr%d", prefix, r), want)
 		if err != nil {
 			return fmt.Errorf("seckill: %w", err)
 		}
-		b, hb, err := drive(ctx, client, "http://"+bareA, saleID, startsAt, fmt.Sprintf("b%d", r), 201)
+		b, hb, err := drive(ctx, client, "http://"+bareA, saleID, startsAt, fmt.Sprintf("%sb%d", prefix, r), want)
 		if err != nil {
 			return fmt.Errorf("bare: %w", err)
 		}
-		ours, refs, ratios = append(ours, o), append(refs, b), append(ratios, o/b)
-		lastOurs, lastRef = ho, hb
-		fmt.Printf("round %d: seckill %.0f buys/s (p50 %.2f ms, p99 %.2f ms), bare %.0f/s (p99 %.2f ms): %.2f×\n", r+1,
-			o, ms(ho, 50), ms(ho, 99), b, ms(hb, 99), o/b)
+		s.ours, s.refs, s.ratios = append(s.ours, o), append(s.refs, b), append(s.ratios, o/b)
+		s.lastOurs, s.lastRef = ho, hb
+		fmt.Printf("round %d %s: seckill %.0f/s (p50 %.2f ms, p99 %.2f ms), bare %.0f/s (p50 %.2f ms, p99 %.2f ms): %.2f×\n", r+1,
+			map[int]string{201: "buy 201", 409: "sold-out 409"}[want], o, ms(ho, 50), ms(ho, 99), b, ms(hb, 50), ms(hb, 99), o/b)
+		return nil
+	}
+	for r := range *rounds {
+		if err := measure(&buys, r, "httpbench", seckill.MaxQuantity, 201); err != nil {
+			return err
+		}
+		if *soldOut {
+			if err := measure(&sold, r, soldOutPrefix, 0, 409); err != nil {
+				return err
+			}
+		}
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Println()
-	fmt.Fprintln(tw, "HTTP buys/s\tround values\tmedian")
-	fmt.Fprintf(tw, "seckill serve --engine redis\t%s\t%.0f\n", list(ours), median(ours))
-	fmt.Fprintf(tw, "bare net/http handler\t%s\t%.0f\n", list(refs), median(refs))
-	fmt.Fprintf(tw, "ratio (goal ≥ 0.4)\t%s\t%.2f\n", listf(ratios, "%.2f"), median(ratios))
+	table := func(s series, what, goal string) {
+		fmt.Fprintf(tw, "HTTP %s/s\tround values\tmedian\n", what)
+		fmt.Fprintf(tw, "seckill serve --engine %s\t%s\t%.0f\n", *httpEngine, list(s.ours), median(s.ours))
+		fmt.Fprintf(tw, "bare net/http handler\t%s\t%.0f\n", list(s.refs), median(s.refs))
+		fmt.Fprintf(tw, "ratio%s\t%s\t%.2f\n", goal, listf(s.ratios, "%.2f"), median(s.ratios))
+	}
+	table(buys, "buys", " (goal ≥ "+goal+")")
+	if *soldOut {
+		fmt.Fprintln(tw, "\t\t")
+		table(sold, "sold-out answers", "")
+	}
 	_ = tw.Flush()
 	fmt.Printf("last round latency: seckill p50 %.2f ms p99 %.2f ms; bare p50 %.2f ms p99 %.2f ms\n",
-		ms(lastOurs, 50), ms(lastOurs, 99), ms(lastRef, 50), ms(lastRef, 99))
+		ms(buys.lastOurs, 50), ms(buys.lastOurs, 99), ms(buys.lastRef, 50), ms(buys.lastRef, 99))
+	if *soldOut {
+		fmt.Printf("last round sold-out latency: seckill p50 %.2f ms p99 %.2f ms; bare p50 %.2f ms p99 %.2f ms\n",
+			ms(sold.lastOurs, 50), ms(sold.lastOurs, 99), ms(sold.lastRef, 50), ms(sold.lastRef, 99))
+	}
 	return nil
 }
 

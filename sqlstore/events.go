@@ -1,0 +1,303 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/seckill-go/seckill"
+)
+
+// The set-wise path of ApplyEvents. Storing the held events of a buy rush one statement at a
+// time cost more than the rush itself: an INSERT per event (on SQLite, each one parsed anew)
+// and, for each that was already there, a read and an update. Here a batch costs one locking
+// read of the rows it touches, multi-row INSERTs of the new reservations (SQLite: one prepared
+// INSERT), and one UPDATE per stored row that changes, with the result of the one-by-one path.
+// On SQLite a reservation whose first event is a buy's (held or queued) is inserted at once,
+// and read only if it turns out to be there already (insertFirst).
+//
+// Why the results are the same: the one-by-one path inserts the first event of a new
+// reservation and merges each later one into the row it just wrote; for a stored reservation
+// it merges each event into the row as stored. Every one of those rows is held by the
+// transaction (SQLite: the one writer; server databases: the locking read, or the uncommitted
+// insert that a concurrent insert of the same id waits for), and a row round-trips through the
+// database unchanged, so folding merge over a reservation's events in memory, from the same
+// starting row and in the same order, gives the row that the last statement of the one-by-one
+// path would have left, and writing only that row is the same commit. Rows of different
+// reservations do not interact (no triggers; the foreign key reads sales, which events never
+// write), so the order in which they are written does not matter.
+//
+// What the set-wise path does not decide itself, it hands to the one-by-one path in a fresh
+// transaction (errBatchFallback): a reservation that another transaction inserted between the
+// locking read and the INSERT (the INSERT then affects fewer rows than it was given: there is
+// no portable way to learn which were skipped, so the stored row the events must be merged
+// into is unknown), and a missing sale (the foreign key: the one-by-one path names the event).
+
+// errBatchFallback ends a set-wise attempt whose outcome only the one-by-one path can
+// decide; nothing of the attempt is committed.
+var errBatchFallback = errors.New("sqlstore: batch needs the one-by-one path")
+
+const (
+	// batchLockIDs bounds the ids of one locking read (an IN list), far below every
+	// database's limit on parameters (SQLite 32766, PostgreSQL 65535).
+	batchLockIDs = 500
+	// batchInsertRows bounds the rows of one INSERT on a server database: 12 parameters each.
+	batchInsertRows = 100
+	// batchPrepareUpdates is the number of changed rows from which the UPDATE is prepared once
+	// for the batch rather than sent (and, on SQLite, compiled) for each row.
+	batchPrepareUpdates = 4
+)
+
+// applyBatch applies rows, sorted by id (stable, so each reservation's events are in the
+// order they were sent), in tx.
+func (s *Store) applyBatch(ctx context.Context, tx *sql.Tx, rows []resRow) error {
+	var ins inserter
+	defer ins.close()
+	var probe [][]resRow // reservations whose stored row the locking read fetches
+	var fresh, changed []resRow
+	for i := 0; i < len(rows); {
+		j := i + 1
+		for j < len(rows) && rows[j].id == rows[i].id {
+			j++
+		}
+		g := rows[i:j]
+		i = j
+		if !s.insertFirst(g[0]) {
+			probe = append(probe, g)
+			continue
+		}
+		// Insert the reservation as its events leave it; if it was already there, merge
+		// them into the stored row instead. The one-by-one path does the same, event by event.
+		inserted, err := ins.insert(ctx, s, tx, fold(g[0], g[1:]))
+		if err != nil || inserted {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		cur, err := s.lockReservation(ctx, tx, g[0].id)
+		if err != nil {
+			return err
+		}
+		if next := fold(cur, g); next != cur {
+			changed = append(changed, next)
+		}
+	}
+	if len(probe) > 0 {
+		ids := make([]string, len(probe))
+		for i, g := range probe {
+			ids[i] = g[0].id
+		}
+		stored, err := s.lockReservations(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		for _, g := range probe {
+			if cur, ok := stored[g[0].id]; ok {
+				if next := fold(cur, g); next != cur {
+					changed = append(changed, next)
+				}
+			} else {
+				fresh = append(fresh, fold(g[0], g[1:]))
+			}
+		}
+	}
+	if testHookBeforeInsert != nil {
+		testHookBeforeInsert(fresh)
+	}
+	if err := s.insertReservations(ctx, tx, &ins, fresh); err != nil {
+		return err
+	}
+	return s.updateReservations(ctx, tx, changed)
+}
+
+// insertFirst reports whether a reservation whose first event in the batch is first is
+// inserted without reading it first. Only on SQLite, where nothing else writes while the
+// transaction runs and a statement costs no round trip, and only for a first event that is
+// held or queued: what a buy reports, so the reservation is most likely new. Anything else
+// (an expiry, a cancellation...) is an update of a stored row, read with the others at once.
+func (s *Store) insertFirst(first resRow) bool {
+	return s.d.name == sqliteDialect.name && first.status.Rank() <= seckill.StatusHeld.Rank()
+}
+
+// testHookBeforeInsert, when set by a test, runs between the locking read and the INSERT, to
+// insert a row concurrently. Always nil outside tests.
+var testHookBeforeInsert func(fresh []resRow)
+
+// fold merges events, in order, into cur, as a row stored, read back and merged again for
+// each event would end.
+func fold(cur resRow, events []resRow) resRow {
+	for _, in := range events {
+		cur, _ = merge(cur, in)
+	}
+	return cur
+}
+
+// lockReservations reads the stored rows among ids and, on server databases, locks them
+// until the transaction ends, as lockReservation does for one.
+func (s *Store) lockReservations(ctx context.Context, tx *sql.Tx, ids []string) (map[string]resRow, error) {
+	stored := make(map[string]resRow)
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), batchLockIDs)]
+		ids = ids[len(chunk):]
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		rows, err := tx.QueryContext(ctx, s.q(`SELECT `+resColumns+` FROM reservations WHERE id IN (`+
+			placeholders(len(chunk))+`)`+s.d.forUpdate), args...)
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: read %d reservations: %w", len(chunk), err)
+		}
+		for rows.Next() {
+			var r resRow
+			if err := r.scan(rows); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("sqlstore: read reservations: %w", err)
+			}
+			stored[r.id] = r
+		}
+		if err := rows.Close(); err != nil {
+			return nil, fmt.Errorf("sqlstore: read reservations: %w", err)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("sqlstore: read reservations: %w", err)
+		}
+	}
+	return stored, nil
+}
+
+// insertReservations inserts rows, none of which the locking read found, skipping an id
+// already present. Fewer rows inserted than given (another transaction inserted one of the
+// ids meanwhile) or a missing sale is errBatchFallback.
+//
+// Server databases get multi-row INSERTs: one round trip per batchInsertRows rows. SQLite gets
+// one prepared single-row INSERT, run for each row (ins): there is no round trip to save, and
+// a multi-row INSERT inside a transaction would have SQLite copy every page it changes to a
+// statement journal (a temporary file), so that the statement could be undone alone if a
+// constraint failed half way; a single-row INSERT checks its constraints before it writes.
+func (s *Store) insertReservations(ctx context.Context, tx *sql.Tx, ins *inserter, rows []resRow) error {
+	if s.d.name == sqliteDialect.name {
+		for _, r := range rows {
+			inserted, err := ins.insert(ctx, s, tx, r)
+			if err != nil {
+				return err
+			}
+			if !inserted {
+				return errBatchFallback
+			}
+		}
+		return nil
+	}
+	for len(rows) > 0 {
+		chunk := rows[:min(len(rows), batchInsertRows)]
+		rows = rows[len(chunk):]
+		args := make([]any, 0, 12*len(chunk))
+		for _, r := range chunk {
+			args = append(args, insertReservationArgs(s.d, r)...)
+		}
+		res, err := tx.ExecContext(ctx, s.insertRowsSQL(len(chunk)), args...)
+		n, err := s.inserted(res, err, len(chunk))
+		if err != nil {
+			return err
+		}
+		if n != int64(len(chunk)) {
+			return errBatchFallback
+		}
+	}
+	return nil
+}
+
+// inserter inserts single rows with one statement prepared for the transaction.
+type inserter struct{ stmt *sql.Stmt }
+
+// insert inserts row unless its id exists, reporting whether it did. A missing sale is
+// errBatchFallback: the one-by-one path names the event.
+func (ins *inserter) insert(ctx context.Context, s *Store, tx *sql.Tx, row resRow) (bool, error) {
+	if ins.stmt == nil {
+		stmt, err := tx.PrepareContext(ctx, s.insertRowsSQL(1))
+		if err != nil {
+			return false, fmt.Errorf("sqlstore: insert reservations: %w", err)
+		}
+		ins.stmt = stmt
+	}
+	res, err := ins.stmt.ExecContext(ctx, insertReservationArgs(s.d, row)...)
+	n, err := s.inserted(res, err, 1)
+	return n == 1, err
+}
+
+func (ins *inserter) close() {
+	if ins.stmt != nil {
+		_ = ins.stmt.Close()
+	}
+}
+
+// inserted reads the outcome of an INSERT of n rows that skips ids already present: the
+// number of rows it inserted. A missing sale is errBatchFallback.
+func (s *Store) inserted(res sql.Result, err error, n int) (int64, error) {
+	if s.d.classify(err) == foreignKeyViolation {
+		return 0, errBatchFallback
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: insert %d reservations: %w", n, err)
+	}
+	got, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: insert %d reservations: %w", n, err)
+	}
+	return got, nil
+}
+
+// insertSQL caches the multi-row INSERT statements by dialect and row count.
+var insertSQL sync.Map // insertKey → string
+
+type insertKey struct {
+	dialect string
+	rows    int
+}
+
+// insertRowsSQL is the INSERT of n reservation rows, ignoring ids already present (one row
+// affected per row inserted, as insertReservation relies on for one).
+func (s *Store) insertRowsSQL(n int) string {
+	key := insertKey{s.d.name, n}
+	if q, ok := insertSQL.Load(key); ok {
+		return q.(string)
+	}
+	var b strings.Builder
+	b.WriteString(`INSERT INTO reservations (` + resColumns + `) VALUES `)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+	}
+	q := s.q(s.d.insertIgnore(b.String(), "id"))
+	insertSQL.Store(key, q)
+	return q
+}
+
+// updateReservations writes the mutable fields of rows, as updateReservation does for one.
+func (s *Store) updateReservations(ctx context.Context, tx *sql.Tx, rows []resRow) error {
+	if len(rows) < batchPrepareUpdates {
+		for _, r := range rows {
+			if err := s.updateReservation(ctx, tx, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	stmt, err := tx.PrepareContext(ctx, s.q(updateReservationSQL))
+	if err != nil {
+		return fmt.Errorf("sqlstore: update reservations: %w", err)
+	}
+	defer stmt.Close()
+	for _, r := range rows {
+		if _, err := stmt.ExecContext(ctx, updateReservationArgs(r)...); err != nil {
+			return fmt.Errorf("sqlstore: update reservation %s: %w", r.id, err)
+		}
+	}
+	return nil
+}

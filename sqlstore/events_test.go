@@ -1,0 +1,253 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill-go/seckill"
+)
+
+var batchT0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// randomEvent is an event for one of n reservations of sale "s", with everything an engine
+// (or a confused one) could send varied: every status, times that go back and forth, identity
+// fields that disagree with the first event of the reservation, a payment id on any status.
+func randomEvent(rng *rand.Rand, n int) seckill.Event {
+	i := rng.IntN(n)
+	statuses := []seckill.ReservationStatus{seckill.StatusQueued, seckill.StatusHeld, seckill.StatusHeld,
+		seckill.StatusCancelled, seckill.StatusExpired, seckill.StatusRejected, seckill.StatusPaid, seckill.StatusRefundRequired}
+	q := 1 + rng.IntN(3)
+	r := seckill.Reservation{
+		ID: fmt.Sprintf("s-r%04d", i), SaleID: "s", UserID: fmt.Sprintf("u%d", i+rng.IntN(2)), Quantity: q,
+		Status: statuses[rng.IntN(len(statuses))], AmountCents: int64(q) * 100,
+		CreatedAt: batchT0.Add(time.Duration(rng.IntN(5)) * time.Millisecond), Seq: uint64(i + 1 + rng.IntN(2)),
+		IdempotencyKey: []string{"", "k", "\xff\x00key"}[rng.IntN(3)],
+	}
+	if rng.IntN(4) == 0 {
+		r.PaymentID = fmt.Sprintf("pay-%d", rng.IntN(3))
+	}
+	if r.Status == seckill.StatusHeld && rng.IntN(5) > 0 {
+		e := batchT0.Add(time.Duration(rng.IntN(60000)) * time.Millisecond)
+		r.ExpiresAt = &e
+	}
+	return seckill.Event{Reservation: r, At: batchT0.Add(time.Duration(rng.IntN(20)) * time.Millisecond)}
+}
+
+// storedRows returns every reservation row as stored, by id, and the sold count of sale "s".
+func storedRows(t *testing.T, s *Store) ([]resRow, int) {
+	t.Helper()
+	rows, err := s.rdb.QueryContext(t.Context(), `SELECT `+resColumns+` FROM reservations ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []resRow
+	for rows.Next() {
+		var r resRow
+		if err := r.scan(rows); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var sold int
+	if err := s.rdb.QueryRowContext(t.Context(), s.q(`SELECT sold FROM sales WHERE id = ?`), "s").Scan(&sold); err != nil {
+		t.Fatal(err)
+	}
+	return out, sold
+}
+
+// batchStores runs fn with two empty stores of each dialect (the server ones when their
+// environment variables are set), each knowing sale "s", and the URL of the first.
+func batchStores(t *testing.T, fn func(t *testing.T, a, b *Store, dsnA string)) {
+	open := func(t *testing.T, fresh freshDB) {
+		dsnA := fresh(t)
+		a, b := openT(t, dsnA), openT(t, fresh(t))
+		for _, s := range []*Store{a, b} {
+			if err := s.CreateSale(t.Context(), testSale("s", 1_000_000, 0)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fn(t, a, b, dsnA)
+	}
+	t.Run("SQLite", func(t *testing.T) {
+		open(t, func(*testing.T) string { return "sqlite://:memory:" })
+	})
+	t.Run("MySQL", func(t *testing.T) { open(t, freshMySQL) })
+	t.Run("Postgres", func(t *testing.T) { open(t, freshPostgres) })
+}
+
+// TestApplyBatchMatchesOneByOne is the differential test of the set-wise path: random batches
+// (repeated reservations within a batch, rows already stored, out-of-order times, payments in
+// between, batches larger than one locking read or one INSERT) leave exactly the rows, every
+// column of them, that applying the events one statement at a time leaves, and the set-wise
+// path never needs its fallback when nothing runs concurrently.
+func TestApplyBatchMatchesOneByOne(t *testing.T) {
+	batchStores(t, func(t *testing.T, a, b *Store, _ string) {
+		seed := time.Now().UnixNano()
+		t.Logf("seed %d", seed)
+		rng := rand.New(rand.NewPCG(uint64(seed), 1))
+		rounds := 40
+		if testing.Short() {
+			rounds = 10
+		}
+		for round := range rounds {
+			n, size := 40, 1+rng.IntN(60) // few reservations, so batches repeat them
+			if round == 7 {
+				n, size = 1200, 1500 // more than batchLockIDs ids and batchInsertRows new rows
+			}
+			events := make([]seckill.Event, size)
+			for i := range events {
+				events[i] = randomEvent(rng, n)
+			}
+			rows, err := a.eventRows(events)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.inTx(t.Context(), func(tx *sql.Tx) error { return a.applyBatch(t.Context(), tx, rows) }); err != nil {
+				t.Fatalf("round %d: applyBatch: %v", round, err)
+			}
+			if err := b.inTx(t.Context(), func(tx *sql.Tx) error { return b.applyOneByOne(t.Context(), tx, rows) }); err != nil {
+				t.Fatalf("round %d: applyOneByOne: %v", round, err)
+			}
+			if rng.IntN(3) == 0 { // a payment makes a row final on both sides
+				e := randomEvent(rng, n)
+				e.Reservation.Status = seckill.StatusHeld
+				p := seckill.PaymentRecord{PaymentID: fmt.Sprintf("p%d", round), Reservation: e.Reservation,
+					AmountCents: e.Reservation.AmountCents, Result: seckill.PaymentApplied, At: e.At}
+				ra, erra := a.RecordPayment(t.Context(), p)
+				rb, errb := b.RecordPayment(t.Context(), p)
+				if ra != rb || (erra == nil) != (errb == nil) {
+					t.Fatalf("round %d: RecordPayment %s, %v and %s, %v", round, ra, erra, rb, errb)
+				}
+			}
+			ga, sa := storedRows(t, a)
+			gb, sb := storedRows(t, b)
+			if !slices.Equal(ga, gb) || sa != sb {
+				for i := range min(len(ga), len(gb)) {
+					if ga[i] != gb[i] {
+						t.Errorf("first difference: set-wise %+v, one by one %+v", ga[i], gb[i])
+						break
+					}
+				}
+				t.Fatalf("round %d: %d rows (sold %d) set-wise, %d rows (sold %d) one by one", round, len(ga), sa, len(gb), sb)
+			}
+		}
+		// ApplyEvents itself takes the set-wise path and agrees too.
+		events := make([]seckill.Event, 300)
+		for i := range events {
+			events[i] = randomEvent(rng, 200)
+		}
+		if err := a.ApplyEvents(t.Context(), events); err != nil {
+			t.Fatal(err)
+		}
+		rows, _ := b.eventRows(events)
+		if err := b.inTx(t.Context(), func(tx *sql.Tx) error { return b.applyOneByOne(t.Context(), tx, rows) }); err != nil {
+			t.Fatal(err)
+		}
+		ga, _ := storedRows(t, a)
+		gb, _ := storedRows(t, b)
+		if !slices.Equal(ga, gb) {
+			t.Fatal("ApplyEvents and the one-by-one path differ")
+		}
+	})
+}
+
+// TestApplyBatchFallsBack: a reservation that another transaction inserts between the
+// locking read and the INSERT, and an event for a sale the store does not know, are left to
+// the one-by-one path, which merges the events into the row the other transaction wrote and
+// names the event of the missing sale.
+func TestApplyBatchFallsBack(t *testing.T) {
+	batchStores(t, func(t *testing.T, a, _ *Store, dsn string) {
+		ctx := t.Context()
+		// insertReservations refuses to guess which rows an INSERT skipped.
+		first := randomEvent(rand.New(rand.NewPCG(1, 2)), 1)
+		first.Reservation.Status = seckill.StatusQueued
+		if err := a.ApplyEvents(ctx, []seckill.Event{first}); err != nil {
+			t.Fatal(err)
+		}
+		rows, _ := a.eventRows([]seckill.Event{first})
+		err := a.inTx(ctx, func(tx *sql.Tx) error {
+			var ins inserter
+			defer ins.close()
+			return a.insertReservations(ctx, tx, &ins, rows)
+		})
+		if !errors.Is(err, errBatchFallback) {
+			t.Fatalf("inserting a stored row again: %v, want errBatchFallback", err)
+		}
+
+		// A missing sale: not_found, naming the reservation, and nothing of the batch stored.
+		good := testRes("s", "s-a", "alice", 1, 1)
+		ghost := testRes("ghost", "ghost-b", "bob", 1, 2)
+		err = a.ApplyEvents(ctx, []seckill.Event{{Reservation: good, At: batchT0}, {Reservation: ghost, At: batchT0}})
+		if seckill.ErrorCode(err) != seckill.CodeNotFound || !errorMentions(err, "ghost-b") {
+			t.Fatalf("ApplyEvents with an unknown sale: %v; want not_found naming ghost-b", err)
+		}
+		if _, err := a.lockReservationRO(ctx, "s-a"); !errors.Is(err, sql.ErrNoRows) {
+			t.Fatalf("a failed batch stored a reservation (%v)", err)
+		}
+
+		if a.d.name == "sqlite" {
+			return // one writer at a time: no other transaction can insert in between
+		}
+		// A concurrent insert, through the other connection pool of a store on the same database.
+		other := openT(t, dsn)
+		held := testRes("s", "s-raced", "carol", 1, 3)
+		heldEv := seckill.Event{Reservation: held, At: batchT0.Add(time.Second)}
+		queuedEv := seckill.Event{Reservation: held, At: batchT0}
+		queuedEv.Reservation.Status, queuedEv.Reservation.ExpiresAt = seckill.StatusQueued, nil
+		expired := held
+		expired.Status, expired.ExpiresAt = seckill.StatusExpired, nil
+		expiredEv := seckill.Event{Reservation: expired, At: batchT0.Add(2 * time.Second)}
+		testHookBeforeInsert = func(fresh []resRow) {
+			testHookBeforeInsert = nil
+			if err := other.ApplyEvents(ctx, []seckill.Event{heldEv}); err != nil {
+				t.Errorf("concurrent insert: %v", err)
+			}
+		}
+		defer func() { testHookBeforeInsert = nil }()
+		if err := a.ApplyEvents(ctx, []seckill.Event{queuedEv, expiredEv}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := a.lockReservationRO(ctx, "s-raced")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// held (the other transaction's) then queued (older: ignored) then expired (forward).
+		want, _ := newResRow(held, heldEv.At)
+		want, _ = merge(want, mustRow(t, queuedEv))
+		want, _ = merge(want, mustRow(t, expiredEv))
+		if got != want || got.status != seckill.StatusExpired {
+			t.Fatalf("raced reservation stored as %+v, want %+v", got, want)
+		}
+	})
+}
+
+func mustRow(t *testing.T, e seckill.Event) resRow {
+	t.Helper()
+	r, err := newResRow(e.Reservation, e.At)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func errorMentions(err error, s string) bool {
+	return err != nil && strings.Contains(err.Error(), s)
+}
+
+// lockReservationRO reads one reservation row outside any transaction.
+func (s *Store) lockReservationRO(ctx context.Context, id string) (resRow, error) {
+	var r resRow
+	err := r.scan(s.rdb.QueryRowContext(ctx, s.q(`SELECT `+resColumns+` FROM reservations WHERE id = ?`), id))
+	return r, err
+}
