@@ -2,6 +2,10 @@ package seckill_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
 	"net/http"
 	"slices"
 	"sync/atomic"
@@ -155,6 +159,28 @@ func TestPurchaseTokenSharedAcrossInstances(t *testing.T) {
 		if err := c.svc.CheckPurchaseToken(ctx, c.sale, token, c.user); seckill.ErrorCode(err) != seckill.CodeInvalidToken {
 			t.Errorf("token used by %s on %s: %v, want invalid_token", c.user, c.sale, err)
 		}
+	}
+	// Any change of the token is refused: each character replaced, one cut off, one added.
+	altered := []string{token[:len(token)-1], token + "A", ""}
+	for i := range token {
+		c := byte('A')
+		if token[i] == 'A' {
+			c = 'B'
+		}
+		altered = append(altered, token[:i]+string(c)+token[i+1:])
+	}
+	for _, bad := range altered {
+		if err := b.CheckPurchaseToken(ctx, "s1", bad, "alice"); seckill.ErrorCode(err) != seckill.CodeInvalidToken {
+			t.Fatalf("altered token %q: %v, want invalid_token", bad, err)
+		}
+	}
+	// The token is the documented HMAC, computed here independently of the service.
+	key := hmac.New(sha256.New, []byte("k"))
+	key.Write([]byte("seckill purchase path v1"))
+	mac := hmac.New(sha256.New, key.Sum(nil))
+	fmt.Fprintf(mac, "s1\x00alice\x00%d", sale.StartsAt.UnixMilli())
+	if want := base64.RawURLEncoding.EncodeToString(mac.Sum(nil)); token != want {
+		t.Errorf("token %q, want %q", token, want)
 	}
 	clock.Set(sale.StartsAt.Add(-time.Second))
 	if _, err := a.PurchasePath(ctx, "s1", "alice"); seckill.ErrorCode(err) != seckill.CodeNotStarted {

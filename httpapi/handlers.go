@@ -81,13 +81,9 @@ func (s *Server) buy(w http.ResponseWriter, r *http.Request) error {
 	if err := s.svc.CheckPurchaseToken(r.Context(), saleID, r.PathValue("token"), user); err != nil {
 		return err
 	}
-	var in BuyBody
-	if err := decodeBody(w, r, &in, true); err != nil {
+	q, err := buyQuantity(w, r)
+	if err != nil {
 		return err
-	}
-	q := 1
-	if in.Quantity != nil {
-		q = *in.Quantity
 	}
 	if q < 1 {
 		return seckill.Errorf(seckill.CodeInvalidArgument, "quantity must be at least 1")

@@ -307,15 +307,37 @@ func calibrate(ctx context.Context, o benchOptions, d time.Duration, rounds, cli
 		var ratios []float64
 		for r := range rounds {
 			tag := fmt.Sprintf("%d-%d", path.want, r)
-			ours, err := loadgen.Flood(ctx, loadgen.FloodConfig{Target: o.targets[0], SaleID: id, Clients: clients, Duration: d, Buyer: buyer("s" + tag), Want: path.want})
+			floodOurs := func() (loadgen.FloodResult, error) {
+				return loadgen.Flood(ctx, loadgen.FloodConfig{Target: o.targets[0], SaleID: id, Clients: clients, Duration: d, Buyer: buyer("s" + tag), Want: path.want})
+			}
+			floodTheirs := func() (loadgen.FloodResult, error) {
+				return loadgen.Flood(ctx, loadgen.FloodConfig{Target: ref, SaleID: id, Clients: clients, Duration: d, Buyer: buyer("r" + tag), Want: path.want})
+			}
+			// Odd rounds run the reference first, so that neither side always follows the
+			// other; the pause lets the target's background work of a flood (storing its
+			// events, collecting its garbage) end before the next flood is timed.
+			first, second := floodOurs, floodTheirs
+			if r%2 == 1 {
+				first, second = floodTheirs, floodOurs
+			}
+			a, err := first()
+			if err == nil {
+				err = sleepCtx(ctx, calibratePause)
+			}
+			var b loadgen.FloodResult
+			if err == nil {
+				b, err = second()
+			}
+			if err == nil {
+				err = sleepCtx(ctx, calibratePause)
+			}
 			if err != nil {
 				stop()
 				return err
 			}
-			theirs, err := loadgen.Flood(ctx, loadgen.FloodConfig{Target: ref, SaleID: id, Clients: clients, Duration: d, Buyer: buyer("r" + tag), Want: path.want})
-			if err != nil {
-				stop()
-				return err
+			ours, theirs := a, b
+			if r%2 == 1 {
+				ours, theirs = b, a
 			}
 			ratio := ours.Rate / theirs.Rate
 			ratios = append(ratios, ratio)
@@ -328,6 +350,21 @@ func calibrate(ctx context.Context, o benchOptions, d time.Duration, rounds, cli
 		fmt.Fprintf(tw, "%s\tmedian\t\t\t\t\t\t\t%.2f×\n", path.name, ratios[len(ratios)/2])
 	}
 	return tw.Flush()
+}
+
+// calibratePause separates the floods of a calibration.
+const calibratePause = 2 * time.Second
+
+// sleepCtx waits d, or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // post sends one buy and returns its status and body.
