@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -499,4 +500,45 @@ func unavailable(err error) error {
 		return err
 	}
 	return fmt.Errorf("%w: %w", Errorf(CodeUnavailable, "the database is unavailable; retry shortly"), err)
+}
+
+// maxHoldChecks bounds the engine reads of one ExpiringHolds call.
+const maxHoldChecks = 64
+
+// ExpiringHolds returns up to n of the sale's holds with the soonest expires_at, as the engine
+// has them now. Candidates come from the order store (which the events reach a moment after
+// the engine), soonest first, and each is read from the engine, so a hold that has ended since
+// is left out and one granted a moment ago may be missing; at most maxHoldChecks are read.
+func (s *Service) ExpiringHolds(ctx context.Context, saleID string, n int) ([]Reservation, error) {
+	if _, _, err := s.inv.Sale(ctx, saleID); err != nil {
+		return nil, err
+	}
+	stored, err := s.store.Reservations(ctx, saleID, StatusHeld)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	sort.Slice(stored, func(i, j int) bool { return expiry(stored[i]).Before(expiry(stored[j])) })
+	holds := []Reservation{}
+	for i := 0; i < len(stored) && i < maxHoldChecks && len(holds) < n; i++ {
+		r, err := s.inv.Reservation(ctx, stored[i].ID)
+		if err != nil {
+			if ErrorCode(err) == CodeNotFound {
+				continue
+			}
+			return nil, err
+		}
+		if r.Status == StatusHeld {
+			holds = append(holds, r)
+		}
+	}
+	sort.Slice(holds, func(i, j int) bool { return expiry(holds[i]).Before(expiry(holds[j])) })
+	return holds, nil
+}
+
+// expiry is a hold's expires_at; the zero time for a reservation without one.
+func expiry(r Reservation) time.Time {
+	if r.ExpiresAt == nil {
+		return time.Time{}
+	}
+	return *r.ExpiresAt
 }

@@ -134,6 +134,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	e.srv = httptest.NewServer(e.api.Handler())
 	e.client = e.srv.Client()
 	t.Cleanup(func() {
+		e.api.Close() // ends event streams, which would keep srv.Close waiting
 		e.srv.Close()
 		close(e.engineEvents) // nothing calls the engine any more
 		<-fwdDone

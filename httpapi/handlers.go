@@ -73,12 +73,16 @@ func (s *Server) buy(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	saleID := r.PathValue("id")
 	if !s.limiter.allow(user, s.now()) {
 		s.metrics.outcome("rate_limited")
+		s.activity.record(saleID, "rate_limited", s.now(), true)
 		return seckill.Errorf(seckill.CodeRateLimited, "too many buys; slow down")
 	}
-	saleID := r.PathValue("id")
 	if err := s.svc.CheckPurchaseToken(r.Context(), saleID, r.PathValue("token"), user); err != nil {
+		if seckill.ErrorCode(err) == seckill.CodeInvalidToken { // the sale exists
+			s.activity.record(saleID, string(seckill.CodeInvalidToken), s.now(), false)
+		}
 		return err
 	}
 	q, err := buyQuantity(w, r)
@@ -94,20 +98,22 @@ func (s *Server) buy(w http.ResponseWriter, r *http.Request) error {
 	}
 	res, err := s.svc.Buy(r.Context(), seckill.BuyRequest{SaleID: saleID, UserID: user, Quantity: q, IdempotencyKey: key})
 	if err != nil {
-		s.metrics.outcome(string(seckill.ErrorCode(err)))
+		code := string(seckill.ErrorCode(err))
+		s.metrics.outcome(code)
+		if code != string(seckill.CodeNotFound) && code != string(seckill.CodeUnavailable) {
+			s.activity.record(saleID, code, s.now(), false)
+		}
 		return err
 	}
-	status := http.StatusCreated
+	status, outcome := http.StatusCreated, "held"
 	switch {
 	case res.Replayed:
-		status = http.StatusOK
-		s.metrics.outcome("replayed")
+		status, outcome = http.StatusOK, "replayed"
 	case res.Reservation.Status == seckill.StatusQueued:
-		status = http.StatusAccepted
-		s.metrics.outcome("queued")
-	default:
-		s.metrics.outcome("held")
+		status, outcome = http.StatusAccepted, "queued"
 	}
+	s.metrics.outcome(outcome)
+	s.activity.record(saleID, outcome, s.now(), false)
 	writeJSON(w, status, res.Reservation)
 	return nil
 }

@@ -19,6 +19,9 @@ type metrics struct {
 	duration     *prometheus.HistogramVec
 	reservations *prometheus.CounterVec
 	payments     *prometheus.CounterVec
+	// streams and streamsDropped count live event streams, and those cut for reading too slowly.
+	streams        prometheus.Gauge
+	streamsDropped prometheus.Counter
 }
 
 func newMetrics(reg *prometheus.Registry, svc *seckill.Service) *metrics {
@@ -37,7 +40,13 @@ func newMetrics(reg *prometheus.Registry, svc *seckill.Service) *metrics {
 			Name: "seckill_payments_total", Help: "Webhook deliveries by result.",
 		}, []string{"result"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.reservations, m.payments,
+	m.streams = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "seckill_event_streams", Help: "Open GET /api/v1/sales/{id}/events streams.",
+	})
+	m.streamsDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_event_streams_dropped_total", Help: "Event streams disconnected because the client read too slowly.",
+	})
+	reg.MustRegister(m.requests, m.duration, m.reservations, m.payments, m.streams, m.streamsDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&stockCollector{svc: svc})
 	return m

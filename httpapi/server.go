@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,16 +35,21 @@ type Config struct {
 	Registry *prometheus.Registry
 	// Checks are what /readyz checks besides the database, by name (e.g. "redis").
 	Checks map[string]func(context.Context) error
+	// EventInterval is how often a sale with live listeners (GET /api/v1/sales/{id}/events)
+	// is read for changes; default 250 ms, the sweeper's period.
+	EventInterval time.Duration
 }
 
 // Server is the HTTP API. Build it with New and serve Handler().
 type Server struct {
-	cfg     Config
-	svc     *seckill.Service
-	log     *slog.Logger
-	limiter *rateLimiter
-	metrics *metrics
-	handler http.Handler
+	cfg      Config
+	svc      *seckill.Service
+	log      *slog.Logger
+	limiter  *rateLimiter
+	metrics  *metrics
+	feeds    *feeds
+	activity *activity
+	handler  http.Handler
 }
 
 // route is one entry of the routing table; the OpenAPI test checks the table against the
@@ -75,20 +79,37 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, limiter: newRateLimiter(cfg.BuyRate, cfg.BuyBurst)}
 	s.metrics = newMetrics(cfg.Registry, cfg.Service)
+	if cfg.EventInterval <= 0 {
+		cfg.EventInterval = 250 * time.Millisecond
+		s.cfg.EventInterval = cfg.EventInterval
+	}
+	s.activity = newActivity()
+	s.feeds = newFeeds(cfg.Service, cfg.EventInterval, s.metrics.streamsDropped.Inc)
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		mux.Handle(rt.method+" "+rt.pattern, s.instrument(rt.pattern, rt.handler))
 	}
 	web, _ := fs.Sub(assets, "web")
-	mux.Handle("GET /{$}", s.static(web, "index.html"))
-	mux.Handle("GET /admin", s.static(web, "admin.html"))
-	mux.Handle("GET /metrics", s.metrics.handler(cfg.Registry))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	site, err := loadStatic(web)
+	if err != nil {
+		panic("httpapi: embedded web/ unreadable: " + err.Error()) // embedded at build time
+	}
+	notFound := func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, seckill.Errorf(seckill.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
-	})
+	}
+	mux.Handle("GET /{$}", site.page("index.html"))
+	mux.Handle("GET /admin", site.page("admin.html"))
+	mux.Handle("GET /assets/{name}", site.asset(notFound))
+	mux.Handle("GET /metrics", s.metrics.handler(cfg.Registry))
+	mux.HandleFunc("/", notFound)
 	s.handler = mux
 	return s
 }
+
+// Close ends every live event stream and waits for the feeds behind them. http.Server's
+// Shutdown does not end streams by itself (they never go idle): register Close with
+// RegisterOnShutdown, or call it first.
+func (s *Server) Close() { s.feeds.close() }
 
 // Handler is the server's http.Handler.
 func (s *Server) Handler() http.Handler { return s.handler }
@@ -101,6 +122,8 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/sales", s.listSales},
 		{"GET", "/api/v1/sales/{id}", s.getSale},
 		{"GET", "/api/v1/sales/{id}/path", s.purchasePath},
+		{"GET", "/api/v1/sales/{id}/events", s.saleEvents},
+		{"GET", "/api/v1/sales/{id}/activity", s.saleActivity},
 		{"POST", "/api/v1/sales/{id}/buy/{token}", s.buy},
 		{"GET", "/api/v1/reservations/{rid}", s.getReservation},
 		{"DELETE", "/api/v1/reservations/{rid}", s.cancelReservation},
@@ -135,20 +158,10 @@ type statusRecorder struct {
 	status int
 }
 
+// Unwrap lets http.ResponseController reach the connection (flushes, write deadlines).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
 func (r *statusRecorder) WriteHeader(code int) {
 	r.status = code
 	r.ResponseWriter.WriteHeader(code)
-}
-
-func (s *Server) static(web fs.FS, name string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, err := fs.ReadFile(web, name)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-		_, _ = w.Write(b)
-	})
 }

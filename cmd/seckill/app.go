@@ -163,6 +163,8 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 		handler = mux
 	}
 	a.http = &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	// Event streams never go idle: Shutdown ends them through Close, or it would wait forever.
+	a.http.RegisterOnShutdown(a.api.Close)
 	a.serveDone = make(chan error, 1)
 	go func() { a.serveDone <- a.http.Serve(a.listener) }()
 	return a, nil

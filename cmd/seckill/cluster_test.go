@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -924,4 +925,108 @@ func TestBenchAgainstThreeInstances(t *testing.T) {
 		t.Fatalf("bench against three instances: %v\n%s", err, out.String())
 	}
 	t.Log(out.String())
+}
+
+// TestEventsAcrossInstances: on the Redis engine, a buyer's stream on one instance follows
+// buys, a payment and a grant made through the others, and every instance's stream ends at
+// the same stock.
+func TestEventsAcrossInstances(t *testing.T) {
+	skipShort(t)
+	c := startCluster(t, 3)
+	start := time.Now().Add(-time.Second)
+	c.admin("POST", "/api/v1/sales", map[string]any{"id": "live", "price_cents": 100, "stock": 2, "hold_seconds": 60,
+		"queue_limit": 10, "starts_at": start, "ends_at": start.Add(time.Hour)}, nil)
+	key := seckill.PurchaseKey([]byte(clusterAuth))
+	buy := func(in *instance, user string, want int) seckill.Reservation {
+		tok, _ := httpapi.MintToken([]byte(clusterAuth), user, time.Now(), time.Hour)
+		var sale seckill.SaleView
+		c.admin("GET", "/api/v1/sales/live", nil, &sale)
+		st, code, b, err := c.do(in, "POST", "/api/v1/sales/live/buy/"+seckill.PurchaseToken(key, "live", user, sale.StartsAt), tok, nil, nil)
+		if err != nil || st != want {
+			t.Fatalf("buy by %s: %d %s %v %s", user, st, code, err, b)
+		}
+		var r seckill.Reservation
+		_ = json.Unmarshal(b, &r)
+		return r
+	}
+	type stream struct {
+		sales chan seckill.SaleView
+		res   chan seckill.Reservation
+	}
+	open := func(in *instance, query, token string) stream {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		req, _ := http.NewRequestWithContext(ctx, "GET", in.url+"/api/v1/sales/live/events"+query, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("events on %s: %v %v", in.url, resp, err)
+		}
+		s := stream{sales: make(chan seckill.SaleView, 256), res: make(chan seckill.Reservation, 256)}
+		go func() {
+			defer resp.Body.Close()
+			sc := bufio.NewScanner(resp.Body)
+			name := ""
+			for sc.Scan() {
+				line := sc.Text()
+				switch {
+				case strings.HasPrefix(line, "event: "):
+					name = line[7:]
+				case strings.HasPrefix(line, "data: ") && name == "sale":
+					var v seckill.SaleView
+					_ = json.Unmarshal([]byte(line[6:]), &v)
+					s.sales <- v
+				case strings.HasPrefix(line, "data: ") && name == "reservation":
+					var r seckill.Reservation
+					_ = json.Unmarshal([]byte(line[6:]), &r)
+					s.res <- r
+				}
+			}
+		}()
+		return s
+	}
+	waitFor := func(what string, ch <-chan seckill.SaleView, ok func(seckill.StockState) bool) {
+		deadline := time.After(15 * time.Second)
+		for {
+			select {
+			case v := <-ch:
+				if ok(v.StockState) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no sale event with %s within 15 s", what)
+			}
+		}
+	}
+	watchers := []stream{open(c.insts[0], "", ""), open(c.insts[1], "", ""), open(c.insts[2], "", "")}
+
+	alice := buy(c.insts[1], "alice", 201)
+	buy(c.insts[2], "bob", 201)
+	carol := buy(c.insts[0], "carol", 202)
+	carolTok, _ := httpapi.MintToken([]byte(clusterAuth), "carol", time.Now(), time.Hour)
+	cs := open(c.insts[2], "?reservation="+carol.ID, carolTok)
+	if r := <-cs.res; r.Status != seckill.StatusQueued || r.Position != 1 {
+		t.Fatalf("carol's first event on instance 2: %+v", r)
+	}
+	// Alice cancels through instance 0: carol, on instance 2, is granted the unit.
+	aliceTok, _ := httpapi.MintToken([]byte(clusterAuth), "alice", time.Now(), time.Hour)
+	if st, _, b, err := c.do(c.insts[0], "DELETE", "/api/v1/reservations/"+alice.ID, aliceTok, nil, nil); err != nil || st != 200 {
+		t.Fatalf("cancel: %d %v %s", st, err, b)
+	}
+	deadline := time.After(15 * time.Second)
+	for granted := false; !granted; {
+		select {
+		case r := <-cs.res:
+			granted = r.Status == seckill.StatusHeld && r.ExpiresAt != nil
+		case <-deadline:
+			t.Fatal("carol's stream on instance 2 never showed her grant")
+		}
+	}
+	for i, w := range watchers {
+		waitFor(fmt.Sprintf("held 2 queued 0 on instance %d", i), w.sales, func(st seckill.StockState) bool {
+			return st.Held == 2 && st.Queued == 0 && st.Available == 0
+		})
+	}
 }
