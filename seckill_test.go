@@ -7,7 +7,9 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -280,4 +282,17 @@ func TestLiveSaleIDs(t *testing.T) {
 	if all, _ := svc.SaleIDs(ctx); len(all) != 2 {
 		t.Errorf("SaleIDs = %v, want both", all)
 	}
+}
+
+// FuzzValidID holds ValidID to the documented pattern.
+func FuzzValidID(f *testing.F) {
+	pattern := regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	for _, s := range []string{"", "a", "alice_1.x-y", strings.Repeat("a", 64), strings.Repeat("a", 65), "a b", "é", "a\n", "\x00", "../x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := seckill.ValidID(s), pattern.MatchString(s); got != want {
+			t.Fatalf("ValidID(%q) = %v, the pattern says %v", s, got, want)
+		}
+	})
 }
