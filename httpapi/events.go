@@ -79,9 +79,10 @@ func newFeeds(svc *seckill.Service, interval time.Duration, dropped func()) *fee
 	return &feeds{svc: svc, interval: interval, sales: map[string]*feed{}, done: make(chan struct{}), dropped: dropped}
 }
 
-// subscribe adds a listener to the sale's feed, starting the feed if it is the first. ok is
+// subscribe adds a listener to the sale's feed, starting the feed if it is the first; seen is
+// the sale as the listener was just sent it, so that a new feed does not send it again. ok is
 // false once the server is closing.
-func (f *feeds) subscribe(saleID string) (*listener, bool) {
+func (f *feeds) subscribe(saleID string, seen seckill.SaleView) (*listener, bool) {
 	l := &listener{events: make(chan []byte, listenerBuffer), gone: make(chan struct{})}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -93,7 +94,7 @@ func (f *feeds) subscribe(saleID string) (*listener, bool) {
 		fd = &feed{id: saleID, listeners: map[*listener]struct{}{}, stop: make(chan struct{})}
 		f.sales[saleID] = fd
 		f.running.Add(1)
-		go f.run(fd)
+		go f.run(fd, stateOf(seen))
 	}
 	fd.listeners[l] = struct{}{}
 	return l, true
@@ -126,11 +127,10 @@ func (f *feeds) close() {
 }
 
 // run reads the sale every interval and sends each change to the listeners.
-func (f *feeds) run(fd *feed) {
+func (f *feeds) run(fd *feed, last saleState) {
 	defer f.running.Done()
 	t := time.NewTicker(f.interval)
 	defer t.Stop()
-	var last saleState
 	for {
 		select {
 		case <-fd.stop:
@@ -173,11 +173,10 @@ func (f *feeds) broadcast(fd *feed, ev []byte) {
 type saleState struct {
 	status seckill.SaleStatus
 	stock  seckill.StockState
-	ok     bool
 }
 
 func stateOf(v seckill.SaleView) saleState {
-	return saleState{status: v.Status, stock: v.StockState, ok: true}
+	return saleState{status: v.Status, stock: v.StockState}
 }
 
 // sseEvent encodes one server-sent event; JSON has no raw newlines, so data is one line.
@@ -214,7 +213,7 @@ func (s *Server) saleEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	l, ok := s.feeds.subscribe(saleID)
+	l, ok := s.feeds.subscribe(saleID, first)
 	if !ok {
 		return seckill.Errorf(seckill.CodeUnavailable, "the server is shutting down")
 	}

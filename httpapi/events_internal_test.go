@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"github.com/seckill-go/seckill"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,8 +13,8 @@ func TestSlowListenerIsDropped(t *testing.T) {
 	var dropped atomic.Int64
 	f := newFeeds(nil, time.Hour, func() { dropped.Add(1) }) // the ticker never fires: broadcasts by hand
 	defer f.close()
-	slow, _ := f.subscribe("s")
-	fast, _ := f.subscribe("s")
+	slow, _ := f.subscribe("s", seckill.SaleView{})
+	fast, _ := f.subscribe("s", seckill.SaleView{})
 	fd := f.sales["s"]
 	got := make(chan int, 100)
 	go func() {

@@ -176,6 +176,12 @@ func TestSaleEventsStatusChange(t *testing.T) {
 	if v := saleData(t, s.next(t, "sale", func(string) bool { return true })); v.Status != seckill.SaleUpcoming {
 		t.Fatalf("first event: %s, want upcoming", v.Status)
 	}
+	// Nothing changes for a few ticks: nothing is sent (not even the first state again).
+	select {
+	case m := <-s.events:
+		t.Fatalf("an event without a change: %s %s", m.name, m.data)
+	case <-time.After(200 * time.Millisecond):
+	}
 	e.clock.Set(start)
 	s.next(t, "sale", func(d string) bool { return saleData(t, d).Status == seckill.SaleActive })
 }

@@ -156,10 +156,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 		// The mock gateway's "payment page": a real gateway would show a form here.
 		mux := http.NewServeMux()
 		mux.Handle("/", handler)
-		mux.HandleFunc("GET /mock-gateway/pay/{id}", func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			fmt.Fprintf(w, "seckill mock gateway: payment %s is being processed; its signed webhook will confirm it shortly.\n", r.PathValue("id"))
-		})
+		mux.HandleFunc("GET /mock-gateway/pay/{id}", gatewayPage)
 		handler = mux
 	}
 	a.http = &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"html/template"
+	"net/http"
+)
+
+// gatewayPageTmpl is the dev mock gateway's payment page. A real gateway would show a payment
+// form here; the mock one has already settled the payment and only says so. It is shown in the
+// storefront's frame or in a tab of its own, so its link back to the shop leaves any frame.
+var gatewayPageTmpl = template.Must(template.New("gateway").Parse(`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Mock payment gateway</title>
+<style>
+ body{font:16px/1.45 system-ui,sans-serif;margin:0;padding:1rem;color:#1d2126;background:#fffbea}
+ h1{font-size:1.1rem;margin:0 0 .4rem} p{margin:.4rem 0} code{overflow-wrap:anywhere}
+ a{display:inline-block;margin-top:.4rem;padding:.45rem .9rem;border-radius:8px;background:#0b57d0;color:#fff;text-decoration:none}
+ a:focus-visible{outline:3px solid #0b57d0;outline-offset:2px}
+</style>
+</head>
+<body>
+<h1>Mock payment gateway</h1>
+<p data-testid="gateway-message">Payment <code>{{.ID}}</code> is being processed; its signed webhook will confirm it.</p>
+<p><a href="/" target="_top">Back to the shop</a></p>
+</body>
+</html>
+`))
+
+// gatewayPage serves GET /mock-gateway/pay/{id} (--dev only): the page the storefront shows
+// after /pay, at the mock gateway's redirect_url.
+func gatewayPage(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = gatewayPageTmpl.Execute(w, struct{ ID string }{r.PathValue("id")})
+}

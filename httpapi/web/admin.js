@@ -1,0 +1,445 @@
+// The dashboard: every sale's stock, and for the selected sale its live gauges (the events
+// stream, or polling), restock and close, the audit, buys per second by outcome (an SVG
+// chart drawn here) and the holds about to expire.
+
+import {
+  api, ApiError, byId, fmtCountdown, fmtMoney, h, messageFor, parseTime, ServerClock, setText, store, svg,
+} from 'seckill/common';
+import { SaleFeed } from 'seckill/sse';
+
+const TOKEN_KEY = 'seckill.admin';
+const OUTCOMES = [
+  ['held', '#2e9d4f'], ['queued', '#8e44ad'], ['sold_out', '#7d8590'], ['limit_exceeded', '#e67e22'],
+  ['queue_full', '#c0392b'], ['rate_limited', '#f1c40f'], ['ended', '#34495e'], ['not_started', '#95a5a6'],
+  ['invalid_token', '#8d6e63'], ['replayed', '#5dade2'], ['other', '#1d2126'],
+];
+const COLOR = Object.fromEntries(OUTCOMES);
+const WINDOW = 300; // seconds of activity the server keeps
+
+const A = {
+  token: store.get(TOKEN_KEY, '') || '',
+  clock: new ServerClock(),
+  selected: '',
+  sale: null,
+  feed: null,
+  rows: new Map(), // sale id → table row parts
+  timers: [],
+  activity: null, // last activity answer
+  activityMissing: false,
+  closeArmed: 0,
+  gen: 0, // bumps on every selection: answers for an older one are dropped
+  span: WINDOW, // seconds the chart shows: 60 or 300
+};
+
+function announce(text, kind = 'info') {
+  const el = byId('status');
+  el.className = `status ${kind}`;
+  el.textContent = '';
+  el.append(text);
+}
+
+async function adminCall(method, path, body) {
+  if (!A.token) throw new ApiError(401, { code: 'unauthorized' });
+  return api(method, path, { token: A.token, body });
+}
+
+// ---- token ------------------------------------------------------------------------------
+
+byId('admin-token').value = A.token;
+byId('token-form').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  A.token = byId('admin-token').value.trim();
+  store.set(TOKEN_KEY, A.token || null);
+  announce(A.token ? 'Admin token saved.' : 'Admin token cleared.');
+  if (A.selected) { refreshAudit(A.gen); refreshActivity(A.gen); }
+});
+byId('admin-forget').addEventListener('click', () => {
+  A.token = '';
+  byId('admin-token').value = '';
+  store.set(TOKEN_KEY, null);
+  announce('Admin token forgotten.');
+});
+
+// ---- sales table ---------------------------------------------------------------------------
+
+async function refreshSales() {
+  let r;
+  try {
+    r = await api('GET', '/api/v1/sales');
+  } catch (e) {
+    announce(messageFor(e), 'error');
+    return;
+  }
+  A.clock.sample(r.server_time);
+  const sales = (r.sales || []).slice().reverse(); // newest first
+  byId('no-sales').hidden = sales.length > 0;
+  const body = byId('sale-rows');
+  const seen = new Set();
+  sales.forEach((s, i) => {
+    seen.add(s.id);
+    let row = A.rows.get(s.id);
+    if (!row) {
+      const cells = {};
+      for (const k of ['status', 'sellable', 'available', 'held', 'sold', 'queued']) cells[k] = h('td', { data: { col: k } });
+      const btn = h('button', { type: 'button', onclick: () => { location.hash = `#/sale/${encodeURIComponent(s.id)}`; } }, 'Show');
+      const name = h('span', { class: 'muted small' });
+      row = { cells, btn, name, tr: h('tr', { 'data-testid': `sale-row-${s.id}`, data: { sale: s.id } },
+        h('td', {}, h('strong', {}, s.id), ' ', name), ...Object.values(cells), h('td', {}, btn)) };
+      A.rows.set(s.id, row);
+    }
+    setRow(row, s);
+    if (body.children[i] !== row.tr) body.insertBefore(row.tr, body.children[i] || null);
+  });
+  for (const [id, row] of A.rows) {
+    if (!seen.has(id)) { row.tr.remove(); A.rows.delete(id); }
+  }
+  if (!A.selected && sales.length && !location.hash) select(sales[0].id);
+}
+
+function setRow(row, s) {
+  if (s.name !== s.id) setText(row.name, s.name);
+  setText(row.cells.status, s.status);
+  for (const k of ['sellable', 'available', 'held', 'sold', 'queued']) setText(row.cells[k], s.stock_state[k]);
+  const on = s.id === A.selected;
+  row.tr.classList.toggle('selected', on);
+  row.btn.setAttribute('aria-pressed', String(on));
+}
+
+// ---- selected sale -------------------------------------------------------------------------
+
+function route() {
+  const m = /^#\/sale\/(.+)$/.exec(location.hash);
+  if (!m) return;
+  try { select(decodeURIComponent(m[1])); } catch { /* bad hash */ }
+}
+
+function select(id) {
+  if (id === A.selected) return;
+  A.feed?.stop();
+  A.timers.forEach(clearTimeout);
+  A.timers = [];
+  const gen = ++A.gen;
+  A.selected = id;
+  A.sale = null;
+  A.activity = null;
+  A.activityMissing = false;
+  for (const row of A.rows.values()) {
+    const on = row.tr.dataset.sale === id;
+    row.tr.classList.toggle('selected', on);
+    row.btn.setAttribute('aria-pressed', String(on));
+  }
+  byId('detail').hidden = false;
+  setText(byId('detail-title'), `Sale ${id}`);
+  for (const k of ['available', 'held', 'sold', 'queued']) setText(byId(`g-${k}`), '–');
+  byId('activity-chart').replaceChildren();
+  byId('activity-legend').replaceChildren();
+  byId('expiring').replaceChildren();
+  setText(byId('audit-status'), '–');
+  byId('audit-violations').replaceChildren();
+  const mode = byId('feed-mode');
+  mode.hidden = false;
+  A.feed = new SaleFeed({
+    saleId: id,
+    onSale: (s) => { if (gen === A.gen) renderSale(s); },
+    onMode: (m) => {
+      setText(mode, { live: 'live', polling: 'polling', connecting: 'connecting…' }[m] || m);
+      mode.className = `feed ${m}`;
+    },
+    onError: (e) => { if (gen === A.gen && e.code === 'not_found') announce(`There is no sale ${id}.`, 'error'); },
+  });
+  A.feed.start();
+  loop(gen, 3000, refreshAudit);
+  loop(gen, 1000, refreshActivity);
+}
+
+// loop runs fn(gen) now and again `every` ms (or what fn returns) after each run ends, while
+// gen is selected.
+function loop(gen, every, fn) {
+  const slot = A.timers.push(0) - 1;
+  const run = async () => {
+    if (gen !== A.gen) return;
+    const next = await fn(gen);
+    if (gen === A.gen) A.timers[slot] = setTimeout(run, next || every);
+  };
+  run();
+}
+
+function renderSale(s) {
+  A.clock.sample(s.server_time);
+  A.sale = s;
+  setText(byId('detail-title'), s.name === s.id ? `Sale ${s.id}` : `${s.name} (${s.id})`);
+  const badge = byId('d-status');
+  setText(badge, s.status);
+  badge.className = `badge s-${s.status}`;
+  badge.dataset.status = s.status;
+  const st = s.stock_state;
+  const n = Math.max(1, st.sellable);
+  for (const k of ['available', 'held', 'sold', 'queued']) {
+    const el = byId(`g-${k}`);
+    setText(el, st[k]);
+    el.dataset.value = String(st[k]);
+    el.parentElement.querySelector('.seg').style.width = `${Math.min(100, (100 * st[k]) / n)}%`;
+  }
+  setText(byId('g-sellable'), `${st.sellable} sellable (stock ${s.stock}, holdback ${s.holdback}) · available + held + sold = ${st.available + st.held + st.sold}`);
+  setText(byId('d-terms'), `${fmtMoney(s.price_cents)} · limit ${s.per_user_limit} per user · holds ${s.hold_seconds} s · queue ≤ ${s.queue_limit} buyers`);
+  const row = A.rows.get(s.id);
+  if (row) setRow(row, s);
+  tick();
+}
+
+function tick() {
+  const s = A.sale;
+  if (s) {
+    let text = '';
+    if (s.status === 'upcoming') text = `starts in ${fmtCountdown(A.clock.until(s.starts_at))}`;
+    else if (s.status === 'active' || s.status === 'sold_out') text = `ends in ${fmtCountdown(A.clock.until(s.ends_at))}`;
+    setText(byId('d-when'), text);
+  }
+  for (const tr of byId('expiring').children) {
+    const ms = A.clock.until(tr.dataset.expires);
+    setText(tr.lastChild, ms > 0 ? fmtCountdown(ms) : 'expiring…');
+  }
+  if (A.closeArmed && Date.now() > A.closeArmed) disarmClose();
+}
+
+async function refreshAudit(gen) {
+  if (!A.token) {
+    setText(byId('audit-status'), 'Enter the admin token to see the audit.');
+    return 3000;
+  }
+  let a;
+  try {
+    a = await adminCall('GET', `/api/v1/sales/${encodeURIComponent(A.selected)}/audit`);
+  } catch (e) {
+    if (gen !== A.gen) return 0;
+    setText(byId('audit-status'), messageFor(e, 'admin'));
+    byId('audit-status').className = 'err-text';
+    return e.retryAfter ? e.retryAfter * 1000 : 3000;
+  }
+  if (gen !== A.gen) return 0;
+  const el = byId('audit-status');
+  const v = a.violations || [];
+  setText(el, a.ok ? 'OK: no violation' : `${v.length} violation${v.length === 1 ? '' : 's'}`);
+  el.className = a.ok ? 'ok-text' : 'err-text';
+  el.dataset.ok = String(Boolean(a.ok));
+  setText(byId('audit-when'), `checked ${new Date().toLocaleTimeString()}`);
+  byId('audit-violations').replaceChildren(...v.map((x) => h('li', { class: 'err-text' }, String(x))));
+  const e = a.engine || {};
+  const d = a.database || {};
+  setText(byId('audit-numbers'), `engine: sellable ${e.sellable}, available ${e.available}, held ${e.held}, sold ${e.sold}, queued ${e.queued} · `
+    + `database: sold ${d.sold}, paid units ${d.paid_units}, paid orders ${d.paid_orders}, refunds ${d.refunds}`);
+  return 3000;
+}
+
+// ---- activity -----------------------------------------------------------------------------
+
+async function refreshActivity(gen) {
+  if (!A.token) {
+    setText(byId('activity-note'), 'Enter the admin token to see the activity.');
+    return 3000;
+  }
+  let r;
+  try {
+    r = await adminCall('GET', `/api/v1/sales/${encodeURIComponent(A.selected)}/activity`);
+  } catch (e) {
+    if (gen !== A.gen) return 0;
+    if (e.status === 404 && A.sale) {
+      A.activityMissing = true;
+      setText(byId('activity-note'), 'This server does not report buy activity (the activity endpoint answered 404).');
+      return 10_000;
+    }
+    setText(byId('activity-note'), messageFor(e, 'admin'));
+    return e.retryAfter ? e.retryAfter * 1000 : 2000;
+  }
+  if (gen !== A.gen) return 0;
+  A.clock.sample(r.server_time);
+  A.activity = r;
+  drawActivity(r);
+  renderExpiring(r.expiring || []);
+  return 1000;
+}
+
+// perSecond turns the buckets into `span` slots (oldest first) of outcome counts.
+function perSecond(r, span) {
+  const now = parseTime(r.server_time);
+  const step = (r.interval_seconds || 1) * 1000;
+  const slots = Array.from({ length: span }, () => ({}));
+  for (const b of r.buckets || []) {
+    const age = Math.floor((now - parseTime(b.at)) / step);
+    const i = span - 1 - age;
+    if (!(i >= 0 && i < span)) continue;
+    for (const [k, n] of Object.entries(b.outcomes || {})) {
+      const key = k in COLOR ? k : 'other';
+      if (Number(n) > 0) slots[i][key] = (slots[i][key] || 0) + Number(n);
+    }
+  }
+  return slots;
+}
+
+function niceCeil(x) {
+  if (x <= 1) return 1;
+  const p = 10 ** Math.floor(Math.log10(x));
+  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= x) return m * p;
+  return 10 * p;
+}
+
+function drawActivity(r) {
+  const span = A.span;
+  const slots = perSecond(r, span);
+  const totals = slots.map((s) => Object.values(s).reduce((a, b) => a + b, 0));
+  const peak = Math.max(0, ...totals);
+  const top = niceCeil(peak);
+  const W = 640, H = 200, L = 40, R = 8, T = 10, B = 22;
+  const cw = (W - L - R) / span;
+  const y = (v) => T + (H - T - B) * (1 - v / top);
+  const groups = Object.fromEntries(OUTCOMES.map(([k, c]) => [k, svg('g', { fill: c, 'data-outcome': k })]));
+  slots.forEach((s, i) => {
+    let acc = 0;
+    for (const [k] of OUTCOMES) {
+      const n = s[k];
+      if (!n) continue;
+      groups[k].append(svg('rect', { class: 'bar', x: (L + i * cw).toFixed(2), y: y(acc + n).toFixed(2), width: Math.max(cw - 0.3, 0.8).toFixed(2), height: (y(acc) - y(acc + n)).toFixed(2) }));
+      acc += n;
+    }
+  });
+  const grid = [];
+  for (const v of [0, top / 2, top]) {
+    grid.push(svg('line', { class: 'axis', x1: L, x2: W - R, y1: y(v), y2: y(v), 'stroke-dasharray': v ? '3 3' : null }));
+    grid.push(svg('text', { x: L - 4, y: y(v) + 3, 'text-anchor': 'end' }, String(Math.round(v * 10) / 10)));
+  }
+  const tick = span > 60 ? 60 : 15;
+  for (let ago = span; ago >= 0; ago -= tick) {
+    const x = L + (span - ago) * cw;
+    const label = ago === 0 ? 'now' : span > 60 ? `−${ago / 60} min` : `−${ago} s`;
+    grid.push(svg('text', { x: Math.min(x, W - R), y: H - 6, 'text-anchor': ago === 0 ? 'end' : 'middle' }, label));
+  }
+  const last = (secs) => {
+    const sum = {};
+    for (const s of slots.slice(-secs)) for (const [k, n] of Object.entries(s)) sum[k] = (sum[k] || 0) + n;
+    return sum;
+  };
+  const minute = last(60);
+  const all = last(span);
+  const now10 = totals.slice(-10).reduce((a, b) => a + b, 0) / 10;
+  const summary = `Buys per second over the last ${span > 60 ? `${span / 60} minutes` : `${span} seconds`}: now ${now10.toFixed(1)}/s, peak ${peak}/s. Last minute: `
+    + (OUTCOMES.filter(([k]) => minute[k]).map(([k]) => `${minute[k]} ${k}`).join(', ') || 'none');
+  const chart = svg('svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': summary, 'data-peak': peak, 'data-bars': totals.filter(Boolean).length },
+    svg('title', {}, summary), ...grid, ...Object.values(groups));
+  byId('activity-chart').replaceChildren(chart);
+  setText(byId('activity-note'), `now ${now10.toFixed(1)} buys/s (last 10 s) · peak ${peak}/s`);
+  byId('activity-legend').replaceChildren(...OUTCOMES.filter(([k]) => all[k]).map(([k, c]) => h('li', { 'data-testid': `legend-${k}` },
+    h('span', { class: 'dot', style: `background:${c}` }), span > 60 ? `${k}: ${minute[k] || 0} in the last minute, ${all[k]} in ${span / 60} min` : `${k}: ${all[k]} in the last minute`)));
+}
+
+function renderExpiring(list) {
+  const rows = list.map((res) => h('tr', { 'data-testid': 'expiring-row', data: { rid: res.id, expires: res.expires_at || '' } },
+    h('td', { title: res.id }, `…${String(res.id).slice(-10)}`), h('td', {}, res.user_id), h('td', {}, String(res.quantity)), h('td', { class: 'countdown' })));
+  byId('expiring').replaceChildren(...rows);
+  byId('expiring-empty').hidden = rows.length > 0;
+  tick();
+}
+
+for (const btn of document.querySelectorAll('[data-span]')) {
+  btn.addEventListener('click', () => {
+    A.span = Number(btn.dataset.span);
+    for (const b of document.querySelectorAll('[data-span]')) b.setAttribute('aria-pressed', String(b === btn));
+    if (A.activity) drawActivity(A.activity);
+  });
+}
+
+// ---- actions ------------------------------------------------------------------------------
+
+byId('restock-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const add = Number(byId('restock-amount').value);
+  if (!A.selected || !(add >= 1)) return;
+  try {
+    const s = await adminCall('POST', `/api/v1/sales/${encodeURIComponent(A.selected)}/stock`, { add: Math.floor(add) });
+    renderSale(s);
+    announce(`Added ${Math.floor(add)} units to ${s.id}.`, 'ok');
+  } catch (e) {
+    announce(messageFor(e, 'admin'), 'error');
+  }
+});
+
+function disarmClose() {
+  A.closeArmed = 0;
+  setText(byId('close-button'), 'Close sale');
+}
+
+byId('close-button').addEventListener('click', async () => {
+  if (!A.selected) return;
+  if (!A.closeArmed) { // two clicks: closing rejects every queued buyer
+    A.closeArmed = Date.now() + 5000;
+    setText(byId('close-button'), 'Click again to close now');
+    return;
+  }
+  disarmClose();
+  try {
+    const s = await adminCall('POST', `/api/v1/sales/${encodeURIComponent(A.selected)}/close`);
+    renderSale(s);
+    announce(`Sale ${s.id} is closed.`, 'ok');
+  } catch (e) {
+    announce(messageFor(e, 'admin'), 'error');
+  }
+});
+
+function intField(id) {
+  const v = byId(id).value.trim();
+  return v === '' ? undefined : Math.floor(Number(v));
+}
+
+byId('create-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const price = /^(\d+)(?:\.(\d{1,2}))?$/.exec(byId('c-price').value.trim());
+  if (!price) { announce('Price: a number with at most two decimals, e.g. 9.99.', 'error'); return; }
+  if (!A.clock.known) await refreshSales();
+  const body = {
+    price_cents: Number(price[1]) * 100 + Number((price[2] || '').padEnd(2, '0')),
+    stock: intField('c-stock'),
+    per_user_limit: intField('c-limit'),
+    hold_seconds: intField('c-hold'),
+    queue_limit: intField('c-queue'),
+    holdback: intField('c-holdback'),
+  };
+  const id = byId('c-id').value.trim();
+  const name = byId('c-name').value.trim();
+  if (id) body.id = id;
+  if (name) body.name = name;
+  const startsAt = byId('c-starts-at').value.trim();
+  let start;
+  if (startsAt) {
+    start = parseTime(startsAt);
+    if (!Number.isFinite(start)) { announce('Starts at: an RFC 3339 time such as 2026-12-03T08:00:00Z.', 'error'); return; }
+    body.starts_at = startsAt;
+  } else {
+    start = A.clock.now() + (intField('c-starts-in') || 0) * 1000; // the server's clock, not ours
+    body.starts_at = new Date(start).toISOString();
+  }
+  const endsAt = byId('c-ends-at').value.trim();
+  if (endsAt) body.ends_at = endsAt;
+  else if (intField('c-minutes')) body.ends_at = new Date(start + intField('c-minutes') * 60_000).toISOString();
+  for (const k of Object.keys(body)) if (body[k] === undefined) delete body[k];
+  const btn = byId('create-button');
+  btn.disabled = true;
+  try {
+    const s = await adminCall('POST', '/api/v1/sales', body);
+    announce(`Created sale ${s.id}: ${s.stock_state.sellable} units, starts ${s.status === 'upcoming' ? `in ${fmtCountdown(A.clock.until(s.starts_at))}` : 'now'}.`, 'ok');
+    byId('c-id').value = '';
+    byId('c-name').value = '';
+    await refreshSales();
+    location.hash = `#/sale/${encodeURIComponent(s.id)}`;
+  } catch (e) {
+    announce(messageFor(e, 'admin'), 'error');
+  } finally {
+    btn.disabled = false;
+  }
+});
+
+// ---- start ----------------------------------------------------------------------------------
+
+window.addEventListener('hashchange', route);
+route();
+refreshSales();
+setInterval(refreshSales, 1000);
+setInterval(tick, 250);

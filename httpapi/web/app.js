@@ -1,0 +1,732 @@
+// The storefront: sign in, the list of sales, a sale page with its live stock and countdown,
+// buying (hold or queue), paying through the gateway, cancelling, and the buyer's orders.
+// Every server string goes into the page as text (textContent / attributes), never as markup.
+
+import {
+  api, ApiError, byId, fmtCountdown, fmtDateTime, fmtMoney, fmtSeconds, h, jwtSubject, messageFor,
+  randomKey, ServerClock, setText, sleep, store,
+} from 'seckill/common';
+import { SaleFeed } from 'seckill/sse';
+
+const TOKEN_KEY = 'seckill.token';
+const FINAL = new Set(['paid', 'rejected', 'refund_required']);
+const STATUS_WORD = {
+  upcoming: 'Coming soon', active: 'On sale', sold_out: 'Sold out', ended: 'Ended',
+};
+const RES_WORD = {
+  queued: 'In line', held: 'Held for you', paid: 'Paid', cancelled: 'Cancelled',
+  expired: 'Expired', rejected: 'Not served', refund_required: 'Refund owed',
+};
+const RESULT = {
+  paid: 'Paid. Your order is confirmed: see “Your orders”.',
+  expired: 'Your hold expired before it was paid; the unit went back on sale.',
+  cancelled: 'Cancelled. The unit went back on sale.',
+  rejected: 'Not served: the sale ran out (or ended) before your turn came.',
+  refund_required: 'A payment arrived that could not be honoured: a refund is owed to you.',
+};
+
+const S = {
+  token: store.get(TOKEN_KEY, '') || '',
+  user: '',
+  clock: new ServerClock(),
+  saleId: '', // the sale page shown, or '' for the list
+  sale: null, // its last Sale JSON
+  feed: null,
+  cards: new Map(), // reservation id → card
+  buyKeys: new Map(), // sale id → Idempotency-Key of the purchase being attempted
+  paths: new Map(), // user + sale id → purchase path
+  buying: false,
+  blockedUntil: 0, // rate limited until (Date.now() ms)
+  names: new Map(), // sale id → name, for the orders list
+  listTimer: 0,
+  listItems: new Map(), // sale id → list item parts
+  lastRefresh: 0,
+  noDevTokens: false, // the server answered 404 to /dev/token: sign in by pasting a JWT
+};
+S.user = jwtSubject(S.token);
+
+// ---- messages -------------------------------------------------------------------------
+
+function announce(text, kind = 'info') {
+  const el = byId('status');
+  el.className = `status ${kind}`;
+  el.textContent = '';
+  // A fresh text node is announced by screen readers even when it repeats the last message.
+  el.append(text);
+}
+
+// ---- sign-in ------------------------------------------------------------------------------
+
+function renderAccount() {
+  const signedIn = Boolean(S.token);
+  byId('signed-in').hidden = !signedIn;
+  setText(byId('who'), S.user || 'unknown user');
+  if (signedIn) {
+    byId('signin-form').hidden = true;
+    byId('jwt-form').hidden = true;
+  } else if (byId('signin-form').hidden && byId('jwt-form').hidden) {
+    byId('signin-form').hidden = false;
+  }
+  byId('orders-section').hidden = !signedIn;
+  updateBuyButton();
+}
+
+async function probeDev() {
+  if (S.token) return;
+  try {
+    await api('POST', '/api/v1/dev/token', { body: { user: '' } });
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 404) useJWTForm('');
+  }
+}
+
+function useJWTForm(message) {
+  S.noDevTokens = true;
+  byId('signin-form').hidden = true;
+  byId('jwt-form').hidden = false;
+  if (message) announce(message);
+}
+
+function setToken(token) {
+  S.token = token;
+  S.user = jwtSubject(token);
+  store.set(TOKEN_KEY, token || null);
+  S.paths.clear();
+  S.buyKeys.clear();
+  renderAccount();
+  reloadReservations();
+  refreshOrders();
+}
+
+function signOut(message) {
+  setToken('');
+  byId('signin-form').hidden = S.noDevTokens;
+  byId('jwt-form').hidden = !S.noDevTokens;
+  announce(message || 'Signed out.');
+}
+
+byId('signin-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const user = byId('signin-user').value.trim();
+  const btn = byId('signin-button');
+  btn.disabled = true;
+  try {
+    const r = await api('POST', '/api/v1/dev/token', { body: { user } });
+    setToken(r.token);
+    announce(`Signed in as ${S.user}.`);
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 404) {
+      useJWTForm('This shop does not hand out test accounts: paste your user token (JWT).');
+      byId('signin-jwt').focus();
+    } else {
+      announce(e.code === 'invalid_argument' ? 'A user name is 1–64 letters, digits, “_”, “.” or “-”.' : messageFor(e), 'error');
+    }
+  } finally {
+    btn.disabled = false;
+  }
+});
+
+byId('jwt-toggle').addEventListener('click', () => {
+  useJWTForm('');
+  byId('signin-jwt').focus();
+});
+
+byId('jwt-form').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  const tok = byId('signin-jwt').value.trim();
+  if (!jwtSubject(tok)) {
+    announce('That is not a user token: a JWT has three dot-separated parts and names the user in “sub”.', 'error');
+    return;
+  }
+  byId('signin-jwt').value = '';
+  setToken(tok);
+  announce(`Signed in as ${S.user}.`);
+});
+
+byId('signout-button').addEventListener('click', () => signOut());
+
+// userError handles the errors every signed-in call may get; it returns true if it did.
+function userError(e) {
+  if (e instanceof ApiError && e.code === 'unauthorized' && S.token) {
+    signOut('Your session has expired or is not valid here: sign in again.');
+    return true;
+  }
+  return false;
+}
+
+// ---- routing ------------------------------------------------------------------------------
+
+function route() {
+  const m = /^#\/sale\/(.+)$/.exec(location.hash);
+  let id = '';
+  if (m) {
+    try { id = decodeURIComponent(m[1]); } catch { id = ''; }
+  }
+  if (id) showSale(id);
+  else showList();
+}
+
+function leave() {
+  S.feed?.stop();
+  S.feed = null;
+  clearInterval(S.listTimer);
+  S.listTimer = 0;
+}
+
+// ---- list of sales ----------------------------------------------------------------------
+
+function showList() {
+  leave();
+  S.saleId = '';
+  S.sale = null;
+  byId('view-sale').hidden = true;
+  byId('view-list').hidden = false;
+  byId('feed-mode').hidden = true;
+  document.title = 'seckill — flash sales';
+  refreshList();
+  S.listTimer = setInterval(refreshList, 2000);
+  refreshOrders();
+}
+
+async function refreshList() {
+  let r;
+  try {
+    r = await api('GET', '/api/v1/sales');
+  } catch (e) {
+    announce(messageFor(e), 'error');
+    return;
+  }
+  if (S.saleId) return; // navigated away meanwhile
+  S.clock.sample(r.server_time);
+  const sales = (r.sales || []).slice().reverse(); // newest first
+  const ul = byId('sale-list');
+  byId('no-sales').hidden = sales.length > 0;
+  const seen = new Set();
+  sales.forEach((s, i) => {
+    S.names.set(s.id, s.name);
+    seen.add(s.id);
+    let it = S.listItems.get(s.id);
+    if (!it) {
+      it = {
+        name: h('span', { class: 'card-name' }),
+        price: h('span', { class: 'card-price' }),
+        badge: h('span', { class: 'badge' }),
+        when: h('span', { class: 'card-when' }),
+        gauge: miniGauge(),
+      };
+      it.li = h('li', {},
+        h('a', { class: 'card', href: `#/sale/${encodeURIComponent(s.id)}`, 'data-testid': `sale-link-${s.id}`, data: { sale: s.id } },
+          it.name, it.price, h('span', { class: 'card-meta' }, it.badge, it.when), it.gauge.el));
+      S.listItems.set(s.id, it);
+    }
+    it.sale = s;
+    setText(it.name, s.name);
+    setText(it.price, fmtMoney(s.price_cents));
+    setText(it.badge, STATUS_WORD[s.status] || s.status);
+    it.badge.className = `badge s-${s.status}`;
+    it.gauge.set(s.stock_state);
+    if (ul.children[i] !== it.li) ul.insertBefore(it.li, ul.children[i] || null);
+  });
+  for (const [id, it] of S.listItems) {
+    if (!seen.has(id)) { it.li.remove(); S.listItems.delete(id); }
+  }
+  tickList();
+}
+
+function tickList() {
+  for (const it of S.listItems.values()) {
+    const s = it.sale;
+    let text = '';
+    if (s.status === 'upcoming') text = `starts in ${fmtCountdown(S.clock.until(s.starts_at))}`;
+    else if (s.status === 'active') text = `${s.stock_state.available} of ${s.stock_state.sellable} left`;
+    setText(it.when, text);
+  }
+}
+
+function miniGauge() {
+  const sold = h('span', { class: 'seg sold' });
+  const held = h('span', { class: 'seg held' });
+  const avail = h('span', { class: 'seg available' });
+  const el = h('span', { class: 'gauge mini', role: 'img' }, sold, held, avail);
+  return { el, set: (st) => setGauge(el, [sold, held, avail], st) };
+}
+
+function setGauge(el, [sold, held, avail], st) {
+  const n = Math.max(1, st.sellable);
+  sold.style.width = `${(100 * st.sold) / n}%`;
+  held.style.width = `${(100 * st.held) / n}%`;
+  avail.style.width = `${(100 * st.available) / n}%`;
+  el.setAttribute('aria-label', `${st.available} available, ${st.held} held, ${st.sold} sold of ${st.sellable}; ${st.queued} queued`);
+}
+
+// ---- sale page ---------------------------------------------------------------------------
+
+function showSale(id) {
+  leave();
+  S.saleId = id;
+  S.sale = null;
+  byId('view-list').hidden = true;
+  byId('view-sale').hidden = false;
+  setText(byId('sale-name'), id);
+  for (const k of ['sale-price', 'sale-status', 'sale-countdown', 'sale-terms', 'buy-hint']) setText(byId(k), '');
+  for (const k of ['available', 'held', 'sold', 'queued']) setText(byId(`count-${k}`), '–');
+  byId('reservations').replaceChildren();
+  S.cards.clear();
+  updateBuyButton();
+  const mode = byId('feed-mode');
+  mode.hidden = false;
+  S.feed = new SaleFeed({
+    saleId: id,
+    token: () => S.token,
+    onSale: onSale,
+    onReservation: onReservation,
+    onMode: (m) => {
+      setText(mode, { live: 'live', polling: 'polling', connecting: 'connecting…' }[m] || m);
+      mode.className = `feed ${m}`;
+      mode.title = m === 'live' ? 'Updates are pushed by the server' : m === 'polling' ? 'Live updates unavailable: checking every second' : '';
+    },
+    onError: (e, rid) => {
+      if (userError(e)) return;
+      if (rid && e.code === 'not_found') { untrack(rid); return; }
+      if (!rid && e.code === 'not_found') announce(messageFor(e, 'sale'), 'error');
+    },
+  });
+  // The first state directly (it also tells a missing sale), then the feed keeps it current.
+  api('GET', `/api/v1/sales/${encodeURIComponent(id)}`).then(onSale, (e) => {
+    if (S.saleId === id) announce(messageFor(e, 'sale'), 'error');
+  });
+  reloadReservations();
+  S.feed.start();
+  refreshOrders();
+}
+
+function onSale(sale) {
+  if (!sale || sale.id !== S.saleId) return;
+  S.clock.sample(sale.server_time);
+  const was = S.sale?.status;
+  S.sale = sale;
+  S.names.set(sale.id, sale.name);
+  document.title = `${sale.name} — seckill`;
+  setText(byId('sale-name'), sale.name);
+  setText(byId('sale-price'), fmtMoney(sale.price_cents));
+  const badge = byId('sale-status');
+  setText(badge, STATUS_WORD[sale.status] || sale.status);
+  badge.className = `badge s-${sale.status}`;
+  badge.dataset.status = sale.status;
+  const st = sale.stock_state;
+  for (const k of ['available', 'held', 'sold', 'queued']) setText(byId(`count-${k}`), st[k]);
+  const g = byId('sale-gauge');
+  setGauge(g, [...g.children], st);
+  const terms = [`${st.sellable} for sale`, `at most ${sale.per_user_limit} per buyer`, `a held unit must be paid within ${fmtSeconds(sale.hold_seconds)}`];
+  setText(byId('sale-terms'), terms.join(' · '));
+  if (was === 'upcoming' && sale.status === 'active') announce('The sale has started: you can buy now.');
+  updateBuyButton();
+  tickSale();
+}
+
+function updateBuyButton() {
+  const btn = byId('buy-button');
+  const hint = byId('buy-hint');
+  const sale = S.sale;
+  const wait = S.blockedUntil - Date.now();
+  let ok = false;
+  let text = '';
+  if (!sale) text = '';
+  else if (sale.status === 'upcoming') text = 'The button unlocks when the sale starts.';
+  else if (sale.status === 'sold_out') text = 'Every unit has been sold.';
+  else if (sale.status === 'ended') text = 'This sale has ended.';
+  else if (!S.token) text = 'Sign in to buy.';
+  else if (S.buying) text = 'Buying…';
+  else if (wait > 0) text = `Too many attempts: wait ${Math.ceil(wait / 1000)} s.`;
+  else if (unitsTaken() >= sale.per_user_limit) text = sale.per_user_limit === 1 ? 'You have your unit of this sale.' : `You have the ${sale.per_user_limit} units one buyer may have.`;
+  else {
+    ok = true;
+    const st = sale.stock_state;
+    if (st.available === 0 || st.queued > 0) text = 'Every unit is held right now: buying puts you in line for the next one freed.';
+  }
+  btn.disabled = !ok;
+  setText(btn, S.buying ? 'Buying…' : sale ? `Buy now · ${fmtMoney(sale.price_cents)}` : 'Buy now');
+  setText(hint, text);
+}
+
+// unitsTaken counts this buyer's units of the sale shown that are held, queued or paid.
+function unitsTaken() {
+  let n = 0;
+  for (const c of S.cards.values()) {
+    if (['held', 'queued', 'paid'].includes(c.res?.status)) n += c.res.quantity || 1;
+  }
+  return n;
+}
+
+function tickSale() {
+  const sale = S.sale;
+  const cd = byId('sale-countdown');
+  if (!sale) { setText(cd, ''); return; }
+  if (sale.status === 'upcoming') {
+    const ms = S.clock.until(sale.starts_at);
+    setText(cd, ms > 0 ? `starts in ${fmtCountdown(ms)}` : 'starting…');
+    cd.dataset.ms = String(Math.max(0, Math.round(ms)));
+    if (ms <= 0) refreshSoon();
+  } else if (sale.status === 'active') {
+    setText(cd, `ends in ${fmtCountdown(S.clock.until(sale.ends_at))}`);
+    cd.dataset.ms = '';
+  } else {
+    setText(cd, '');
+  }
+  if (S.blockedUntil && Date.now() >= S.blockedUntil) { S.blockedUntil = 0; updateBuyButton(); }
+}
+
+// refreshSoon asks the feed for the current state, at most twice a second.
+function refreshSoon() {
+  if (Date.now() - S.lastRefresh < 500) return;
+  S.lastRefresh = Date.now();
+  S.feed?.refresh();
+}
+
+async function purchasePath(saleId) {
+  const k = `${S.user}\n${saleId}`;
+  let p = S.paths.get(k);
+  if (!p) {
+    const r = await api('GET', `/api/v1/sales/${encodeURIComponent(saleId)}/path`, { token: S.token });
+    if (typeof r.path !== 'string' || !r.path.startsWith('/api/')) throw new Error('unexpected purchase path');
+    p = r.path;
+    S.paths.set(k, p);
+  }
+  return p;
+}
+
+async function buy() {
+  const sale = S.sale;
+  if (!sale || sale.status !== 'active' || !S.token || S.buying) return;
+  const id = sale.id;
+  // One key per intended purchase: retries (automatic, or the next click after a failure
+  // that may not have reached the server) reuse it, so a purchase is never made twice.
+  let key = S.buyKeys.get(id);
+  if (!key) { key = randomKey(); S.buyKeys.set(id, key); }
+  S.buying = true;
+  updateBuyButton();
+  announce('Buying…');
+  try {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const path = await purchasePath(id);
+        const res = await api('POST', path, { token: S.token, body: { quantity: 1 }, headers: { 'Idempotency-Key': key } });
+        S.buyKeys.delete(id);
+        track(res);
+        onReservation(res, true);
+        focusCard(S.cards.get(res.id));
+        if (res.status === 'held') announce('A unit is held for you: pay before the countdown ends.', 'ok');
+        else if (res.status === 'queued') announce(`Every unit is held by someone: you are number ${res.position} in line.`, 'ok');
+        else announce(`Your reservation is ${RES_WORD[res.status] || res.status}.`);
+        return;
+      } catch (e) {
+        if (!(e instanceof ApiError)) throw e;
+        if (e.code === 'invalid_token') S.paths.delete(`${S.user}\n${id}`);
+        const wait = (e.retryAfter ?? 1) * 1000;
+        if (e.code === 'rate_limited') { S.blockedUntil = Date.now() + wait; }
+        if ((e.retryable || (e.code === 'invalid_token' && attempt === 1)) && attempt < 4) {
+          announce(messageFor(e), 'warn');
+          await sleep(e.code === 'invalid_token' ? 0 : wait);
+          if (S.saleId !== id || !S.token) return;
+          continue;
+        }
+        if (!e.retryable) S.buyKeys.delete(id); // a definite answer: the next click is a new purchase
+        if (userError(e)) return;
+        announce(messageFor(e), 'error');
+        if (['sold_out', 'ended', 'not_started', 'queue_full'].includes(e.code)) refreshSoon();
+        return;
+      }
+    }
+  } catch (e) {
+    announce(messageFor(e), 'error');
+  } finally {
+    S.buying = false;
+    updateBuyButton();
+  }
+}
+
+byId('buy-button').addEventListener('click', buy);
+
+// ---- reservations -------------------------------------------------------------------------
+
+const trackKey = () => `seckill.reservations.${S.user}`;
+const tracked = () => (S.user ? store.get(trackKey(), []) : []);
+
+function track(res) {
+  const list = tracked().filter((t) => t.rid !== res.id);
+  list.push({ rid: res.id, sale: res.sale_id, at: Date.now() });
+  // Keep the newest 8 per sale (the live feed follows at most 8) and 50 in all.
+  const perSale = new Map();
+  const kept = [];
+  for (const t of list.reverse()) {
+    const n = (perSale.get(t.sale) || 0) + 1;
+    perSale.set(t.sale, n);
+    if (n <= 8 && kept.length < 50) kept.push(t);
+  }
+  store.set(trackKey(), kept.reverse());
+}
+
+function patchTracked(rid, patch) {
+  store.set(trackKey(), tracked().map((t) => (t.rid === rid ? { ...t, ...patch } : t)));
+}
+
+function untrack(rid) {
+  store.set(trackKey(), tracked().filter((t) => t.rid !== rid));
+  const c = S.cards.get(rid);
+  if (c) { c.el.remove(); S.cards.delete(rid); }
+  watch();
+  updateBuyButton();
+}
+
+// reloadReservations shows the signed-in user's reservations of the sale page.
+function reloadReservations() {
+  byId('reservations').replaceChildren();
+  S.cards.clear();
+  if (!S.saleId || !S.token) { watch(); return; }
+  for (const t of tracked().filter((x) => x.sale === S.saleId)) {
+    const c = card(t.rid);
+    Object.assign(c, { paymentId: t.pid || '', redirectUrl: t.url || '', payAt: t.payAt || 0 });
+    api('GET', `/api/v1/reservations/${encodeURIComponent(t.rid)}`, { token: S.token }).then(
+      (res) => onReservation(res, true),
+      (e) => {
+        if (userError(e)) return;
+        if (e.code === 'not_found') untrack(t.rid);
+      });
+  }
+  watch();
+}
+
+// watch tells the feed which reservations to follow: those that can still change.
+function watch() {
+  const ids = [];
+  for (const c of S.cards.values()) {
+    const st = c.res?.status;
+    if (!st || st === 'queued' || st === 'held') ids.push(c.rid);
+    else if (paymentPending(c)) ids.push(c.rid);
+  }
+  S.feed?.setReservations(ids);
+}
+
+let cardSeq = 0;
+
+function card(rid) {
+  let c = S.cards.get(rid);
+  if (c) return c;
+  const hid = `resv-title-${++cardSeq}`;
+  c = { rid, res: null, paymentId: '', redirectUrl: '', payAt: 0, paying: false };
+  c.status = h('strong', { 'data-testid': 'reservation-status' }, '…');
+  c.left = h('strong', { 'data-testid': 'hold-countdown', class: 'countdown' });
+  c.holdLine = h('p', { class: 'hold', hidden: true }, 'Pay within ', c.left, '.');
+  c.position = h('strong', { 'data-testid': 'queue-position' });
+  c.queueLine = h('p', { class: 'queue', hidden: true }, 'You are number ', c.position, ' in line. A unit is yours as soon as one is freed.');
+  c.granted = h('p', { class: 'note ok', 'data-testid': 'granted', hidden: true }, 'Your turn came: a unit is now held for you.');
+  c.result = h('p', { class: 'result', 'data-testid': 'result', hidden: true });
+  c.pay = h('button', { type: 'button', class: 'primary', 'data-testid': 'pay-button', hidden: true, onclick: () => pay(c) }, 'Pay');
+  c.cancel = h('button', { type: 'button', 'data-testid': 'cancel-button', hidden: true, onclick: () => cancel(c) }, 'Cancel');
+  c.dismiss = h('button', { type: 'button', class: 'link', hidden: true, onclick: () => untrack(rid) }, 'Dismiss');
+  c.gatewayLink = h('a', { target: '_blank', rel: 'noopener', 'data-testid': 'gateway-link' }, 'Open the payment page');
+  // The gateway's page in a frame that may only navigate the shop on a click (its link back).
+  c.frame = h('iframe', { title: 'Payment gateway', 'data-testid': 'gateway-frame',
+    sandbox: 'allow-top-navigation-by-user-activation allow-popups allow-popups-to-escape-sandbox' });
+  c.gateway = h('div', { class: 'gateway', hidden: true },
+    h('p', { class: 'small' }, 'The payment gateway’s page: ', c.gatewayLink), c.frame);
+  c.title = h('h2', { id: hid, tabindex: '-1' }, 'Your reservation');
+  c.el = h('article', { class: 'resv', id: `resv-${rid}`, 'data-testid': 'reservation', 'aria-labelledby': hid, data: { rid } },
+    c.title,
+    h('p', {}, 'Status: ', c.status, h('span', { class: 'muted small rid' }, ` · ${rid.slice(-8)}`)),
+    c.holdLine, c.queueLine, c.granted, c.result,
+    h('div', { class: 'actions' }, c.pay, c.cancel, c.dismiss),
+    c.gateway);
+  byId('reservations').prepend(c.el);
+  S.cards.set(rid, c);
+  return c;
+}
+
+// focusCard moves keyboard focus to a reservation's next action (the buy and pay buttons
+// are disabled or hidden once used, which would leave the focus nowhere).
+function focusCard(c) {
+  if (!c) return;
+  const target = [c.pay, c.cancel].find((b) => !b.hidden && !b.disabled) || c.title;
+  target.focus();
+}
+
+function onReservation(res, initial = false) {
+  if (!res || !res.id || res.sale_id !== S.saleId || !S.token) return;
+  if (!initial && !S.cards.has(res.id)) return; // not ours any more (signed out meanwhile)
+  const c = card(res.id);
+  const prev = c.res?.status;
+  c.res = res;
+  const st = res.status;
+  if (prev === 'queued' && st === 'held') {
+    c.grantedNow = true;
+    announce('Your turn came: a unit is now held for you. Pay before the countdown ends.', 'ok');
+  }
+  if (prev && prev !== st && (FINAL.has(st) || st === 'expired' || st === 'cancelled')) {
+    announce(RESULT[st] || st, st === 'paid' ? 'ok' : 'warn');
+  }
+  if (st === 'paid' || st === 'refund_required') {
+    refreshOrders();
+    setTimeout(refreshOrders, 1500);
+  }
+  renderCard(c);
+  watch();
+  tickCards();
+  updateBuyButton();
+}
+
+const LATE_PAYMENT_WAIT = 120_000; // how long a started payment may still land after its hold ended
+
+// paymentPending: a payment was started and its outcome may still come.
+function paymentPending(c) {
+  const st = c.res?.status;
+  return Boolean(c.paymentId) && !FINAL.has(st) && (st === 'held' || Date.now() - c.payAt < LATE_PAYMENT_WAIT);
+}
+
+function renderCard(c) {
+  const res = c.res;
+  if (!res) return;
+  const st = res.status;
+  setText(c.status, RES_WORD[st] || st);
+  c.status.dataset.status = st;
+  c.el.dataset.status = st;
+  c.holdLine.hidden = st !== 'held';
+  c.queueLine.hidden = st !== 'queued';
+  if (st === 'queued') setText(c.position, res.position ?? '?');
+  c.granted.hidden = !(c.grantedNow && st === 'held');
+  const payPending = paymentPending(c);
+  let result = '';
+  if (payPending) {
+    result = st === 'held' ? 'Payment started: waiting for the gateway’s confirmation…'
+      : 'Your payment is still being confirmed after the hold ended…';
+  } else if (RESULT[st]) result = RESULT[st];
+  c.result.hidden = !result;
+  setText(c.result, result);
+  c.result.className = `result r-${payPending ? 'pending' : st}`;
+  c.result.dataset.status = payPending ? 'pending' : st;
+  c.pay.hidden = st !== 'held' || Boolean(c.paymentId);
+  c.pay.disabled = c.paying;
+  setText(c.pay, c.paying ? 'Starting payment…' : `Pay ${fmtMoney(res.amount_cents)}`);
+  c.cancel.hidden = !(st === 'queued' || (st === 'held' && !c.paymentId));
+  c.dismiss.hidden = !(FINAL.has(st) || ((st === 'expired' || st === 'cancelled') && !payPending));
+  // The gateway's page: in a frame while the payment is pending, then only as a link.
+  c.gateway.hidden = !c.redirectUrl;
+  c.frame.hidden = !payPending;
+  if (c.redirectUrl && c.gatewayLink.getAttribute('href') !== c.redirectUrl) c.gatewayLink.setAttribute('href', c.redirectUrl);
+  if (c.redirectUrl && payPending && c.frame.getAttribute('src') !== c.redirectUrl) c.frame.setAttribute('src', c.redirectUrl);
+}
+
+function tickCards() {
+  for (const c of S.cards.values()) {
+    if (c.pendingShown && !paymentPending(c)) { renderCard(c); watch(); } // the wait for a late payment is over
+    c.pendingShown = paymentPending(c);
+    if (c.res?.status !== 'held' || !c.res.expires_at) continue;
+    const ms = S.clock.until(c.res.expires_at);
+    setText(c.left, fmtCountdown(ms));
+    c.left.dataset.ms = String(Math.max(0, Math.round(ms)));
+    c.holdLine.classList.toggle('urgent', ms < 10_000);
+    if (ms <= 0) refreshSoon();
+  }
+}
+
+// safeURL accepts only http(s) URLs for the gateway's page.
+function safeURL(u) {
+  try {
+    const url = new URL(u, location.href);
+    return url.protocol === 'http:' || url.protocol === 'https:' ? url.href : '';
+  } catch {
+    return '';
+  }
+}
+
+function paymentStarted(c, pid, url) {
+  c.paymentId = pid;
+  c.redirectUrl = url;
+  c.payAt = Date.now();
+  patchTracked(c.rid, { pid, url, payAt: c.payAt });
+}
+
+async function pay(c) {
+  if (c.paying || c.paymentId) return; // a second payment would be refunded, not applied
+  c.paying = true;
+  renderCard(c);
+  try {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const r = await api('POST', `/api/v1/reservations/${encodeURIComponent(c.rid)}/pay`, { token: S.token });
+        paymentStarted(c, r.payment_id || 'started', safeURL(r.redirect_url || ''));
+        announce('Payment started. The gateway confirms it in a moment.', 'ok');
+        return;
+      } catch (e) {
+        if (!(e instanceof ApiError)) throw e;
+        if (userError(e)) return;
+        if (e.status === 0) {
+          // The payment may have started: never start a second one (it would be refunded).
+          paymentStarted(c, 'unknown', '');
+          announce('We lost contact while starting the payment. If it went through, this page shows it in a moment.', 'warn');
+          return;
+        }
+        if (e.code === 'unavailable' && attempt < 3) { // a 503 started nothing: safe to retry
+          announce('The payment service is busy; trying again…', 'warn');
+          await sleep((e.retryAfter ?? 1) * 1000);
+          continue;
+        }
+        announce(e.code === 'unavailable' ? 'Payments are unavailable right now. Try again in a moment.' : messageFor(e), 'error');
+        api('GET', `/api/v1/reservations/${encodeURIComponent(c.rid)}`, { token: S.token }).then((res) => onReservation(res), () => {});
+        return;
+      }
+    }
+  } catch (e) {
+    announce(messageFor(e), 'error');
+  } finally {
+    c.paying = false;
+    renderCard(c);
+    watch();
+    if (document.activeElement === document.body || document.activeElement === c.pay) focusCard(c);
+  }
+}
+
+async function cancel(c) {
+  c.cancel.disabled = true;
+  try {
+    const res = await api('DELETE', `/api/v1/reservations/${encodeURIComponent(c.rid)}`, { token: S.token });
+    onReservation(res);
+  } catch (e) {
+    if (!userError(e)) announce(messageFor(e), 'error');
+  } finally {
+    c.cancel.disabled = false;
+  }
+}
+
+// ---- orders -------------------------------------------------------------------------------
+
+let ordersBusy = false;
+async function refreshOrders() {
+  if (!S.token || ordersBusy) return;
+  ordersBusy = true;
+  try {
+    const r = await api('GET', '/api/v1/orders', { token: S.token });
+    const orders = r.orders || [];
+    byId('orders-empty').hidden = orders.length > 0;
+    byId('orders').replaceChildren(...orders.map((o) => h('li', {
+      class: `order o-${o.status}`, 'data-testid': 'order-row', data: { rid: o.reservation_id, status: o.status, sale: o.sale_id },
+    },
+    h('span', { class: 'order-name' }, S.names.get(o.sale_id) || o.sale_id),
+    h('span', {}, `${o.quantity} × · ${fmtMoney(o.amount_cents)}`),
+    h('span', { class: `badge o-${o.status}` }, o.status === 'paid' ? 'Paid' : 'Refund owed'),
+    h('span', { class: 'muted small' }, fmtDateTime(o.created_at)))));
+  } catch (e) {
+    if (!userError(e)) byId('orders-empty').hidden = false;
+  } finally {
+    ordersBusy = false;
+  }
+}
+
+// ---- start ----------------------------------------------------------------------------------
+
+setInterval(() => {
+  if (S.saleId) { tickSale(); tickCards(); } else tickList();
+}, 250);
+window.addEventListener('hashchange', route);
+renderAccount();
+probeDev();
+route();
