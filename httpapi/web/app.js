@@ -551,7 +551,7 @@ function focusCard(c) {
 }
 
 function onReservation(res, initial = false) {
-  if (!res || !res.id || res.sale_id !== S.saleId || !S.token) return;
+  if (!res || !res.id || res.sale_id !== S.saleId || !S.token || res.user_id !== S.user) return; // another sale's, or a signed-out user's
   if (!initial && !S.cards.has(res.id)) return; // not ours any more (signed out meanwhile)
   const c = card(res.id);
   const prev = c.res?.status;
@@ -575,6 +575,15 @@ function onReservation(res, initial = false) {
 }
 
 const LATE_PAYMENT_WAIT = 120_000; // how long a started payment may still land after its hold ended
+// A payment whose start is unknown (the answer was lost) blocks Pay for this long: if it went
+// through, the reservation shows paid well before; if the hold is still held after it, the
+// buyer may try again rather than lose the hold.
+const UNKNOWN_PAYMENT_RETRY = 15_000;
+
+// payLocked: Pay stays hidden, since a second payment would be refunded, not applied.
+function payLocked(c) {
+  return Boolean(c.paymentId) && !(c.paymentId === 'unknown' && Date.now() - c.payAt > UNKNOWN_PAYMENT_RETRY);
+}
 
 // paymentPending: a payment was started and its outcome may still come.
 function paymentPending(c) {
@@ -603,9 +612,10 @@ function renderCard(c) {
   setText(c.result, result);
   c.result.className = `result r-${payPending ? 'pending' : st}`;
   c.result.dataset.status = payPending ? 'pending' : st;
-  c.pay.hidden = st !== 'held' || Boolean(c.paymentId);
+  c.pay.hidden = st !== 'held' || payLocked(c);
   c.pay.disabled = c.paying;
-  setText(c.pay, c.paying ? 'Starting payment…' : `Pay ${fmtMoney(res.amount_cents)}`);
+  setText(c.pay, c.paying ? 'Starting payment…'
+    : `${c.paymentId === 'unknown' ? 'Try paying again' : 'Pay'} ${fmtMoney(res.amount_cents)}`);
   c.cancel.hidden = !(st === 'queued' || (st === 'held' && !c.paymentId));
   c.dismiss.hidden = !(FINAL.has(st) || ((st === 'expired' || st === 'cancelled') && !payPending));
   // The gateway's page: in a frame while the payment is pending, then only as a link.
@@ -619,6 +629,9 @@ function tickCards() {
   for (const c of S.cards.values()) {
     if (c.pendingShown && !paymentPending(c)) { renderCard(c); watch(); } // the wait for a late payment is over
     c.pendingShown = paymentPending(c);
+    const locked = payLocked(c);
+    if (c.payLockedShown && !locked) renderCard(c); // an unknown payment start may be retried now
+    c.payLockedShown = locked;
     if (c.res?.status !== 'held' || !c.res.expires_at) continue;
     const ms = S.clock.until(c.res.expires_at);
     setText(c.left, fmtCountdown(ms));
@@ -646,7 +659,7 @@ function paymentStarted(c, pid, url) {
 }
 
 async function pay(c) {
-  if (c.paying || c.paymentId) return; // a second payment would be refunded, not applied
+  if (c.paying || payLocked(c)) return; // a second payment would be refunded, not applied
   c.paying = true;
   renderCard(c);
   try {
@@ -659,8 +672,9 @@ async function pay(c) {
       } catch (e) {
         if (!(e instanceof ApiError)) throw e;
         if (userError(e)) return;
-        if (e.status === 0) {
-          // The payment may have started: never start a second one (it would be refunded).
+        if (e.status === 0 || (e.status >= 500 && e.status !== 503)) {
+          // The payment may have started (a lost answer, or a proxy's 500/502/504 after the
+          // gateway was called): do not start a second one at once (it would be refunded).
           paymentStarted(c, 'unknown', '');
           announce('We lost contact while starting the payment. If it went through, this page shows it in a moment.', 'warn');
           return;
@@ -699,12 +713,20 @@ async function cancel(c) {
 
 // ---- orders -------------------------------------------------------------------------------
 
-let ordersBusy = false;
+// Only the latest call's answer is shown, and only for the user still signed in: an answer for
+// a user who has signed out since must not land on the next one's page.
+let ordersSeq = 0;
 async function refreshOrders() {
-  if (!S.token || ordersBusy) return;
-  ordersBusy = true;
+  const seq = ++ordersSeq;
+  const token = S.token;
+  if (!token) {
+    byId('orders').replaceChildren();
+    byId('orders-empty').hidden = false;
+    return;
+  }
   try {
-    const r = await api('GET', '/api/v1/orders', { token: S.token });
+    const r = await api('GET', '/api/v1/orders', { token });
+    if (seq !== ordersSeq || token !== S.token) return;
     const orders = r.orders || [];
     byId('orders-empty').hidden = orders.length > 0;
     byId('orders').replaceChildren(...orders.map((o) => h('li', {
@@ -715,9 +737,7 @@ async function refreshOrders() {
     h('span', { class: `badge o-${o.status}` }, o.status === 'paid' ? 'Paid' : 'Refund owed'),
     h('span', { class: 'muted small' }, fmtDateTime(o.created_at)))));
   } catch (e) {
-    if (!userError(e)) byId('orders-empty').hidden = false;
-  } finally {
-    ordersBusy = false;
+    if (seq === ordersSeq && token === S.token && !userError(e)) byId('orders-empty').hidden = false;
   }
 }
 

@@ -141,7 +141,10 @@ export async function api(method, path, { token, body, headers = {}, signal } = 
     const secs = ra !== null && /^\d+$/.test(ra.trim()) ? Number(ra) : null;
     throw new ApiError(resp.status, data && typeof data === 'object' ? data : {}, secs);
   }
-  if (data && typeof data === 'object') Object.defineProperty(data, '_status', { value: resp.status });
+  // Every success of this API has a JSON body: one that cannot be read (a connection cut after
+  // the status line) leaves the outcome unknown, as a network error does.
+  if (!data || typeof data !== 'object') throw new ApiError(0);
+  Object.defineProperty(data, '_status', { value: resp.status });
   return data;
 }
 

@@ -76,12 +76,12 @@ export class SaleFeed {
     const next = [...new Set(ids)].slice(0, MAX_RESERVATIONS).sort();
     if (next.join('\n') === this.rids.join('\n')) return;
     this.rids = next;
-    if (this.mode === 'live') {
+    // A stream that is open, or still being opened, carries the old set in its URL: reconnect.
+    if (this.streaming) {
       this.restart = true;
       this.ctrl?.abort();
-    } else if (this.mode === 'polling') {
-      this.pollOnce();
     }
+    if (this.mode === 'polling') this.pollOnce();
   }
 
   // refresh asks for the current state now (e.g. when a countdown reaches zero).
@@ -101,10 +101,13 @@ export class SaleFeed {
       this.ctrl = new AbortController();
       const began = Date.now();
       let r;
+      this.streaming = true;
       try {
         r = await this.stream(this.ctrl.signal);
       } catch (e) {
         r = { error: e, connected: this.mode === 'live' };
+      } finally {
+        this.streaming = false;
       }
       if (this.stopped) return;
       if (this.restart) { // the reservation set changed: reconnect at once
