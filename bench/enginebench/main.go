@@ -24,10 +24,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/base64"
 	"encoding/csv"
 	"encoding/json"
 	"flag"
@@ -53,6 +50,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/httpapi"
+	"github.com/seckill-go/seckill/loadgen"
 	"github.com/seckill-go/seckill/redisinv"
 )
 
@@ -391,15 +389,6 @@ const (
 	benchAuth  = "bench-auth-secret"
 )
 
-// purchaseToken computes the purchase token as docs/DECISIONS.md specifies it, so that the
-// client needs no /path round trip per buyer.
-func purchaseToken(saleID, user string, startsAt time.Time) string {
-	k := hmac.New(sha256.New, []byte(benchAuth))
-	k.Write([]byte("seckill purchase path v1"))
-	mac := hmac.New(sha256.New, k.Sum(nil))
-	mac.Write([]byte(saleID + "\x00" + user + "\x00" + strconv.FormatInt(startsAt.UnixMilli(), 10)))
-	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
-}
 
 func freeAddr() string {
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -470,7 +459,6 @@ func benchmarkHTTP(ctx context.Context, redisURL string) error {
 	if err := waitHTTP("http://" + bareA + "/"); err != nil {
 		return err
 	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *clients, MaxConnsPerHost: *clients}, Timeout: 10 * time.Second}
 	goal := "0.4"
 	if *httpEngine == "memory" {
 		goal = "0.7"
@@ -482,7 +470,7 @@ func benchmarkHTTP(ctx context.Context, redisURL string) error {
 			"hold_seconds": 3600, "queue_limit": 0, "starts_at": startsAt, "ends_at": startsAt.Add(24 * time.Hour)})
 		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/api/v1/sales", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+benchAdmin)
-		resp, err := client.Do(req)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return err
 		}
@@ -504,11 +492,11 @@ func benchmarkHTTP(ctx context.Context, redisURL string) error {
 		if err := createSale(saleID, stock, startsAt); err != nil {
 			return err
 		}
-		o, ho, err := drive(ctx, client, "http://"+addr, saleID, startsAt, fmt.Sprintf("%sr%d", prefix, r), want)
+		o, ho, err := drive(ctx, "http://"+addr, saleID, startsAt, fmt.Sprintf("%sr%d", prefix, r), want)
 		if err != nil {
 			return fmt.Errorf("seckill: %w", err)
 		}
-		b, hb, err := drive(ctx, client, "http://"+bareA, saleID, startsAt, fmt.Sprintf("%sb%d", prefix, r), want)
+		b, hb, err := drive(ctx, "http://"+bareA, saleID, startsAt, fmt.Sprintf("%sb%d", prefix, r), want)
 		if err != nil {
 			return fmt.Errorf("bare: %w", err)
 		}
@@ -551,68 +539,21 @@ func benchmarkHTTP(ctx context.Context, redisURL string) error {
 	return nil
 }
 
-// drive sends buys for -duration on -clients connections, each for a new user with its own
-// JWT and purchase token (minted before the clock starts, so that the client spends its time
-// sending), and returns buys/s (answers with status want) and latencies.
-func drive(ctx context.Context, client *http.Client, base, saleID string, startsAt time.Time, tag string, want int) (float64, *hdrhistogram.Histogram, error) {
-	type buyer struct{ path, auth string }
-	perClient := int(duration.Seconds()*20000) / *clients + 100 // more than this machine can send
-	buyers := make([][]buyer, *clients)
-	var mint sync.WaitGroup
-	for c := range *clients {
-		mint.Go(func() {
-			bs := make([]buyer, perClient)
-			for i := range bs {
-				user := fmt.Sprintf("%s-%d-%d", tag, c, i)
-				tok, _ := httpapi.MintToken([]byte(benchAuth), user, time.Now(), time.Hour)
-				bs[i] = buyer{base + "/api/v1/sales/" + saleID + "/buy/" + purchaseToken(saleID, user, startsAt), "Bearer " + tok}
-			}
-			buyers[c] = bs
-		})
+// drive floods base's buy path for -duration on -clients connections with loadgen.Flood (the
+// client `seckill bench --calibrate` uses), each buy by a new user with its own JWT and
+// purchase token, and returns buys/s (answers with status want) and latencies.
+func drive(ctx context.Context, base, saleID string, startsAt time.Time, tag string, want int) (float64, *hdrhistogram.Histogram, error) {
+	key := seckill.PurchaseKey([]byte(benchAuth))
+	res, err := loadgen.Flood(ctx, loadgen.FloodConfig{Target: base, SaleID: saleID, Clients: *clients, Duration: *duration, Want: want,
+		Buyer: func(i int) (string, string) {
+			user := fmt.Sprintf("%s-%d", tag, i)
+			tok, _ := httpapi.MintToken([]byte(benchAuth), user, time.Now(), time.Hour)
+			return "/api/v1/sales/" + saleID + "/buy/" + seckill.PurchaseToken(key, saleID, user, startsAt), tok
+		}})
+	if err != nil {
+		return 0, nil, err
 	}
-	mint.Wait()
-	hist := hdrhistogram.New(1, 10_000_000, 3)
-	var mu sync.Mutex
-	var ok, bad atomic.Int64
-	var wg sync.WaitGroup
-	deadline := time.Now().Add(*duration)
-	start := time.Now()
-	body := []byte(`{"quantity":1}`)
-	for c := range *clients {
-		wg.Go(func() {
-			local := hdrhistogram.New(1, 10_000_000, 3)
-			for _, b := range buyers[c] {
-				if !time.Now().Before(deadline) {
-					break
-				}
-				req, _ := http.NewRequestWithContext(ctx, "POST", b.path, bytes.NewReader(body))
-				req.Header.Set("Authorization", b.auth)
-				req.Header.Set("Content-Type", "application/json")
-				t0 := time.Now()
-				resp, err := client.Do(req)
-				if err != nil {
-					bad.Add(1)
-					continue
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				_ = local.RecordValue(time.Since(t0).Microseconds())
-				if resp.StatusCode != want {
-					bad.Add(1)
-					continue
-				}
-				ok.Add(1)
-			}
-			mu.Lock()
-			hist.Merge(local)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	if n := bad.Load(); n > 0 {
-		return 0, nil, fmt.Errorf("%d requests failed or were not answered %d", n, want)
-	}
-	return float64(ok.Load()) / time.Since(start).Seconds(), hist, nil
+	return res.Rate, res.Latency, nil
 }
 
 func ms(h *hdrhistogram.Histogram, q float64) float64 { return float64(h.ValueAtQuantile(q)) / 1000 }
