@@ -20,7 +20,7 @@ const (
 )
 
 // activityOutcomes are the counted outcomes, in the JSON's order; anything else is "other".
-var activityOutcomes = []string{"held", "queued", "replayed", "sold_out", "limit_exceeded", "queue_full",
+var activityOutcomes = [...]string{"held", "queued", "replayed", "sold_out", "limit_exceeded", "queue_full",
 	"rate_limited", "ended", "not_started", "invalid_token", "other"}
 
 var outcomeIndex = func() map[string]int {
@@ -33,16 +33,21 @@ var outcomeIndex = func() map[string]int {
 
 type activityBucket struct {
 	sec    int64 // unix second; 0: never used
-	counts [11]uint32
+	counts [len(activityOutcomes)]uint32
 }
 
+// saleActivity is one sale's ring, with a lock of its own: buys of different sales do not
+// wait for each other.
 type saleActivity struct {
+	mu      sync.Mutex
 	buckets [activityWindow]activityBucket
 	last    int64 // unix second of the latest outcome
 }
 
+// activity holds the rings by sale. Its lock is read-locked on the buy path (one map lookup)
+// and write-locked only to add or evict a sale.
 type activity struct {
-	mu    sync.Mutex
+	mu    sync.RWMutex
 	sales map[string]*saleActivity
 }
 
@@ -56,20 +61,18 @@ func (a *activity) record(saleID, outcome string, now time.Time, onlyKnown bool)
 	if !ok {
 		i = outcomeIndex["other"]
 	}
-	sec := now.Unix()
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.mu.RLock()
 	sa := a.sales[saleID]
+	a.mu.RUnlock()
 	if sa == nil {
 		if onlyKnown {
 			return
 		}
-		if len(a.sales) >= maxActivitySales {
-			a.evict()
-		}
-		sa = &saleActivity{}
-		a.sales[saleID] = sa
+		sa = a.add(saleID)
 	}
+	sec := now.Unix()
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
 	b := &sa.buckets[sec%activityWindow]
 	if b.sec != sec {
 		*b = activityBucket{sec: sec}
@@ -78,16 +81,30 @@ func (a *activity) record(saleID, outcome string, now time.Time, onlyKnown bool)
 	sa.last = max(sa.last, sec)
 }
 
-// evict forgets the sale whose latest outcome is the oldest.
-func (a *activity) evict() {
-	var oldest string
-	var at int64
-	for id, sa := range a.sales {
-		if oldest == "" || sa.last < at {
-			oldest, at = id, sa.last
-		}
+// add returns the sale's ring, creating it (and forgetting the least recently active sale
+// when the table is full).
+func (a *activity) add(saleID string) *saleActivity {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if sa := a.sales[saleID]; sa != nil {
+		return sa
 	}
-	delete(a.sales, oldest)
+	if len(a.sales) >= maxActivitySales {
+		var oldest string
+		var at int64
+		for id, sa := range a.sales {
+			sa.mu.Lock()
+			last := sa.last
+			sa.mu.Unlock()
+			if oldest == "" || last < at {
+				oldest, at = id, last
+			}
+		}
+		delete(a.sales, oldest)
+	}
+	sa := &saleActivity{}
+	a.sales[saleID] = sa
+	return sa
 }
 
 // ActivityBucket is one second of buy outcomes.
@@ -100,15 +117,17 @@ type ActivityBucket struct {
 // without buys are absent.
 func (a *activity) snapshot(saleID string, now time.Time) []ActivityBucket {
 	out := []ActivityBucket{}
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.mu.RLock()
 	sa := a.sales[saleID]
+	a.mu.RUnlock()
 	if sa == nil {
 		return out
 	}
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
 	end := now.Unix()
 	for sec := end - activityWindow + 1; sec <= end; sec++ {
-		b := sa.buckets[((sec%activityWindow)+activityWindow)%activityWindow]
+		b := sa.buckets[sec%activityWindow]
 		if b.sec != sec {
 			continue
 		}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"github.com/seckill-go/seckill"
 	"sync/atomic"
 	"testing"
@@ -60,5 +61,43 @@ func TestSlowListenerIsDropped(t *testing.T) {
 	close(fast.events)
 	if _, ok := f.sales["s"]; ok {
 		t.Fatal("the feed outlived its last listener")
+	}
+}
+
+// TestActivityTable: outcomes decided before the sale is known (onlyKnown) never add a sale;
+// the table keeps at most maxActivitySales, forgetting the least recently active; seconds
+// older than the window are not reported, and a reused bucket starts from zero.
+func TestActivityTable(t *testing.T) {
+	a := newActivity()
+	t0 := time.Unix(1_900_000_000, 0)
+	a.record("ghost", "rate_limited", t0, true)
+	if len(a.sales) != 0 {
+		t.Fatal("a rate-limited buy of an unknown sale entered the table")
+	}
+	a.record("s", "held", t0, false)
+	a.record("s", "rate_limited", t0, true)
+	a.record("s", "bogus", t0, false)
+	got := a.snapshot("s", t0)
+	if len(got) != 1 || got[0].Outcomes["held"] != 1 || got[0].Outcomes["rate_limited"] != 1 || got[0].Outcomes["other"] != 1 {
+		t.Fatalf("snapshot %+v", got)
+	}
+	// The same ring slot, one window later: the old count is gone.
+	later := t0.Add(activityWindow * time.Second)
+	a.record("s", "queued", later, false)
+	got = a.snapshot("s", later)
+	if len(got) != 1 || got[0].Outcomes["held"] != 0 || got[0].Outcomes["queued"] != 1 {
+		t.Fatalf("after a window: %+v", got)
+	}
+	// Filling the table: the sale active longest ago ("s0", at t0) is the one forgotten.
+	b := newActivity()
+	for i := range maxActivitySales {
+		b.record(fmt.Sprintf("s%d", i), "held", t0.Add(time.Duration(i)*time.Second), false)
+	}
+	b.record("new", "held", t0.Add(time.Hour), false)
+	if _, ok := b.sales["s0"]; ok || len(b.sales) != maxActivitySales {
+		t.Fatalf("after overflow: %d sales, s0 kept %v", len(b.sales), ok)
+	}
+	if _, ok := b.sales["s1"]; !ok {
+		t.Fatal("a more recent sale was forgotten")
 	}
 }

@@ -523,7 +523,7 @@ func crowd(ctx context.Context, base string, secret []byte, saleID string, n, co
 					fail(err)
 					continue
 				}
-				status, body, err := rawPost(ctx, base+p.Path, tok, fmt.Sprintf("k-%d", i))
+				status, body, err := post(ctx, base+p.Path, tok)
 				if err != nil {
 					fail(err)
 					continue
@@ -551,21 +551,4 @@ func crowd(ctx context.Context, base string, secret []byte, saleID string, n, co
 	close(jobs)
 	wg.Wait()
 	return firstErr
-}
-
-// rawPost POSTs an empty buy body and returns the status and body, whatever the status.
-func rawPost(ctx context.Context, url, token, key string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, "POST", url, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
 }
