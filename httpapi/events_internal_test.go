@@ -2,10 +2,11 @@ package httpapi
 
 import (
 	"fmt"
-	"github.com/seckill-go/seckill"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/seckill-go/seckill"
 )
 
 // TestSlowListenerIsDropped: a listener that does not read is disconnected once its buffer is
