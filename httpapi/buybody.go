@@ -55,7 +55,7 @@ func buyQuantity(w http.ResponseWriter, r *http.Request) (int, error) {
 	return *in.Quantity, nil
 }
 
-// bodyError is readBody's error for a body that could not be read.
+// bodyError is the error for a body that could not be read: too_large above MaxBody.
 func bodyError(err error) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {

@@ -73,15 +73,14 @@ func (s *Server) buy(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	saleID := r.PathValue("id")
-	if !s.limiter.allow(user, s.now()) {
-		s.metrics.outcome("rate_limited")
-		s.activity.record(saleID, "rate_limited", s.now(), true)
+	saleID, now := r.PathValue("id"), s.now()
+	if !s.limiter.allow(user, now) {
+		s.countBuy(saleID, string(seckill.CodeRateLimited), now, true) // decided before the sale is looked up
 		return seckill.Errorf(seckill.CodeRateLimited, "too many buys; slow down")
 	}
 	if err := s.svc.CheckPurchaseToken(r.Context(), saleID, r.PathValue("token"), user); err != nil {
 		if seckill.ErrorCode(err) == seckill.CodeInvalidToken { // the sale exists
-			s.activity.record(saleID, string(seckill.CodeInvalidToken), s.now(), false)
+			s.countBuy(saleID, string(seckill.CodeInvalidToken), now, false)
 		}
 		return err
 	}
@@ -98,11 +97,7 @@ func (s *Server) buy(w http.ResponseWriter, r *http.Request) error {
 	}
 	res, err := s.svc.Buy(r.Context(), seckill.BuyRequest{SaleID: saleID, UserID: user, Quantity: q, IdempotencyKey: key})
 	if err != nil {
-		code := string(seckill.ErrorCode(err))
-		s.metrics.outcome(code)
-		if code != string(seckill.CodeNotFound) && code != string(seckill.CodeUnavailable) {
-			s.activity.record(saleID, code, s.now(), false)
-		}
+		s.countBuy(saleID, string(seckill.ErrorCode(err)), now, false)
 		return err
 	}
 	status, outcome := http.StatusCreated, "held"
@@ -112,10 +107,19 @@ func (s *Server) buy(w http.ResponseWriter, r *http.Request) error {
 	case res.Reservation.Status == seckill.StatusQueued:
 		status, outcome = http.StatusAccepted, "queued"
 	}
-	s.metrics.outcome(outcome)
-	s.activity.record(saleID, outcome, s.now(), false)
+	s.countBuy(saleID, outcome, now, false)
 	writeJSON(w, status, res.Reservation)
 	return nil
+}
+
+// countBuy counts a buy's outcome in /metrics and in the sale's activity for the dashboard.
+// A sale that is missing, or could not be reached, gets no activity; onlyKnown adds it only
+// for a sale that already has some (see activity.record).
+func (s *Server) countBuy(saleID, outcome string, now time.Time, onlyKnown bool) {
+	s.metrics.outcome(outcome)
+	if outcome != string(seckill.CodeNotFound) && outcome != string(seckill.CodeUnavailable) {
+		s.activity.record(saleID, outcome, now, onlyKnown)
+	}
 }
 
 func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) error {

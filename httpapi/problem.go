@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -61,12 +60,8 @@ const MaxBody = 64 << 10
 // readBody reads the whole body, refusing more than MaxBody bytes with too_large.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return nil, seckill.Errorf(seckill.CodeTooLarge, "request body is larger than %d bytes", MaxBody)
-	}
 	if err != nil {
-		return nil, seckill.Errorf(seckill.CodeInvalidArgument, "reading body: %v", err)
+		return nil, bodyError(err)
 	}
 	return b, nil
 }
