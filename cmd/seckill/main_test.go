@@ -62,52 +62,75 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestServeDevAndGracefulShutdown starts `serve --dev`, checks it prints the generated
-// secrets, masks them in the logged config, answers, and stops cleanly on cancellation.
-func TestServeDevAndGracefulShutdown(t *testing.T) {
-	var out, errb syncBuffer
-	db := "sqlite://" + filepath.Join(t.TempDir(), "x.db")
+// servedApp is `seckill serve` run in process by startServe.
+type servedApp struct {
+	url      string      // the API's base URL, from the "serving" log line
+	out, log *syncBuffer // stdout and stderr
+	cancel   func()
+	done     chan int
+}
+
+// startServe runs `seckill serve --dev --addr 127.0.0.1:0 --db <temp SQLite> args...` and
+// waits for it to serve.
+func startServe(t *testing.T, args ...string) *servedApp {
+	t.Helper()
+	a := &servedApp{out: &syncBuffer{}, log: &syncBuffer{}, done: make(chan int, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int)
+	a.cancel = cancel
+	t.Cleanup(cancel)
+	db := "sqlite://" + filepath.Join(t.TempDir(), "x.db")
 	go func() {
-		done <- run(ctx, []string{"serve", "--dev", "--addr", "127.0.0.1:0", "--db", db}, noEnv, &out, &errb)
+		a.done <- run(ctx, append([]string{"serve", "--dev", "--addr", "127.0.0.1:0", "--db", db}, args...), noEnv, a.out, a.log)
 	}()
-	urlRe := regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+)`)
-	var url string
+	urlRe := regexp.MustCompile(`msg=serving url=(http://127\.0\.0\.1:\d+)`)
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if m := urlRe.FindStringSubmatch(errb.String()); m != nil {
-			url = m[1]
-			break
+		if m := urlRe.FindStringSubmatch(a.log.String()); m != nil {
+			a.url = m[1]
+			return a
 		}
 	}
-	if url == "" {
-		cancel()
-		t.Fatalf("server did not start: %s", errb.String())
-	}
-	secret := regexp.MustCompile(`SECKILL_ADMIN_TOKEN=([0-9a-f]+)`).FindStringSubmatch(out.String())
-	if secret == nil {
-		t.Fatalf("generated secrets not printed: %q", out.String())
-	}
-	if strings.Contains(errb.String(), secret[1]) {
-		t.Fatal("the logged configuration shows a secret unmasked")
-	}
-	var health map[string]string
-	if err := call(ctx, "GET", url+"/healthz", "", nil, &health); err != nil || health["status"] != "ok" {
-		t.Fatalf("healthz: %v %v", health, err)
-	}
-	var tok map[string]string
-	if err := call(ctx, "POST", url+"/api/v1/dev/token", "", map[string]string{"user": "alice"}, &tok); err != nil || tok["token"] == "" {
-		t.Fatalf("dev token: %v %v", tok, err)
-	}
-	cancel()
+	t.Fatalf("server did not start: %s", a.log.String())
+	return nil
+}
+
+// stop cancels the server and fails unless it exits 0 within 20 s.
+func (a *servedApp) stop(t *testing.T) {
+	t.Helper()
+	a.cancel()
 	select {
-	case code := <-done:
+	case code := <-a.done:
 		if code != 0 {
-			t.Fatalf("serve exited %d: %s", code, errb.String())
+			t.Fatalf("serve exited %d: %s", code, a.log.String())
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("serve did not stop after cancellation")
 	}
+}
+
+// TestServeDevAndGracefulShutdown starts `serve --dev`, checks it prints the generated
+// secrets, masks them in the logged config, answers, and stops cleanly on cancellation.
+func TestServeDevAndGracefulShutdown(t *testing.T) {
+	a := startServe(t)
+	ctx := context.Background()
+	secret := regexp.MustCompile(`SECKILL_ADMIN_TOKEN=([0-9a-f]+)`).FindStringSubmatch(a.out.String())
+	if secret == nil {
+		t.Fatalf("generated secrets not printed: %q", a.out.String())
+	}
+	if strings.Contains(a.log.String(), secret[1]) {
+		t.Fatal("the logged configuration shows a secret unmasked")
+	}
+	if strings.Contains(a.log.String(), "/debug/pprof/") {
+		t.Fatal("without --pprof a profiling listener was started")
+	}
+	var health map[string]string
+	if err := call(ctx, "GET", a.url+"/healthz", "", nil, &health); err != nil || health["status"] != "ok" {
+		t.Fatalf("healthz: %v %v", health, err)
+	}
+	var tok map[string]string
+	if err := call(ctx, "POST", a.url+"/api/v1/dev/token", "", map[string]string{"user": "alice"}, &tok); err != nil || tok["token"] == "" {
+		t.Fatalf("dev token: %v %v", tok, err)
+	}
+	a.stop(t)
 }
 
 func TestDemoSmall(t *testing.T) {

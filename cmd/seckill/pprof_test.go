@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestPprofRefusesNonLoopback: --pprof (or SECKILL_PPROF) with any address that is not
@@ -66,28 +65,14 @@ func TestCheckPprofAddr(t *testing.T) {
 // TestPprofServesOnItsOwnListener: with --pprof on loopback the profiles are served there,
 // and not on the API's listener; without the flag there is no profiling listener at all.
 func TestPprofServesOnItsOwnListener(t *testing.T) {
-	var out, errb syncBuffer
-	db := "sqlite://" + filepath.Join(t.TempDir(), "x.db")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan int)
-	go func() {
-		done <- run(ctx, []string{"serve", "--dev", "--addr", "127.0.0.1:0", "--db", db, "--pprof", "127.0.0.1:0"}, noEnv, &out, &errb)
-	}()
-	apiRe := regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+) `)
-	profRe := regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+)/debug/pprof/`)
-	var api, prof string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && api == ""; time.Sleep(20 * time.Millisecond) {
-		if m := apiRe.FindStringSubmatch(errb.String()); m != nil {
-			api = m[1]
-		}
-	}
-	if m := profRe.FindStringSubmatch(errb.String()); m != nil {
+	a := startServe(t, "--pprof", "127.0.0.1:0")
+	api := a.url
+	var prof string
+	if m := regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+)/debug/pprof/`).FindStringSubmatch(a.log.String()); m != nil {
 		prof = m[1]
 	}
-	if api == "" || prof == "" {
-		cancel()
-		t.Fatalf("server or pprof did not start: %s", errb.String())
+	if prof == "" {
+		t.Fatalf("pprof did not start: %s", a.log.String())
 	}
 	get := func(url string) (int, string) {
 		t.Helper()
@@ -108,15 +93,7 @@ func TestPprofServesOnItsOwnListener(t *testing.T) {
 	if code, _ := get(api + "/debug/pprof/"); code != http.StatusNotFound {
 		t.Errorf("the API listener answers /debug/pprof/ with %d, want 404", code)
 	}
-	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("serve exited %d: %s", code, errb.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("serve did not stop after cancellation")
-	}
+	a.stop(t)
 	if _, err := http.Get(prof + "/debug/pprof/"); err == nil {
 		t.Error("the pprof listener still answers after shutdown")
 	}
