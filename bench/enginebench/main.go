@@ -389,7 +389,6 @@ const (
 	benchAuth  = "bench-auth-secret"
 )
 
-
 func freeAddr() string {
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	defer l.Close()
