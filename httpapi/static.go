@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"io/fs"
 	"net/http"
-	"path"
 	"sort"
 	"strings"
 	"time"
@@ -120,8 +119,5 @@ func (s *staticSite) asset(notFound func(http.ResponseWriter, *http.Request)) ht
 func (s *staticSite) serve(w http.ResponseWriter, r *http.Request, a *asset) {
 	w.Header().Set("ETag", a.etag)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	if path.Ext(a.name) == ".html" {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	}
 	http.ServeContent(w, r, a.name, time.Time{}, bytes.NewReader(a.body))
 }
