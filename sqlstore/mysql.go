@@ -17,9 +17,10 @@ import (
 // mysqlDialect is MySQL ≥ 8.0.16 and MariaDB ≥ 10.2.1 (the first versions that enforce CHECK
 // constraints) through github.com/go-sql-driver/mysql, with the InnoDB engine.
 var mysqlDialect = dialect{
-	name:           "mysql",
-	forUpdate:      " FOR UPDATE",
-	forNoKeyUpdate: " FOR UPDATE",
+	name:            "mysql",
+	forUpdate:       " FOR UPDATE",
+	preparedInserts: true,
+	forNoKeyUpdate:  " FOR UPDATE",
 	insertIgnore: func(insert, pk string) string {
 		// Not INSERT IGNORE: it turns every error of the statement into a warning, so a
 		// foreign key or CHECK violation would pass as "already present". This no-op update

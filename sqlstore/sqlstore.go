@@ -45,6 +45,8 @@ type Store struct {
 	// PaymentRecord.At); the store otherwise uses the times it is given, which come from the
 	// injected clock.
 	now func() time.Time
+	// inserts are the prepared multi-row INSERTs of reservations (dialect.preparedInserts).
+	inserts preparedInserts
 }
 
 var _ seckill.OrderStore = (*Store)(nil)
@@ -111,7 +113,7 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close releases every connection. An in-memory database is gone afterwards.
 func (s *Store) Close() error {
-	var errs []error
+	errs := []error{s.inserts.close()}
 	if s.rdb != s.db {
 		errs = append(errs, s.rdb.Close())
 	}
