@@ -44,7 +44,7 @@ type ConsumerConfig struct {
 	// next, so that a rush's events are stored in fewer, larger batches (one transaction, one
 	// acknowledgement and a few INSERTs each); default 20 ms. A full batch is followed at once.
 	Linger time.Duration
-	Logger     *slog.Logger
+	Logger *slog.Logger
 }
 
 // Consumer moves every sale's event stream into the order store: it reads with XREADGROUP,
