@@ -173,12 +173,12 @@ func canonical(t testing.TB, rdb rueidis.Client, k string) string {
 			parts = append(parts, z.Member+"@"+strconv.FormatFloat(z.Score, 'f', -1, 64))
 		}
 	case "stream":
-		es, err := rdb.Do(ctx, rdb.B().Xrange().Key(k).Start("-").End("+").Build()).AsXRange()
+		es, err := rdb.Do(ctx, rdb.B().Xrange().Key(k).Start("-").End("+").Build()).AsXRangeSlices()
 		if err != nil {
 			t.Fatalf("XRANGE %s: %v", k, err)
 		}
-		for _, e := range es {
-			parts = append(parts, e.ID+render(e.FieldValues))
+		for _, e := range es { // fields in order: an entry holds a call's events, one e each
+			parts = append(parts, e.ID+fmt.Sprintf("%q", e.FieldValues))
 		}
 		for _, cmd := range []rueidis.Completed{
 			rdb.B().XinfoStream().Key(k).Build(), rdb.B().XinfoGroups().Key(k).Build(),

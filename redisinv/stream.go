@@ -34,7 +34,7 @@ type Sink interface {
 // ConsumerConfig tunes a Consumer. Zero values mean the defaults.
 type ConsumerConfig struct {
 	Name       string        // consumer name in the group; default host-pid-random, unique per process
-	Batch      int           // most entries read and stored at once; default 1024
+	Batch      int           // most entries read and stored at once (up to 64 events each); default 128
 	Block      time.Duration // how long a read waits for new entries; default 1 s
 	ClaimIdle  time.Duration // entries pending this long with another consumer are taken over; default 5 s
 	ClaimEvery time.Duration // how often to look for such entries; default 2 s
@@ -71,7 +71,7 @@ func (e *Engine) NewConsumer(sink Sink, cfg ConsumerConfig) *Consumer {
 		cfg.Name = host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
 	}
 	if cfg.Batch <= 0 {
-		cfg.Batch = 1024
+		cfg.Batch = 128
 	}
 	if cfg.Block <= 0 {
 		cfg.Block = time.Second
@@ -193,11 +193,11 @@ func (c *Consumer) consume(ctx context.Context, saleID string) {
 }
 
 // read returns new entries for this consumer, waiting up to Block for some.
-func (c *Consumer) read(ctx context.Context, key string) ([]rueidis.XRangeEntry, error) {
+func (c *Consumer) read(ctx context.Context, key string) ([]rueidis.XRangeSlice, error) {
 	rdb := c.e.rdb
 	cmd := rdb.B().Xreadgroup().Group(Group, c.cfg.Name).Count(int64(c.cfg.Batch)).
 		Block(c.cfg.Block.Milliseconds()).Streams().Key(key).Id(">").Build()
-	res, err := rdb.Do(ctx, cmd).AsXRead()
+	res, err := rdb.Do(ctx, cmd).AsXReadSlices()
 	if rueidis.IsRedisNil(err) {
 		return nil, nil
 	}
@@ -227,7 +227,7 @@ func (c *Consumer) claim(ctx context.Context, saleID, key string) error {
 			return nil
 		}
 		next, _ := v[0].ToString()
-		entries, err := v[1].AsXRange()
+		entries, err := v[1].AsXRangeSlices()
 		if err != nil {
 			return err
 		}
@@ -262,18 +262,24 @@ func isNoGroup(err error) bool {
 // A batch the store refuses as invalid is split, and an event it refuses on its own is
 // dropped with a log line (and acknowledged). When ctx ends, the batch in hand still gets up
 // to 10 s to be stored and acknowledged.
-func (c *Consumer) store(ctx context.Context, saleID, key string, entries []rueidis.XRangeEntry) {
+func (c *Consumer) store(ctx context.Context, saleID, key string, entries []rueidis.XRangeSlice) {
 	events := make([]seckill.Event, 0, len(entries))
 	ids := make([]string, 0, len(entries))
 	for _, en := range entries {
 		ids = append(ids, en.ID)
-		ev, err := decodeEvent(saleID, en)
-		if err != nil {
+		if len(en.FieldValues) == 0 {
 			c.dropped.Add(1)
-			c.cfg.Logger.Error("redisinv: dropping a malformed stream entry", "sale", saleID, "entry", en.ID, "err", err)
-			continue
+			c.cfg.Logger.Error("redisinv: dropping a stream entry without events", "sale", saleID, "entry", en.ID)
 		}
-		events = append(events, ev)
+		for _, fv := range en.FieldValues {
+			ev, err := decodeEvent(saleID, fv)
+			if err != nil {
+				c.dropped.Add(1)
+				c.cfg.Logger.Error("redisinv: dropping a malformed event", "sale", saleID, "entry", en.ID, "err", err)
+				continue
+			}
+			events = append(events, ev)
+		}
 	}
 	// The batch in hand is finished even when ctx ends, but not forever: 10 s after it ends.
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -327,12 +333,12 @@ func permanent(err error) bool {
 	return isCode(err, seckill.CodeInvalidArgument) || isCode(err, seckill.CodeNotFound)
 }
 
-// decodeEvent turns a stream entry written by emit (common.lua) into an Event.
-func decodeEvent(saleID string, en rueidis.XRangeEntry) (seckill.Event, error) {
-	e, ok := en.FieldValues["e"]
-	if !ok {
-		return seckill.Event{}, errors.New("no field e")
+// decodeEvent turns a field of a stream entry written by emit (common.lua) into an Event.
+func decodeEvent(saleID string, fv rueidis.XRangeFieldValue) (seckill.Event, error) {
+	if fv.Field != "e" {
+		return seckill.Event{}, fmt.Errorf("field %q, want e", fv.Field)
 	}
+	e := fv.Value
 	f := strings.SplitN(e, "|", 11)
 	if len(f) != 11 {
 		return seckill.Event{}, errors.New("too few fields")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -256,4 +257,93 @@ func TestConsumerFinishesItsBatchOnShutdown(t *testing.T) {
 	if p := r.pending(); p != 0 {
 		t.Fatalf("pending %d after shutdown, want 0", p)
 	}
+}
+
+// TestConsumerReadsEntriesOfManyEvents: the changes of one script call are one stream entry,
+// one field e each, in order (three buyers in one buy.lua call: seq 1, 2, 3); the consumer
+// stores every one of them, and of an entry with a malformed field it drops that field only.
+func TestConsumerReadsEntriesOfManyEvents(t *testing.T) {
+	r := newStreamRig(t, 5)
+	ctx := t.Context()
+	var args []string
+	for _, u := range []string{"u1", "u2", "u3"} {
+		args = append(args, u, "1", "", "00000000000000a1")
+	}
+	if rep, err := r.e.exec(ctx, r.e.scripts.buy, "st", args...); err != nil || rep.code() != "ok" || len(rep) != 4 {
+		t.Fatalf("buy.lua for three buyers: %v, %v", rep, err)
+	}
+	key := r.e.streamKey("st")
+	entries, err := r.rdb.Do(ctx, r.rdb.B().Xrange().Key(key).Start("-").End("+").Build()).AsXRangeSlices()
+	if err != nil || len(entries) != 1 || len(entries[0].FieldValues) != 3 {
+		t.Fatalf("stream after one call of three buyers: %+v, %v; want one entry of three fields", entries, err)
+	}
+	for i, fv := range entries[0].FieldValues {
+		ev, err := decodeEvent("st", fv)
+		if err != nil || ev.Reservation.Seq != uint64(i+1) || ev.Reservation.UserID != fmt.Sprintf("u%d", i+1) {
+			t.Fatalf("field %d: %+v, %v; want u%d's hold, seq %d", i, ev, err, i+1, i+1)
+		}
+	}
+	good := entries[0].FieldValues[0].Value
+	if err := r.rdb.Do(ctx, r.rdb.B().Xadd().Key(key).Id("*").FieldValue().
+		FieldValue("e", "not|an|event").FieldValue("x", good).FieldValue("e", strings.Replace(good, "|held|", "|paid|", 1)).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	sink := &fakeSink{}
+	c, _ := r.run(sink, ConsumerConfig{})
+	eventually(t, "four events stored", func() bool { return len(sink.stored()) == 4 })
+	eventually(t, "nothing pending", func() bool { return r.pending() == 0 })
+	got := statusesByID(sink.stored())
+	first := sink.stored()[0].Reservation.ID
+	if fmt.Sprint(got[first]) != "[held paid]" || len(got) != 3 || c.Dropped() != 2 {
+		t.Fatalf("stored %v (dropped %d); want the three holds, the first then paid, and 2 dropped", got, c.Dropped())
+	}
+}
+
+// TestEventsOfOneCallSplitIntoEntries: a call that changes more reservations than one entry
+// takes (closing a sale rejects its whole queue) writes them in entries of at most 64 events,
+// in order, and every one reaches the store.
+func TestEventsOfOneCallSplitIntoEntries(t *testing.T) {
+	r := newStreamRig(t, 7) // a queue of up to 70 buyers
+	ctx := t.Context()
+	for i := range 7 {
+		r.buy(fmt.Sprintf("h%d", i))
+	}
+	var queued []string
+	for i := range 69 {
+		queued = append(queued, r.buy(fmt.Sprintf("q%d", i)).ID)
+	}
+	key := r.e.streamKey("st")
+	before, err := r.rdb.Do(ctx, r.rdb.B().Xlen().Key(key).Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.e.CloseSale(ctx, "st"); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := r.rdb.Do(ctx, r.rdb.B().Xrange().Key(key).Start("-").End("+").Build()).AsXRangeSlices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rejected []string
+	for _, en := range entries[before:] {
+		if len(en.FieldValues) > 64 {
+			t.Fatalf("an entry of %d events; want at most 64", len(en.FieldValues))
+		}
+		for _, fv := range en.FieldValues {
+			ev, err := decodeEvent("st", fv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Reservation.Status == seckill.StatusRejected {
+				rejected = append(rejected, ev.Reservation.ID)
+			}
+		}
+	}
+	if len(entries)-int(before) < 2 || fmt.Sprint(rejected) != fmt.Sprint(queued) {
+		t.Fatalf("closing wrote %d entries rejecting %v; want at least 2 entries rejecting the queue in order %v",
+			len(entries)-int(before), rejected, queued)
+	}
+	sink := &fakeSink{}
+	r.run(sink, ConsumerConfig{})
+	eventually(t, "every event stored", func() bool { return len(sink.stored()) == 7+69+69 })
 }

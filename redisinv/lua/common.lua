@@ -11,7 +11,8 @@
 --   KEYS[4] queue   ZSET    suffix of every queued reservation, scored by seq (FIFO order)
 --   KEYS[5] users   HASH    user -> units held + queued + paid (per-user limit)
 --   KEYS[6] idem    HASH    user .. ':' .. idempotency key -> suffix (user ids have no ':')
---   KEYS[7] events  STREAM  one entry per reservation change, for the order store
+--   KEYS[7] events  STREAM  the reservation changes, for the order store: one field e per
+--                           change, in order, the changes of one script call in one entry
 -- ARGV[1] of every script is the clock: '' means Redis TIME, so that every instance shares one
 -- clock (production); digits are milliseconds since the Unix epoch, sent only by an engine
 -- built with a test clock (redisinv.WithTestClock). Whatever its source, a sale's clock never
@@ -37,6 +38,7 @@
 local now     -- the script's time in ms, set by the script before load_state
 local S       -- the sale's definition and counters, once load_state found them
 local changed -- whether save_state has counters to write
+local pending = {} -- XADD's field-value arguments for the script's changes not yet in the stream
 
 -- load_state reads the sale's hash into S. It returns false when the sale is not loaded.
 local function load_state()
@@ -64,11 +66,21 @@ local function pack_state()
     S.created, S.closed, S.avail, S.held, S.sold, S.qunits, S.seq, now, S.loading, S.qlen, S.nexp)
 end
 
--- save_state writes the state back once, at the end of a script that changed it.
+-- flush_events appends the pending changes to the stream, as one entry.
+local function flush_events()
+  if #pending > 0 then
+    redis.call('XADD', KEYS[7], '*', unpack(pending))
+    pending = {}
+  end
+end
+
+-- save_state writes the state back once, at the end of a script that changed it, and the
+-- changes' events.
 local function save_state()
   if changed then
     redis.call('HSET', KEYS[1], 'st', pack_state())
   end
+  flush_events()
 end
 
 local function get_res(id)
@@ -87,19 +99,26 @@ local function put_res(r)
   changed = true
 end
 
--- emit appends r, as it is after its change, to the sale's stream: in the same script as the
--- change, so that the order store can never miss one (no dual write). The entry has one field,
--- e = "<id>|<status>|<user>|<quantity>|<seq>|<amount>|<created>|<at>|<expires>|<payment id
--- length>|<payment id><idempotency key>" (numbers in decimal, expires 0 unless held): the
+-- emit records r, as it is after its change, for the sale's stream: in the same script as the
+-- change, so that the order store can never miss one (no dual write). Each change is one
+-- field e = "<id>|<status>|<user>|<quantity>|<seq>|<amount>|<created>|<at>|<expires>|<payment
+-- id length>|<payment id><idempotency key>" (numbers in decimal, expires 0 unless held): the
 -- fields before the payment id cannot contain '|', and the two strings are told apart by the
--- length.
+-- length. The changes of one call go in one entry (save_state), at most EVENTS_PER_ENTRY of
+-- them, in order: one XADD per call rather than per change, and one entry to read and
+-- acknowledge.
+local EVENTS_PER_ENTRY = 64
 local function emit(r)
   local exp = 0
   if r.status == 'held' then
     exp = r.exp
   end
-  redis.call('XADD', KEYS[7], '*', 'e', event(r.id, r.status, r.user, r.q, r.seq, r.amount,
-    r.created, now, exp, r.pid, r.key))
+  pending[#pending + 1] = 'e'
+  pending[#pending + 1] = event(r.id, r.status, r.user, r.q, r.seq, r.amount, r.created, now, exp,
+    r.pid, r.key)
+  if #pending >= 2 * EVENTS_PER_ENTRY then
+    flush_events()
+  end
 end
 
 local function user_units(user)
