@@ -12,17 +12,19 @@ type rateLimiter struct {
 	burst float64
 
 	mu      sync.Mutex
-	buckets map[string]*bucket
+	buckets map[string]bucket
 	swept   time.Time
 }
 
+// bucket is held by value, with its time as Unix nanoseconds: a map of a rush's users (every
+// buyer new) then holds no pointers for the garbage collector to follow, one per user.
 type bucket struct {
 	tokens float64
-	last   time.Time
+	last   int64
 }
 
 func newRateLimiter(rate float64, burst int) *rateLimiter {
-	return &rateLimiter{rate: rate, burst: float64(burst), buckets: make(map[string]*bucket)}
+	return &rateLimiter{rate: rate, burst: float64(burst), buckets: make(map[string]bucket)}
 }
 
 // allow takes one token from user's bucket at now.
@@ -33,22 +35,23 @@ func (l *rateLimiter) allow(user string, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.sweep(now)
-	b := l.buckets[user]
-	if b == nil {
-		b = &bucket{tokens: l.burst, last: now}
-		l.buckets[user] = b
+	at := now.UnixNano()
+	b, ok := l.buckets[user]
+	if !ok {
+		b = bucket{tokens: l.burst, last: at}
 	}
 	// Refill only forward: a wall clock stepped back (NTP) must not take tokens away, which
 	// would lock every active user out for as long as the step.
-	if elapsed := now.Sub(b.last); elapsed > 0 {
-		b.tokens = min(l.burst, b.tokens+elapsed.Seconds()*l.rate)
+	if elapsed := at - b.last; elapsed > 0 {
+		b.tokens = min(l.burst, b.tokens+time.Duration(elapsed).Seconds()*l.rate)
 	}
-	b.last = now
-	if b.tokens < 1 {
-		return false
+	b.last = at
+	allowed := b.tokens >= 1
+	if allowed {
+		b.tokens--
 	}
-	b.tokens--
-	return true
+	l.buckets[user] = b
+	return allowed
 }
 
 // sweep forgets buckets that have refilled, at most once a minute, so memory follows the
@@ -60,7 +63,7 @@ func (l *rateLimiter) sweep(now time.Time) {
 	l.swept = now
 	full := time.Duration(l.burst / l.rate * float64(time.Second))
 	for u, b := range l.buckets {
-		if now.Sub(b.last) > full {
+		if time.Duration(now.UnixNano()-b.last) > full {
 			delete(l.buckets, u)
 		}
 	}

@@ -25,8 +25,9 @@ local function buy_one(user, q, key, rnd)
   if code then
     return {code}
   end
-  local idem = user .. ':' .. key
+  local idem -- user .. ':' .. key, only when there is a key
   if key ~= '' then
+    idem = user .. ':' .. key
     local replay = redis.call('HGET', KEYS[6], idem)
     if replay then
       return res_reply(1, settle(get_res(replay)))
