@@ -108,7 +108,7 @@ func (s *Server) buy(w http.ResponseWriter, r *http.Request) error {
 		status, outcome = http.StatusAccepted, "queued"
 	}
 	s.countBuy(saleID, outcome, now, false)
-	writeJSON(w, status, res.Reservation)
+	writeReservation(w, status, res.Reservation)
 	return nil
 }
 
@@ -131,7 +131,7 @@ func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, res)
+	writeReservation(w, http.StatusOK, res)
 	return nil
 }
 
@@ -145,7 +145,7 @@ func (s *Server) cancelReservation(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	s.metrics.outcome("cancelled")
-	writeJSON(w, http.StatusOK, res)
+	writeReservation(w, http.StatusOK, res)
 	return nil
 }
 
