@@ -16,8 +16,9 @@ type rateLimiter struct {
 	swept   time.Time
 }
 
-// bucket is held by value, with its time as Unix nanoseconds: a map of a rush's users (every
-// buyer new) then holds no pointers for the garbage collector to follow, one per user.
+// bucket is held by value, with its time as Unix nanoseconds: in a rush every buyer is new,
+// and a bucket per user allocated apart (with a time.Time's location pointer) was one more
+// object per user for the garbage collector to trace.
 type bucket struct {
 	tokens float64
 	last   int64

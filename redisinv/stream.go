@@ -42,7 +42,8 @@ type ConsumerConfig struct {
 	RetryDelay time.Duration // first delay after a failure, doubling to 2 s; default 50 ms
 	// Linger is how long to wait after storing a batch that was not full before reading the
 	// next, so that a rush's events are stored in fewer, larger batches (one transaction, one
-	// acknowledgement and a few INSERTs each); default 20 ms. A full batch is followed at once.
+	// acknowledgement and a few INSERTs each); default 20 ms, negative for none. A full batch
+	// is followed at once.
 	Linger time.Duration
 	Logger *slog.Logger
 }
@@ -88,7 +89,7 @@ func (e *Engine) NewConsumer(sink Sink, cfg ConsumerConfig) *Consumer {
 	if cfg.RetryDelay <= 0 {
 		cfg.RetryDelay = 50 * time.Millisecond
 	}
-	if cfg.Linger <= 0 {
+	if cfg.Linger == 0 {
 		cfg.Linger = 20 * time.Millisecond
 	}
 	if cfg.Logger == nil {
@@ -181,7 +182,7 @@ func (c *Consumer) consume(ctx context.Context, saleID string) {
 		delay = c.cfg.RetryDelay
 		if len(entries) > 0 {
 			c.store(ctx, saleID, key, entries)
-			if len(entries) < c.cfg.Batch {
+			if len(entries) < c.cfg.Batch && c.cfg.Linger > 0 {
 				sleep(ctx, c.cfg.Linger)
 			}
 		}
@@ -232,7 +233,7 @@ func (c *Consumer) claim(ctx context.Context, saleID, key string) error {
 			return err
 		}
 		if len(entries) > 0 {
-			c.cfg.Logger.Info("redisinv: took over events another consumer left pending", "sale", saleID, "events", len(entries))
+			c.cfg.Logger.Info("redisinv: took over events another consumer left pending", "sale", saleID, "entries", len(entries))
 			c.store(ctx, saleID, key, entries)
 		}
 		if next == "0-0" || next == "" || ctx.Err() != nil {

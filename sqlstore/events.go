@@ -15,9 +15,11 @@ import (
 // time cost more than the rush itself: an INSERT per event (on SQLite, each one parsed anew)
 // and, for each that was already there, a read and an update. Here a batch costs one locking
 // read of the rows it touches, multi-row INSERTs of the new reservations (SQLite: one prepared
-// INSERT), and one UPDATE per stored row that changes, with the result of the one-by-one path.
-// On SQLite a reservation whose first event is a buy's (held or queued) is inserted at once,
-// and read only if it turns out to be there already (insertFirst).
+// INSERT; MySQL: INSERTs prepared on the server), and one UPDATE per stored row that changes,
+// with the result of the one-by-one path. A reservation created by its first event in the
+// batch is inserted without being read first: on SQLite one at a time, read only if it turns
+// out to be there already (insertFirst); on server databases with the others, the attempt
+// starting over with every row read if one was there (insertWithoutRead).
 //
 // Why the results are the same: the one-by-one path inserts the first event of a new
 // reservation and merges each later one into the row it just wrote; for a stored reservation
@@ -55,8 +57,9 @@ const (
 )
 
 // applyBatch applies rows, sorted by id (stable, so each reservation's events are in the
-// order they were sent), in tx.
-func (s *Store) applyBatch(ctx context.Context, tx *sql.Tx, rows []resRow) error {
+// order they were sent), in tx. With trustCreations, reservations that insertWithoutRead
+// picks skip the locking read.
+func (s *Store) applyBatch(ctx context.Context, tx *sql.Tx, rows []resRow, trustCreations bool) error {
 	var ins inserter
 	defer ins.close()
 	var probe [][]resRow // reservations whose stored row the locking read fetches
@@ -68,7 +71,7 @@ func (s *Store) applyBatch(ctx context.Context, tx *sql.Tx, rows []resRow) error
 		}
 		g := rows[i:j]
 		i = j
-		if s.insertWithoutRead(g[0]) {
+		if trustCreations && s.insertWithoutRead(g[0]) {
 			fresh = append(fresh, fold(g[0], g[1:]))
 			continue
 		}
@@ -133,13 +136,14 @@ func (s *Store) insertFirst(first resRow) bool {
 // insertWithoutRead reports whether a reservation whose first event in the batch is first
 // goes to the multi-row INSERT without the locking read. Only on server databases, and only
 // when the event is the reservation's creation: a buy's hold or queue place, stamped at the
-// moment the reservation was created. Such a row can exist only if this very event was stored
-// before (a redelivery after a consumer died between its commit and its acknowledgement):
-// the INSERT then affects fewer rows than it was given, and the batch goes to the one-by-one
-// path (errBatchFallback), which decides it as it decides every batch. A queue place granted a
-// hold later is stamped later than its creation, so its held event is read first as before.
-// In a rush nearly every event is a creation, and the read of ids that are not there was
-// about a third of the database's work per stored event.
+// moment the reservation was created. In a rush nearly every event is one, and most such rows
+// are not there yet, so reading them first cost a lookup (and, on MySQL, a gap lock) per row
+// for nothing. The row can be there already: the event was stored before (a consumer died
+// between its commit and its acknowledgement), a payment recorded the reservation before its
+// events arrived, a later event was stored first by another consumer, or a queue place was
+// granted its hold within the millisecond of its creation. The INSERT then affects fewer rows
+// than it was given and the whole attempt is rolled back (errBatchFallback); ApplyEvents runs
+// the batch again with every row read first, which decides all of these as before.
 func (s *Store) insertWithoutRead(first resRow) bool {
 	return s.d.name != sqliteDialect.name && first.status.Rank() <= seckill.StatusHeld.Rank() &&
 		first.createdAt == first.updatedAt
@@ -196,7 +200,8 @@ func (s *Store) lockReservations(ctx context.Context, tx *sql.Tx, ids []string) 
 // already present. Fewer rows inserted than given (another transaction inserted one of the
 // ids meanwhile) or a missing sale is errBatchFallback.
 //
-// Server databases get multi-row INSERTs: one round trip per batchInsertRows rows. SQLite gets
+// Server databases get multi-row INSERTs: one round trip per batchInsertRows rows on
+// PostgreSQL, per power-of-two chunk of up to preparedInsertRows on MySQL. SQLite gets
 // one prepared single-row INSERT, run for each row (ins): there is no round trip to save, and
 // a multi-row INSERT inside a transaction would have SQLite copy every page it changes to a
 // statement journal (a temporary file), so that the statement could be undone alone if a
@@ -231,10 +236,7 @@ func (s *Store) insertReservations(ctx context.Context, tx *sql.Tx, ins *inserte
 		var res sql.Result
 		var err error
 		if s.d.preparedInserts {
-			var stmt *sql.Stmt
-			if stmt, err = s.inserts.get(ctx, s, size); err == nil {
-				res, err = tx.StmtContext(ctx, stmt).ExecContext(ctx, args...)
-			}
+			res, err = tx.StmtContext(ctx, s.inserts.stmts[size]).ExecContext(ctx, args...)
 		} else {
 			res, err = tx.ExecContext(ctx, s.insertRowsSQL(size), args...)
 		}
@@ -250,37 +252,32 @@ func (s *Store) insertReservations(ctx context.Context, tx *sql.Tx, ins *inserte
 }
 
 // preparedInserts holds the multi-row INSERTs prepared on the server, one per size, for
-// dialects with preparedInserts. database/sql prepares each again, once, on every connection
-// that runs it. Sizes are powers of two up to preparedInsertRows, so at most eight statements
-// per connection exist, and a batch of n rows takes one statement per set bit of n below the
-// largest (125 rows: 64 + 32 + 16 + 8 + 4 + 1).
+// dialects with preparedInserts. Sizes are powers of two up to preparedInsertRows, so a batch
+// of n rows takes one statement per set bit of n below the largest (125 rows: 64 + 32 + 16 +
+// 8 + 4 + 1) and at most eight statements exist per connection. All are prepared when the
+// store opens, outside any transaction: preparing needs a connection of its own, and taking
+// one from inside a transaction that holds another could wait forever on a full pool.
+// database/sql then prepares each again, once, on every connection that runs it, on the
+// transaction's own connection (Tx.StmtContext).
 type preparedInserts struct {
-	mu    sync.Mutex
 	stmts map[int]*sql.Stmt
 }
 
-// get returns the prepared INSERT of size rows, preparing it on first use.
-func (p *preparedInserts) get(ctx context.Context, s *Store, size int) (*sql.Stmt, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if stmt := p.stmts[size]; stmt != nil {
-		return stmt, nil
+// prepare prepares every size.
+func (p *preparedInserts) prepare(ctx context.Context, s *Store) error {
+	p.stmts = make(map[int]*sql.Stmt)
+	for size := 1; size <= preparedInsertRows; size *= 2 {
+		stmt, err := s.db.PrepareContext(ctx, s.insertRowsSQL(size))
+		if err != nil {
+			return fmt.Errorf("sqlstore: prepare insert of %d reservations: %w", size, err)
+		}
+		p.stmts[size] = stmt
 	}
-	stmt, err := s.db.PrepareContext(ctx, s.insertRowsSQL(size))
-	if err != nil {
-		return nil, fmt.Errorf("sqlstore: prepare insert of %d reservations: %w", size, err)
-	}
-	if p.stmts == nil {
-		p.stmts = make(map[int]*sql.Stmt)
-	}
-	p.stmts[size] = stmt
-	return stmt, nil
+	return nil
 }
 
 // close closes every prepared statement.
 func (p *preparedInserts) close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	var errs []error
 	for _, stmt := range p.stmts {
 		errs = append(errs, stmt.Close())

@@ -101,7 +101,9 @@ func TestApplyBatchMatchesOneByOne(t *testing.T) {
 			rounds = 10
 		}
 		fallbacks := 0
-		defer func() { t.Logf("%d of %d batches were redeliveries left to the one-by-one path", fallbacks, rounds) }()
+		defer func() {
+			t.Logf("%d of %d batches started over, reading every row (a created row was there)", fallbacks, rounds)
+		}()
 		for round := range rounds {
 			n, size := 40, 1+rng.IntN(60) // few reservations, so batches repeat them
 			if round == 7 {
@@ -116,12 +118,12 @@ func TestApplyBatchMatchesOneByOne(t *testing.T) {
 				t.Fatal(err)
 			}
 			before, _ := storedRows(t, a)
-			err = a.inTx(t.Context(), func(tx *sql.Tx) error { return a.applyBatch(t.Context(), tx, rows) })
+			err = a.inTx(t.Context(), func(tx *sql.Tx) error { return a.applyBatch(t.Context(), tx, rows, true) })
 			if errors.Is(err, errBatchFallback) && redelivered(a, rows, before) {
-				// The one case the set-wise path leaves to the one-by-one path with nothing
-				// running concurrently: what ApplyEvents does next.
+				// The one case the set-wise path starts over with nothing running
+				// concurrently, reading every row: what ApplyEvents does next.
 				fallbacks++
-				err = a.inTx(t.Context(), func(tx *sql.Tx) error { return a.applyOneByOne(t.Context(), tx, rows) })
+				err = a.inTx(t.Context(), func(tx *sql.Tx) error { return a.applyBatch(t.Context(), tx, rows, false) })
 			}
 			if err != nil {
 				t.Fatalf("round %d: applyBatch: %v", round, err)
@@ -173,7 +175,7 @@ func TestApplyBatchMatchesOneByOne(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := a.inTx(t.Context(), func(tx *sql.Tx) error { return a.applyBatch(t.Context(), tx, rows) }); err != nil {
+		if err := a.inTx(t.Context(), func(tx *sql.Tx) error { return a.applyBatch(t.Context(), tx, rows, true) }); err != nil {
 			t.Fatalf("rush: applyBatch: %v", err)
 		}
 		if err := b.inTx(t.Context(), func(tx *sql.Tx) error { return b.applyOneByOne(t.Context(), tx, rows) }); err != nil {
@@ -260,9 +262,19 @@ func TestApplyBatchFallsBack(t *testing.T) {
 		cancelledEv := seckill.Event{Reservation: cancelled, At: bought.CreatedAt.Add(time.Second)}
 		again, _ := a.eventRows([]seckill.Event{boughtEv, cancelledEv})
 		if a.d.name != "sqlite" {
-			err := a.inTx(ctx, func(tx *sql.Tx) error { return a.applyBatch(ctx, tx, again) })
+			err := a.inTx(ctx, func(tx *sql.Tx) error { return a.applyBatch(ctx, tx, again, true) })
 			if !errors.Is(err, errBatchFallback) {
 				t.Fatalf("a stored buy event again: applyBatch %v, want errBatchFallback", err)
+			}
+			// ApplyEvents' second attempt, reading every row first, needs no fallback.
+			var second []resRow
+			err = a.inTx(ctx, func(tx *sql.Tx) error {
+				testHookBeforeInsert = func(fresh []resRow) { second = fresh }
+				defer func() { testHookBeforeInsert = nil }()
+				return a.applyBatch(ctx, tx, again, false)
+			})
+			if err != nil || len(second) != 0 {
+				t.Fatalf("the attempt reading every row: %v, inserting %v; want the stored row merged", err, second)
 			}
 		}
 		if err := a.ApplyEvents(ctx, []seckill.Event{boughtEv, cancelledEv}); err != nil {
@@ -318,6 +330,31 @@ func TestApplyBatchFallsBack(t *testing.T) {
 			t.Fatalf("raced reservation stored as %+v, want %+v", got, want)
 		}
 	})
+}
+
+// TestPreparedInsertsNeedNoSecondConnection: on MySQL the INSERTs of a batch are statements
+// prepared when the store opened, so a batch's transaction never waits for a second
+// connection to prepare one, even with a pool of one (when each was prepared on first use,
+// from inside the transaction, this hung until the deadline).
+func TestPreparedInsertsNeedNoSecondConnection(t *testing.T) {
+	s := openT(t, freshMySQL(t))
+	if err := s.CreateSale(t.Context(), testSale("s", 1_000_000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	s.db.SetMaxOpenConns(1)
+	var events []seckill.Event
+	for i := range 255 { // every size from 128 down to 1
+		r := testRes("s", fmt.Sprintf("s-p%03d", i), fmt.Sprintf("u%d", i), 1, uint64(i+1))
+		events = append(events, seckill.Event{Reservation: r, At: r.CreatedAt})
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := s.ApplyEvents(ctx, events); err != nil {
+		t.Fatalf("ApplyEvents with a pool of one connection: %v", err)
+	}
+	if rows := mustStored(t, s); len(rows) != 255 {
+		t.Fatalf("%d rows stored, want 255", len(rows))
+	}
 }
 
 func mustRow(t *testing.T, e seckill.Event) resRow {

@@ -228,17 +228,22 @@ func (s *Store) upsertForward(ctx context.Context, tx *sql.Tx, row resRow) error
 // event (invalid_argument) or one for a sale the store does not know (not_found) fails it whole,
 // and those codes tell the caller that retrying the same batch cannot help.
 //
-// The rows are written set-wise (applyBatch, events.go): one locking read of every row the
-// batch touches, the new reservations in multi-row INSERTs, one UPDATE per existing row that
-// changes. The result is the one of applying the events one at a time, in that order
-// (applyOneByOne, which is also the fallback when the set-wise attempt meets something it
-// does not handle itself: a reservation inserted concurrently, a missing sale).
+// The rows are written set-wise (applyBatch, events.go): one locking read of the rows the
+// batch touches (on server databases, not of those its events create), the new reservations
+// in multi-row INSERTs, one UPDATE per existing row that changes. The result is the one of
+// applying the events one at a time, in that order (applyOneByOne). When a created row turns
+// out to exist, the set-wise attempt runs again reading every row; the one-by-one path is the
+// fallback for what the set-wise path does not handle itself: a reservation inserted
+// concurrently, a missing sale.
 func (s *Store) ApplyEvents(ctx context.Context, events []seckill.Event) error {
 	rows, err := s.eventRows(events)
 	if err != nil || len(rows) == 0 {
 		return err
 	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error { return s.applyBatch(ctx, tx, rows) })
+	err = s.inTx(ctx, func(tx *sql.Tx) error { return s.applyBatch(ctx, tx, rows, true) })
+	if errors.Is(err, errBatchFallback) && s.d.name != sqliteDialect.name {
+		err = s.inTx(ctx, func(tx *sql.Tx) error { return s.applyBatch(ctx, tx, rows, false) })
+	}
 	if !errors.Is(err, errBatchFallback) {
 		return err
 	}

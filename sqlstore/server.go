@@ -47,7 +47,14 @@ func openServer(ctx context.Context, db *sql.DB, d dialect, where string) (*Stor
 	}
 	// One pool serves reads and writes: unlike SQLite, a server database runs writers
 	// concurrently, so there is no single writer connection to keep reads away from.
-	return &Store{db: db, rdb: db, d: d, now: time.Now}, nil
+	s := &Store{db: db, rdb: db, d: d, now: time.Now}
+	if d.preparedInserts {
+		if err := s.inserts.prepare(ctx, s); err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("%w (database %s)", err, where)
+		}
+	}
+	return s, nil
 }
 
 // parseServerURL parses a mysql:// or postgres:// URL. Its errors never quote the URL or the
