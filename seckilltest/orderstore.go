@@ -681,6 +681,14 @@ func osUnknownReservation(t *testing.T, s seckill.OrderStore) {
 		}
 	}
 	osWantSold(t, s, "s", 0)
+	// An id that names its sale, as engines make them, counts in that sale's audit.
+	lost := seckill.ReservationID("s", make([]byte, 16))
+	if got, err := s.RecordPayment(t.Context(), seckill.PaymentRecord{
+		PaymentID: "p-lost", Reservation: seckill.Reservation{ID: lost}, AmountCents: osPrice, Result: seckill.PaymentApplied, At: osT0,
+	}); err != nil || got != seckill.PaymentRefundRequired {
+		t.Fatalf("RecordPayment(p-lost) = %s, %v; want refund_required", got, err)
+	}
+	osCounts(t, s, "s", seckill.DBCounts{Refunds: 1})
 	orders, err := s.Orders(t.Context(), "alice")
 	if err != nil || len(orders) != 2 {
 		t.Fatalf("Orders(alice) = %+v, %v; want the two refunds of the unknown sale", orders, err)

@@ -60,12 +60,20 @@ func (s *Store) RecordPayment(ctx context.Context, p seckill.PaymentRecord) (sec
 		if row, err = newResRow(r, at); err != nil {
 			return "", err
 		}
-	} else if err := checkWidths("payment "+p.PaymentID,
-		field{"reservation id", r.ID, maxPaymentIDBytes},
-		field{"sale id", r.SaleID, maxSaleIDBytes},
-		field{"user id", r.UserID, maxUserIDBytes},
-	); err != nil {
-		return "", err
+	} else {
+		// A reservation nobody knows (lost with Redis before its events were stored, say) is
+		// still one of its sale's, if its id names one: the refund owed counts in that sale's
+		// audit.
+		if sale, ok := seckill.SaleOfReservation(r.ID); ok && r.SaleID == "" && seckill.ValidID(sale) {
+			r.SaleID = sale
+		}
+		if err := checkWidths("payment "+p.PaymentID,
+			field{"reservation id", r.ID, maxPaymentIDBytes},
+			field{"sale id", r.SaleID, maxSaleIDBytes},
+			field{"user id", r.UserID, maxUserIDBytes},
+		); err != nil {
+			return "", err
+		}
 	}
 
 	var result seckill.PaymentResult
