@@ -47,7 +47,11 @@ func mustJSON(v any) []byte {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b := append(mustJSON(v), '\n')
+	writeJSONBody(w, status, append(mustJSON(v), '\n'))
+}
+
+// writeJSONBody writes b, a JSON document and its newline, as the answer.
+func writeJSONBody(w http.ResponseWriter, status int, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)

@@ -26,12 +26,8 @@ func writeReservation(w http.ResponseWriter, status int, r seckill.Reservation) 
 		writeJSON(w, status, r)
 		return
 	}
-	b = append(b, '\n')
-	*bp = b
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	*bp = append(b, '\n')
+	writeJSONBody(w, status, *bp)
 }
 
 // appendReservation appends r as json.Marshal would, or reports false when a string needs
@@ -69,12 +65,12 @@ func appendReservation(b []byte, r *seckill.Reservation) ([]byte, bool) {
 	return append(b, `"}`...), true
 }
 
-// plainJSON reports whether json.Marshal writes s as it is between quotes: printable ASCII
-// without '"', '\\' or the characters it escapes for HTML ('<', '>', '&').
+// plainJSON reports whether json.Marshal writes s as it is between quotes: ASCII from space
+// to DEL without '"', '\\' or the characters it escapes for HTML ('<', '>', '&').
 func plainJSON(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if c < 0x20 || c > 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			return false
 		}
 	}

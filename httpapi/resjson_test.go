@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/seckill-go/seckill"
 )
@@ -26,9 +28,12 @@ func FuzzAppendReservation(f *testing.F) {
 		got, ok := appendReservation(nil, &r)
 		want, err := json.Marshal(r)
 		if !ok {
-			if err == nil && plainJSON(id) && plainJSON(sale) && plainJSON(user) && plainJSON(status) &&
-				timeJSON(r.CreatedAt) && (r.ExpiresAt == nil || timeJSON(*r.ExpiresAt)) {
-				t.Fatalf("refused a plain reservation %+v", r)
+			// Leaving it to json.Marshal was needed: Marshal escapes a string, refuses a
+			// time, writes a non-ASCII string (the fast path takes ASCII only), or drops the
+			// seconds of a zone offset (which the fast path does not copy).
+			_, off := r.CreatedAt.Zone()
+			if err == nil && !bytes.ContainsRune(want, '\\') && utf8.RuneCount(want) == len(want) && off%60 == 0 {
+				t.Fatalf("left to json.Marshal, which writes it plainly: %s", want)
 			}
 			return
 		}
