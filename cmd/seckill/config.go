@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -88,66 +86,6 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	return nil
-}
-
-// secrets fills missing secrets in dev mode (returning which were generated) and refuses to
-// start without them otherwise.
-func (c *config) secrets() (generated []string, err error) {
-	if c.envErr != nil {
-		return nil, c.envErr
-	}
-	fields := []struct {
-		name string
-		v    *string
-	}{
-		{"SECKILL_AUTH_SECRET", &c.AuthSecret},
-		{"SECKILL_ADMIN_TOKEN", &c.AdminToken},
-		{"SECKILL_PAYMENT_SECRET", &c.PaymentSecret},
-	}
-	var missing []string
-	for _, f := range fields {
-		if *f.v != "" {
-			continue
-		}
-		if !c.Dev {
-			missing = append(missing, f.name)
-			continue
-		}
-		*f.v = randomSecret()
-		generated = append(generated, f.name)
-	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("missing secrets: %s; set them in the environment or flags, or run with --dev to generate them", strings.Join(missing, ", "))
-	}
-	return generated, nil
-}
-
-func randomSecret() string {
-	var b [24]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// mask shows only the first 4 characters of a secret.
-func mask(s string) string {
-	if len(s) <= 4 {
-		return "****"
-	}
-	return s[:4] + "…(" + fmt.Sprint(len(s)) + " chars)"
-}
-
-// maskURL hides the password of a database URL.
-func maskURL(u string) string {
-	at := strings.LastIndex(u, "@")
-	scheme := strings.Index(u, "://")
-	if at < 0 || scheme < 0 || at < scheme {
-		return u
-	}
-	cred := u[scheme+3 : at]
-	if i := strings.Index(cred, ":"); i >= 0 {
-		return u[:scheme+3] + cred[:i] + ":****" + u[at:]
-	}
-	return u
 }
 
 // checkPprofAddr accepts only a loopback host:port for --pprof: profiles and goroutine dumps
