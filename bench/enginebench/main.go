@@ -385,8 +385,9 @@ func serveBare(addr string) error {
 }
 
 const (
-	benchAdmin = "bench-admin"
-	benchAuth  = "bench-auth-secret"
+	benchAdmin   = "bench-admin-token-0123456789abcdef"
+	benchAuth    = "bench-auth-secret-0123456789abcdef"
+	benchPayment = "bench-payment-secret-0123456789abcdef"
 )
 
 func freeAddr() string {
@@ -436,7 +437,7 @@ func benchmarkHTTP(ctx context.Context, redisURL string) error {
 	addr := freeAddr()
 	srv := exec.Command(bin, "serve", "--engine", *httpEngine, "--addr", addr)
 	srv.Env = append(os.Environ(), "SECKILL_DB="+store, "SECKILL_ADMIN_TOKEN="+benchAdmin,
-		"SECKILL_AUTH_SECRET="+benchAuth, "SECKILL_PAYMENT_SECRET=bench-payment", "SECKILL_DEV=")
+		"SECKILL_AUTH_SECRET="+benchAuth, "SECKILL_PAYMENT_SECRET="+benchPayment, "SECKILL_DEV=")
 	if *httpEngine == "redis" {
 		srv.Env = append(srv.Env, "SECKILL_REDIS_URL="+redisURL)
 	}

@@ -81,7 +81,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	}()
 	a.store, err = sqlstore.Open(ctx, cfg.DB)
 	if err != nil {
-		return nil, fmt.Errorf("open database %s: %w", maskURL(cfg.DB), err)
+		return nil, scrubError(fmt.Errorf("open database %s: %w", maskURL(cfg.DB), err), urlSecrets(cfg.DB)...)
 	}
 	switch cfg.Engine {
 	case "memory":
@@ -96,7 +96,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 		}
 		a.redis, err = redisinv.Dial(ctx, cfg.RedisURL)
 		if err != nil {
-			return nil, fmt.Errorf("connect to redis %s: %w", maskURL(cfg.RedisURL), err)
+			return nil, scrubError(fmt.Errorf("connect to redis %s: %w", maskURL(cfg.RedisURL), err), urlSecrets(cfg.RedisURL)...)
 		}
 		a.locks = lock.New(a.redis.Locks, &lock.Options{Lease: lockLease})
 		a.rengine = redisinv.New(a.redis.Inventory, redisinv.WithRebuild(a.store, a.locks), redisinv.WithLogger(log))

@@ -44,9 +44,9 @@ import (
 // transport errors, and the test records every payment an instance answered 200 for.
 
 const (
-	clusterAdmin   = "acceptance-admin-token"
-	clusterAuth    = "acceptance-auth-secret"
-	clusterPayment = "acceptance-payment-secret"
+	clusterAdmin   = "acceptance-admin-token-0123456789abcdef"
+	clusterAuth    = "acceptance-auth-secret-0123456789abcdef"
+	clusterPayment = "acceptance-payment-secret-0123456789abcdef"
 )
 
 var (
