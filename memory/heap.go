@@ -65,6 +65,11 @@ func (h *holdHeap) pop() holdEntry {
 		s[i], s[m] = s[m], s[i]
 		i = m
 	}
+	// Give back the array a rush grew once the holds are mostly gone: halving at a quarter
+	// full keeps each entry's amortized cost O(1) and memory proportional to the live holds.
+	if cap(s) > 64 && n <= cap(s)/4 {
+		s = append(make(holdHeap, 0, cap(s)/2), s...)
+	}
 	*h = s
 	return top
 }

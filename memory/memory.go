@@ -2,6 +2,12 @@
 // an expiry heap for holds and a FIFO queue for waiting buyers. It is the default engine
 // (no Redis needed) and the reference for speed. State lives in memory only; on restart the
 // caller rebuilds it from the order store with LoadSale and RestoreReservation.
+//
+// Memory follows use: a sale costs a few hundred bytes until buyers come, and each hold or
+// queued buyer adds its own entry (nothing is sized by stock or queue limit). A sale that has
+// ended and settled (no hold, no queue) is released once the order store holds every one of its
+// reservations as the engine does: the engine keeps its definition and counts, and answers for
+// its reservations from the store (see release.go and WithArchive).
 package memory
 
 import (
@@ -25,6 +31,8 @@ type Engine struct {
 
 	mu    sync.RWMutex
 	sales map[string]*sale
+
+	archive Archive // where released sales' reservations are read from; nil: never release
 }
 
 // Option configures an Engine.
@@ -62,6 +70,9 @@ type sale struct {
 
 	idBuf []byte        // random bytes from crypto/rand, consumed 8 per reservation id
 	slab  []reservation // preallocated reservations (see alloc)
+	slabN int           // size of the last slab: slabs double from 8 to 256
+
+	rel releaseState // release.go
 }
 
 type idemKey struct{ user, key string }
@@ -106,66 +117,86 @@ func (e *Engine) sale(id string) (*sale, error) {
 
 // saleOf finds and locks the sale of a reservation id: ids are "<sale id>-<32 hex>"
 // (seckill.ReservationID), so no global index is needed and the lookup never contends across
-// sales. On success the sale's mutex is held and the caller must unlock it.
+// sales. On success the sale's mutex is held and the caller must unlock it. The reservation is
+// nil when the sale is released: its reservations are in the archive (release.go).
 func (e *Engine) saleOf(resID string) (*sale, *reservation, error) {
 	if saleID, ok := seckill.SaleOfReservation(resID); ok {
 		if s, err := e.sale(saleID); err == nil {
 			s.mu.Lock()
+			if s.rel.done {
+				return s, nil, nil
+			}
 			if r := s.find(resID); r != nil {
 				return s, r, nil
 			}
 			s.mu.Unlock()
 		}
 	}
-	return nil, nil, seckill.Errorf(seckill.CodeNotFound, "reservation %q not found", resID)
+	return nil, nil, notFound(resID)
+}
+
+func notFound(resID string) error {
+	return seckill.Errorf(seckill.CodeNotFound, "reservation %q not found", resID)
 }
 
 // LoadSale makes def known with sold units already sold.
 func (e *Engine) LoadSale(_ context.Context, def seckill.Sale, sold int) error {
+	// Nothing is sized by stock or queue limit: a sale of a million units that few buy costs
+	// what those few cost. Every index grows on demand (amortized doubling: the buy path pays
+	// O(1) per reservation for it, see BenchmarkBuy), and the maps are made at the first buyer.
+	return e.add(&sale{def: def}, sold)
+}
+
+// add makes s known with sold units already sold.
+func (e *Engine) add(s *sale, sold int) error {
+	def := s.def
 	if def.Sellable() < 0 || sold < 0 || sold > def.Sellable() {
 		return seckill.Errorf(seckill.CodeInvalidArgument, "sale %q: sold %d outside 0..%d", def.ID, sold, def.Sellable())
 	}
+	s.available, s.sold = def.Sellable()-sold, sold
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if _, ok := e.sales[def.ID]; ok {
 		return seckill.Errorf(seckill.CodeConflict, "sale %q already loaded", def.ID)
 	}
-	// Size the maps for the crowd a sale expects (sellable units plus a full queue), capped,
-	// so the buy rush does not pay for repeated map growth.
-	expect := min(def.Sellable()+def.QueueLimit, 1<<20)
-	e.sales[def.ID] = &sale{
-		def:          def,
-		available:    def.Sellable() - sold,
-		sold:         sold,
-		reservations: make([]*reservation, 0, expect),
-		users:        make(map[string]int, expect),
-		idem:         make(map[idemKey]*reservation),
-		holds:        make(holdHeap, 0, min(def.Sellable(), 1<<20)), // live holds ≤ units
-	}
+	e.sales[def.ID] = s
 	return nil
 }
 
-// Sale returns the definition and live counts, after reclaiming expired holds.
-func (e *Engine) Sale(_ context.Context, id string) (seckill.Sale, seckill.StockState, error) {
+// Sale returns the definition and live counts, after reclaiming expired holds. A settled sale
+// is released here when it is due (release.go), after the answer is taken.
+func (e *Engine) Sale(ctx context.Context, id string) (seckill.Sale, seckill.StockState, error) {
 	s, err := e.sale(id)
 	if err != nil {
 		return seckill.Sale{}, seckill.StockState{}, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	e.reclaim(s, e.clock.Now())
-	return s.def, s.state(), nil
+	now := e.clock.Now()
+	e.reclaim(s, now)
+	def, st, due := s.def, s.state(), e.releaseDue(s, now)
+	s.mu.Unlock()
+	if due {
+		e.releaseSale(ctx, s)
+	}
+	return def, st, nil
 }
 
-// Reclaim expires the sale's overdue holds; the sweeper calls it.
-func (e *Engine) Reclaim(_ context.Context, id string) (int, error) {
+// Reclaim expires the sale's overdue holds; the sweeper calls it. A settled sale is released
+// here when it is due (release.go).
+func (e *Engine) Reclaim(ctx context.Context, id string) (int, error) {
 	s, err := e.sale(id)
 	if err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return e.reclaim(s, e.clock.Now()), nil
+	now := e.clock.Now()
+	n := e.reclaim(s, now)
+	due := e.releaseDue(s, now)
+	s.mu.Unlock()
+	if due {
+		e.releaseSale(ctx, s)
+	}
+	return n, nil
 }
 
 // Buy runs the buy rules of docs/MODEL.md in one critical section.
@@ -214,12 +245,14 @@ func (e *Engine) Buy(_ context.Context, req seckill.BuyRequest) (seckill.BuyResu
 	// would copy it with a bulk write barrier while the collector runs.
 	r := s.alloc()
 	r.random, r.user, r.quantity, r.status = s.random(), req.UserID, q, status
-	r.amount, r.createdAt, r.seq = int64(q)*s.def.PriceCents, now.UnixNano(), s.seq
+	// created_at is kept in milliseconds, as the order store keeps it: the reservation reads
+	// the same from the engine and, once its sale is released, from the store.
+	r.amount, r.createdAt, r.seq = int64(q)*s.def.PriceCents, now.UnixMilli()*int64(time.Millisecond), s.seq
 	r.idemKey, r.slot = req.IdempotencyKey, -1
 	s.store(r)
-	s.users[r.user] += q
+	s.addUnits(r.user, q)
 	if r.idemKey != "" {
-		s.idem[idemKey{r.user, r.idemKey}] = r
+		s.remember(r)
 	}
 	if status == seckill.StatusHeld {
 		s.hold(r, now)
@@ -234,10 +267,14 @@ func (e *Engine) Buy(_ context.Context, req seckill.BuyRequest) (seckill.BuyResu
 }
 
 // Reservation returns a reservation as it is now.
-func (e *Engine) Reservation(_ context.Context, id string) (seckill.Reservation, error) {
+func (e *Engine) Reservation(ctx context.Context, id string) (seckill.Reservation, error) {
 	s, r, err := e.saleOf(id)
 	if err != nil {
 		return seckill.Reservation{}, err
+	}
+	if r == nil {
+		s.mu.Unlock()
+		return e.archived(ctx, s, id)
 	}
 	defer s.mu.Unlock()
 	e.reclaim(s, e.clock.Now())
@@ -245,10 +282,14 @@ func (e *Engine) Reservation(_ context.Context, id string) (seckill.Reservation,
 }
 
 // Cancel cancels a held or queued reservation of userID.
-func (e *Engine) Cancel(_ context.Context, id, userID string) (seckill.Reservation, error) {
+func (e *Engine) Cancel(ctx context.Context, id, userID string) (seckill.Reservation, error) {
 	s, r, err := e.saleOf(id)
 	if err != nil {
 		return seckill.Reservation{}, err
+	}
+	if r == nil {
+		s.mu.Unlock()
+		return e.cancelArchived(ctx, s, id, userID)
 	}
 	defer s.mu.Unlock()
 	now := e.clock.Now()
@@ -266,7 +307,7 @@ func (e *Engine) Cancel(_ context.Context, id, userID string) (seckill.Reservati
 		e.serveQueue(s, now)
 	case seckill.StatusQueued:
 		s.queue.remove(r)
-		s.users[r.user] -= r.quantity
+		s.addUnits(r.user, -r.quantity)
 		r.status = seckill.StatusCancelled
 		e.emit(s, r, now)
 		e.serveQueue(s, now) // a blocked head may have left: the buyers behind it can go
@@ -275,10 +316,14 @@ func (e *Engine) Cancel(_ context.Context, id, userID string) (seckill.Reservati
 }
 
 // ConfirmPayment applies a succeeded payment (docs/MODEL.md "ConfirmPayment").
-func (e *Engine) ConfirmPayment(_ context.Context, p seckill.PaymentConfirmation) (seckill.PaymentResult, seckill.Reservation, error) {
+func (e *Engine) ConfirmPayment(ctx context.Context, p seckill.PaymentConfirmation) (seckill.PaymentResult, seckill.Reservation, error) {
 	s, r, err := e.saleOf(p.ReservationID)
 	if err != nil {
 		return seckill.PaymentRefundRequired, seckill.Reservation{}, nil
+	}
+	if r == nil {
+		s.mu.Unlock()
+		return e.confirmArchived(ctx, s, p)
 	}
 	defer s.mu.Unlock()
 	now := e.clock.Now()
@@ -301,7 +346,7 @@ func (e *Engine) ConfirmPayment(_ context.Context, p seckill.PaymentConfirmation
 		if s.open(now) && s.available >= r.quantity && s.users[r.user]+r.quantity <= s.def.PerUserLimit {
 			s.available -= r.quantity
 			s.sold += r.quantity
-			s.users[r.user] += r.quantity
+			s.addUnits(r.user, r.quantity)
 			r.status, r.paymentID = seckill.StatusPaid, p.PaymentID
 			e.emit(s, r, now)
 			e.serveQueue(s, now)
@@ -374,6 +419,9 @@ func (e *Engine) RestoreReservation(_ context.Context, in seckill.Reservation) e
 	if sid, ok := seckill.SaleOfReservation(in.ID); !ok || sid != in.SaleID || in.Seq == 0 {
 		return seckill.Errorf(seckill.CodeInvalidArgument, "reservation %q: id must be of sale %q and seq at least 1", in.ID, in.SaleID)
 	}
+	if s.rel.done {
+		return seckill.Errorf(seckill.CodeConflict, "sale %q is released: its reservations are read from the order store", in.SaleID)
+	}
 	if s.find(in.ID) != nil {
 		return seckill.Errorf(seckill.CodeConflict, "reservation %q already restored", in.ID)
 	}
@@ -395,16 +443,16 @@ func (e *Engine) RestoreReservation(_ context.Context, in seckill.Reservation) e
 		s.held += r.quantity
 		r.expiresAt = in.ExpiresAt.UnixNano()
 		s.holds.push(r)
-		s.users[r.user] += r.quantity
+		s.addUnits(r.user, r.quantity)
 	case seckill.StatusQueued:
 		s.queue.push(r)
-		s.users[r.user] += r.quantity
+		s.addUnits(r.user, r.quantity)
 	case seckill.StatusPaid:
-		s.users[r.user] += r.quantity
+		s.addUnits(r.user, r.quantity)
 	}
 	s.store(r)
 	if r.idemKey != "" {
-		s.idem[idemKey{r.user, r.idemKey}] = r
+		s.remember(r)
 	}
 	return nil
 }
@@ -422,7 +470,7 @@ func (e *Engine) reclaim(s *sale, now time.Time) int {
 		r := h.r
 		s.held -= r.quantity
 		s.available += r.quantity
-		s.users[r.user] -= r.quantity
+		s.addUnits(r.user, -r.quantity)
 		r.status = seckill.StatusExpired
 		e.emit(s, r, now)
 		n++
@@ -447,7 +495,7 @@ func (e *Engine) serveQueue(s *sale, now time.Time) {
 			e.emit(s, r, now)
 		case s.available+s.held < r.quantity:
 			s.queue.remove(r)
-			s.users[r.user] -= r.quantity
+			s.addUnits(r.user, -r.quantity)
 			r.status = seckill.StatusRejected
 			e.emit(s, r, now)
 		default:
@@ -461,7 +509,7 @@ func (e *Engine) serveQueue(s *sale, now time.Time) {
 
 func (e *Engine) rejectQueue(s *sale, now time.Time) {
 	for _, r := range s.queue.drain() {
-		s.users[r.user] -= r.quantity
+		s.addUnits(r.user, -r.quantity)
 		r.status = seckill.StatusRejected
 		e.emit(s, r, now)
 	}
@@ -480,19 +528,20 @@ func (s *sale) hold(r *reservation, now time.Time) {
 func (s *sale) release(r *reservation) {
 	s.held -= r.quantity // its heap entry goes stale (see holdHeap)
 	s.available += r.quantity
-	s.users[r.user] -= r.quantity
+	s.addUnits(r.user, -r.quantity)
 }
 
 // open reports whether buying is open at now. A closed sale stays closed even if the clock
 // steps back before the ends_at that CloseSale set.
 func (s *sale) open(now time.Time) bool { return !s.closed && s.def.Open(now) }
 
-// windowError is nil while buying is open, else not_started or ended.
+// windowError is nil while buying is open, else ended or not_started (a closed sale has ended,
+// also when it was closed before its start).
 func (s *sale) windowError(now time.Time) error {
-	if err := s.def.WindowError(now); err != nil || !s.closed {
-		return err
+	if s.closed {
+		return seckill.Errorf(seckill.CodeEnded, "sale %q has ended", s.def.ID)
 	}
-	return seckill.Errorf(seckill.CodeEnded, "sale %q has ended", s.def.ID)
+	return s.def.WindowError(now)
 }
 
 func (s *sale) state() seckill.StockState {
@@ -534,11 +583,12 @@ func (e *Engine) send(v seckill.Reservation, now time.Time) {
 	e.events <- seckill.Event{Reservation: v, At: now}
 }
 
-// random returns 8 bytes of crypto/rand output for a reservation id. They are read 4 KiB at a
-// time, so the buy path pays for one system call per 512 reservations.
+// random returns 8 bytes of crypto/rand output for a reservation id. They are read up to 4 KiB
+// at a time (64 bytes for a sale's first buyers, doubling), so a rush pays for one system call
+// per 512 reservations and a quiet sale does not keep 4 KiB.
 func (s *sale) random() uint64 {
 	if len(s.idBuf) < 8 {
-		s.idBuf = make([]byte, 4096)
+		s.idBuf = make([]byte, min(max(2*cap(s.idBuf), 64), 4096))
 		_, _ = rand.Read(s.idBuf)
 	}
 	v := binary.BigEndian.Uint64(s.idBuf)
@@ -558,15 +608,38 @@ func (s *sale) id(r *reservation) string {
 	return seckill.ReservationID(s.def.ID, b[:])
 }
 
-// alloc hands out reservations from slabs of 256, so a rush costs one allocation per 256 buys
-// and the collector tracks far fewer objects.
+// alloc hands out reservations from slabs of up to 256, so a rush costs one allocation per 256
+// buys and the collector tracks far fewer objects. Slabs start at 8 and double, so a sale with a
+// few buyers does not keep 256 entries.
 func (s *sale) alloc() *reservation {
 	if len(s.slab) == 0 {
-		s.slab = make([]reservation, 256)
+		s.slabN = min(max(2*s.slabN, 8), 256)
+		s.slab = make([]reservation, s.slabN)
 	}
 	r := &s.slab[0]
 	s.slab = s.slab[1:]
 	return r
+}
+
+// addUnits adds q (negative: takes) to user's held + queued + paid units, making the map at
+// the sale's first buyer and dropping a user whose units are back to none.
+func (s *sale) addUnits(user string, q int) {
+	if s.users == nil {
+		s.users = make(map[string]int)
+	}
+	if n := s.users[user] + q; n != 0 {
+		s.users[user] = n
+	} else {
+		delete(s.users, user) // the entry's slot is reused by the next buyer
+	}
+}
+
+// remember indexes r by its buyer's idempotency key.
+func (s *sale) remember(r *reservation) {
+	if s.idem == nil {
+		s.idem = make(map[idemKey]*reservation)
+	}
+	s.idem[idemKey{r.user, r.idemKey}] = r
 }
 
 // lookup returns the reservation with sequence seq, or nil.
