@@ -19,13 +19,15 @@ type Problem struct {
 }
 
 // writeError renders err as problem+json using the one code → status table of the root package.
+// The log line names the route pattern the request matched, never its path or query: a buy's
+// path carries the buyer's purchase token.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := seckill.ErrorCode(err)
 	switch code {
 	case seckill.CodeInternal:
-		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.Error("internal error", "route", r.Pattern, "err", err)
 	case seckill.CodeUnavailable:
-		s.log.Warn("dependency unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.Warn("dependency unavailable", "route", r.Pattern, "err", err)
 	}
 	p := Problem{Type: "about:blank", Title: code.Title(), Status: code.HTTPStatus(), Detail: seckill.ErrorMessage(err), Code: code}
 	if code == seckill.CodeUnavailable || code == seckill.CodeRateLimited {
