@@ -168,6 +168,9 @@ type OrderStore interface {
 	Orders(ctx context.Context, userID string) ([]Order, error)
 	// Reservations lists the reservations of a sale with the given statuses (restart, audit).
 	Reservations(ctx context.Context, saleID string, statuses ...ReservationStatus) ([]Reservation, error)
+	// Reservation returns one reservation as stored (expires_at only while held, no position),
+	// or not_found. The memory engine reads from here the reservations of a sale it released.
+	Reservation(ctx context.Context, id string) (Reservation, error)
 	// Counts returns the database's counts for one sale (audit).
 	Counts(ctx context.Context, saleID string) (DBCounts, error)
 	// Ping checks the connection (readiness).

@@ -158,7 +158,7 @@ func (e *Engine) archived(ctx context.Context, s *sale, id string) (seckill.Rese
 	default:
 		return seckill.Reservation{}, err
 	}
-	if r.SaleID != s.def.ID {
+	if r.ID != id || r.SaleID != s.def.ID {
 		return seckill.Reservation{}, notFound(id)
 	}
 	s.mu.Lock()

@@ -52,6 +52,7 @@ func TestOrderStore(t *testing.T, open func(t *testing.T) seckill.OrderStore) {
 		{"Events/InvalidBatchIsAtomic", osInvalidEvents},
 		{"Events/ConcurrentWithPayments", osEventsWithPayments},
 		{"Reservations/FilterAndOrder", osReservationsFilter},
+		{"Reservations/ByID", osReservationByID},
 		{"Orders/OnePerPayment", osOrdersOnePerPayment},
 		{"Ping", osPing},
 	}
@@ -1030,6 +1031,47 @@ func osReservationsFilter(t *testing.T, s seckill.OrderStore) {
 		if got := seqs(osList(t, s, "s", c.statuses...)); !slices.Equal(got, c.want) {
 			t.Fatalf("Reservations(s, %v) seqs = %v, want %v", c.statuses, got, c.want)
 		}
+	}
+}
+
+// Reservation(id) reads one row exactly as Reservations lists it (expires_at only while held),
+// follows events and payments, and is not_found for an id nobody stored (the memory engine
+// answers from it for a sale it has released, so an unknown id must stay unknown).
+func osReservationByID(t *testing.T, s seckill.OrderStore) {
+	ctx := t.Context()
+	osCreate(t, s, osSale("s", 10, 0))
+	held := osRes("s", "s-held", "alice", 2, seckill.StatusHeld, 1)
+	late := osRes("s", "s-late", "bob", 1, seckill.StatusHeld, 2)
+	paid := osRes("s", "s-paid", "carol", 1, seckill.StatusHeld, 3)
+	osApply(t, s, osEv(held, osT0), osEv(late, osT0), osEv(paid, osT0),
+		osEv(osWith(late, seckill.StatusExpired), osT0.Add(time.Minute)))
+	osWantPay(t, s, "p-paid", paid, seckill.PaymentApplied, seckill.PaymentApplied, osT0.Add(time.Second))
+	osWantPay(t, s, "p-late", osWith(late, seckill.StatusRefundRequired), seckill.PaymentRefundRequired,
+		seckill.PaymentRefundRequired, osT0.Add(2*time.Minute))
+	for _, id := range []string{"s-held", "s-late", "s-paid"} {
+		got, err := s.Reservation(ctx, id)
+		if err != nil {
+			t.Fatalf("Reservation(%s): %v", id, err)
+		}
+		osSameReservation(t, got, osGet(t, s, "s", id))
+	}
+	want := map[string]seckill.ReservationStatus{
+		"s-held": seckill.StatusHeld, "s-late": seckill.StatusRefundRequired, "s-paid": seckill.StatusPaid,
+	}
+	for id, st := range want {
+		if got, _ := s.Reservation(ctx, id); got.Status != st {
+			t.Fatalf("Reservation(%s).Status = %s, want %s", id, got.Status, st)
+		}
+	}
+	if got, _ := s.Reservation(ctx, "s-paid"); got.PaymentID != "p-paid" || got.ExpiresAt != nil {
+		t.Fatalf("paid reservation: payment id %q, expires_at %v; want p-paid and none", got.PaymentID, got.ExpiresAt)
+	}
+	if got, _ := s.Reservation(ctx, "s-held"); got.ExpiresAt == nil || !got.ExpiresAt.Equal(*held.ExpiresAt) {
+		t.Fatalf("held reservation: expires_at %v, want %v", got.ExpiresAt, held.ExpiresAt)
+	}
+	for _, id := range []string{"s-nope", "S-HELD", "s-held ", ""} {
+		_, err := s.Reservation(ctx, id)
+		osWantCode(t, fmt.Sprintf("Reservation(%q)", id), err, seckill.CodeNotFound)
 	}
 }
 

@@ -280,6 +280,21 @@ func (s *Store) applyOneByOne(ctx context.Context, tx *sql.Tx, rows []resRow) er
 	return nil
 }
 
+// Reservation returns one reservation as stored, or not_found. The memory engine answers from
+// here for the reservations of a sale it has released, so the row reads as the engine showed it
+// (reservation(): expires_at only while held).
+func (s *Store) Reservation(ctx context.Context, id string) (seckill.Reservation, error) {
+	var r resRow
+	err := r.scan(s.rdb.QueryRowContext(ctx, s.q(`SELECT `+resColumns+` FROM reservations WHERE id = ?`), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return seckill.Reservation{}, seckill.Errorf(seckill.CodeNotFound, "reservation %q not found", id)
+	}
+	if err != nil {
+		return seckill.Reservation{}, fmt.Errorf("sqlstore: reservation %s: %w", id, err)
+	}
+	return r.reservation(), nil
+}
+
 // Reservations lists the reservations of a sale whose status is one of statuses (all of them
 // when none is given), in arrival order (Seq, then id), so a restarted engine can rebuild its
 // FIFO queue. An unknown sale is not_found.
