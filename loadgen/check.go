@@ -20,11 +20,35 @@ type Audit struct {
 	} `json:"database"`
 }
 
-// Verdict is the outcome of Check: every invariant it could check, and what failed.
+// InstanceAudit is one target's audit at the end of a run, or why none could be had.
+type InstanceAudit struct {
+	Target string `json:"target"`
+	Audit  Audit  `json:"-"`
+	// Err is set when the instance gave no audit: it was unreachable, or still answered 503
+	// (or an error) after a client's retries. Its invariants could not be checked.
+	Err string `json:"error,omitempty"`
+}
+
+// Verdict is the outcome of Check: every invariant it could check, what failed, and what could
+// not be verified (an instance that gave no audit). OK only if nothing failed and everything
+// was verified.
 type Verdict struct {
 	OK         bool     `json:"ok"`
 	Violations []string `json:"violations"`
+	Unverified []string `json:"unverified"`
 	Checked    []string `json:"checked"`
+}
+
+// Word is the verdict in one word: ok, FAILED (a violation), or UNVERIFIED (no violation, but
+// an instance gave no audit).
+func (v Verdict) Word() string {
+	switch {
+	case len(v.Violations) > 0:
+		return "FAILED"
+	case len(v.Unverified) > 0:
+		return "UNVERIFIED"
+	}
+	return "ok"
 }
 
 // SaleFacts is what the checks need to know of the sale.
@@ -34,8 +58,9 @@ type SaleFacts struct {
 	Sold         int // engine's sold units after the run settled
 }
 
-// Check verifies DESIGN's invariants from the generator's own records and the audits of every
-// instance (one per target, in order):
+// Check verifies the invariants from the generator's own records and the audits of every
+// instance (one per target, in order; one that gave no audit is reported as unverified, and
+// the database's counts come from the first that did):
 //   - each instance's audit is ok, and they agree on the database's counts;
 //   - nothing is oversold (engine and database sold ≤ sellable, paid units == sold);
 //   - no false sell-out: if a buyer was told sold_out, or the paying demand exceeded the
@@ -46,39 +71,37 @@ type SaleFacts struct {
 //   - FIFO: of two queued buyers whose outcome was seen, the later arrival is not granted a
 //     unit before the earlier one, and never while the earlier one is rejected;
 //   - idempotent retries returned the reservation they retried.
-func Check(res *Result, sale SaleFacts, audits []Audit, payers int) Verdict {
-	v := Verdict{Violations: []string{}}
+func Check(res *Result, sale SaleFacts, audits []InstanceAudit, payers int) Verdict {
+	v := Verdict{Violations: []string{}, Unverified: []string{}}
 	bad := func(format string, args ...any) { v.Violations = append(v.Violations, fmt.Sprintf(format, args...)) }
 	check := func(what string) { v.Checked = append(v.Checked, what) }
 
 	check("every instance's audit is ok")
+	first := -1
 	for i, a := range audits {
-		if !a.OK {
-			bad("instance %d: audit not ok: %v", i+1, a.Violations)
+		if a.Err != "" {
+			v.Unverified = append(v.Unverified, fmt.Sprintf("instance %d (%s) gave no audit: %s", i+1, a.Target, a.Err))
+			continue
 		}
-		if i > 0 && a.Database != audits[0].Database {
-			bad("instances 1 and %d disagree on the database's counts: %+v vs %+v", i+1, audits[0].Database, a.Database)
+		if first < 0 {
+			first = i
+		}
+		if !a.Audit.OK {
+			bad("instance %d: audit not ok: %v", i+1, a.Audit.Violations)
+		}
+		if a.Audit.Database != audits[first].Audit.Database {
+			bad("instances %d and %d disagree on the database's counts: %+v vs %+v", first+1, i+1, audits[first].Audit.Database, a.Audit.Database)
 		}
 	}
 	if len(audits) == 0 {
 		bad("no audit")
 		return finish(v)
 	}
-	db := audits[0].Database
-
-	check("nothing oversold (engine and database sold ≤ sellable; paid units == sold)")
-	if sale.Sold > sale.Sellable || db.Sold > sale.Sellable {
-		bad("oversold: engine sold %d, database sold %d, sellable %d", sale.Sold, db.Sold, sale.Sellable)
-	}
-	if db.PaidUnits != db.Sold {
-		bad("database: paid reservations hold %d units but sales.sold is %d", db.PaidUnits, db.Sold)
-	}
-
-	check("no false sell-out (told sold_out or demand above supply ⇒ everything sold)")
-	if res.SoldOut > 0 && db.Sold < sale.Sellable {
-		bad("false sell-out: %d buyers were told sold_out, but only %d of %d units sold", res.SoldOut, db.Sold, sale.Sellable)
-	} else if payers >= sale.Sellable && db.Sold < sale.Sellable && res.GaveUp == 0 {
-		bad("%d buyers wanted to pay for %d units, but only %d sold", payers, sale.Sellable, db.Sold)
+	if first < 0 {
+		// The generator's own records are still checked below; the database's side is not.
+		v.Unverified = append(v.Unverified, "no instance gave an audit: nothing that needs the database's counts was checked")
+	} else {
+		checkDatabase(&v, res, sale, audits[first].Audit, payers)
 	}
 
 	check("nobody told of more paid units than the per-user limit")
@@ -91,14 +114,6 @@ func Check(res *Result, sale SaleFacts, audits []Audit, payers int) Verdict {
 	}
 	if paid > sale.Sellable {
 		bad("buyers were told of %d paid units; only %d are sellable", paid, sale.Sellable)
-	}
-
-	if len(res.Payments) > 0 {
-		check("every payment answered 200 is one paid order or one refund in the database")
-		if got := db.PaidOrders + db.Refunds; got != len(res.Payments) {
-			bad("the targets answered 200 for %d payments; the database records %d paid + %d refunds",
-				len(res.Payments), db.PaidOrders, db.Refunds)
-		}
 	}
 
 	check("FIFO: queued buyers served in arrival order")
@@ -117,9 +132,49 @@ func Check(res *Result, sale SaleFacts, audits []Audit, payers int) Verdict {
 	return finish(v)
 }
 
+// checkDatabase checks the invariants that need the database's counts, from audit.
+func checkDatabase(v *Verdict, res *Result, sale SaleFacts, audit Audit, payers int) {
+	bad := func(format string, args ...any) { v.Violations = append(v.Violations, fmt.Sprintf(format, args...)) }
+	check := func(what string) { v.Checked = append(v.Checked, what) }
+	db := audit.Database
+
+	check("nothing oversold (engine and database sold ≤ sellable; paid units == sold)")
+	if sale.Sold > sale.Sellable || db.Sold > sale.Sellable {
+		bad("oversold: engine sold %d, database sold %d, sellable %d", sale.Sold, db.Sold, sale.Sellable)
+	}
+	if db.PaidUnits != db.Sold {
+		bad("database: paid reservations hold %d units but sales.sold is %d", db.PaidUnits, db.Sold)
+	}
+
+	check("no false sell-out (told sold_out or demand above supply ⇒ everything sold)")
+	if res.SoldOut > 0 && db.Sold < sale.Sellable {
+		bad("false sell-out: %d buyers were told sold_out, but only %d of %d units sold", res.SoldOut, db.Sold, sale.Sellable)
+	} else if payers >= sale.Sellable && db.Sold < sale.Sellable && res.GaveUp == 0 {
+		bad("%d buyers wanted to pay for %d units, but only %d sold", payers, sale.Sellable, db.Sold)
+	}
+
+	if len(res.Payments) > 0 {
+		check("every payment answered 200 is one paid order or one refund in the database")
+		if got := db.PaidOrders + db.Refunds; got != len(res.Payments) {
+			bad("the targets answered 200 for %d payments; the database records %d paid + %d refunds",
+				len(res.Payments), db.PaidOrders, db.Refunds)
+		}
+	}
+}
+
 func finish(v Verdict) Verdict {
-	v.OK = len(v.Violations) == 0
+	v.OK = len(v.Violations) == 0 && len(v.Unverified) == 0
 	return v
+}
+
+// FirstAudit is the audit of the first instance that gave one, and whether any did.
+func FirstAudit(audits []InstanceAudit) (Audit, bool) {
+	for _, a := range audits {
+		if a.Err == "" {
+			return a.Audit, true
+		}
+	}
+	return Audit{}, false
 }
 
 // fifoViolations checks every pair of queued buyers whose outcome was seen: if the later

@@ -12,12 +12,31 @@ import (
 
 // Report is a run as the reports show it: what was run, what happened, and the verdict.
 type Report struct {
-	Title   string
-	Config  string // Config.Describe
-	Sale    SaleFacts
-	Result  *Result
-	Audit   Audit // the first instance's
-	Verdict Verdict
+	Title  string
+	Config string // Config.Describe
+	Sale   SaleFacts
+	Result *Result
+	Audit  Audit // the first instance's that gave one
+	// Instances are every target's audit, or why it gave none (the report still shows the
+	// run: an instance that died or kept answering 503 is named, not a reason to lose it).
+	Instances []InstanceAudit
+	Verdict   Verdict
+}
+
+// instanceRows are the targets and their audits: "ok", "not ok", or why there was none.
+func (rp Report) instanceRows() [][2]string {
+	var rows [][2]string
+	for i, in := range rp.Instances {
+		state := "audit ok"
+		switch {
+		case in.Err != "":
+			state = "no audit (unreachable or unavailable): " + in.Err
+		case !in.Audit.OK:
+			state = "audit not ok"
+		}
+		rows = append(rows, [2]string{fmt.Sprintf("instance %d %s", i+1, in.Target), state})
+	}
+	return rows
 }
 
 // ms renders a histogram quantile (µs) as milliseconds.
@@ -63,16 +82,23 @@ func (rp Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", step, h.TotalCount(), ms(h.ValueAtQuantile(50)),
 			ms(h.ValueAtQuantile(90)), ms(h.ValueAtQuantile(99)), ms(h.Max()))
 	}
-	verdict := "ok"
-	if !rp.Verdict.OK {
-		verdict = "FAILED"
+	if rows := rp.instanceRows(); len(rows) > 0 {
+		fmt.Fprintln(tw)
+		for _, row := range rows {
+			fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
+		}
 	}
-	fmt.Fprintf(tw, "\ninvariants\t%s (%d checked)\n", verdict, len(rp.Verdict.Checked))
+	fmt.Fprintf(tw, "\ninvariants\t%s (%d checked)\n", rp.Verdict.Word(), len(rp.Verdict.Checked))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, v := range rp.Verdict.Violations {
 		if _, err := fmt.Fprintln(w, "  violation:", v); err != nil {
+			return err
+		}
+	}
+	for _, v := range rp.Verdict.Unverified {
+		if _, err := fmt.Fprintln(w, "  unverified:", v); err != nil {
 			return err
 		}
 	}
@@ -101,11 +127,24 @@ func (rp Report) WriteJSON(w io.Writer) error {
 			"replays": r.Replays, "replay_mismatch": r.ReplayMismatch, "cancelled": r.Cancelled,
 			"abandoned": r.Abandoned, "expired": r.Expired, "payments_begun": r.PaymentsBegun, "gave_up": r.GaveUp},
 		"elapsed_ms": r.Elapsed.Milliseconds(), "latency": latency, "series": r.Series,
-		"verdict": rp.Verdict,
+		"instances": instancesJSON(rp.Instances), "verdict": rp.Verdict,
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// instancesJSON is each target with whether its audit was ok, or why it gave none.
+func instancesJSON(ins []InstanceAudit) []map[string]any {
+	out := []map[string]any{}
+	for _, in := range ins {
+		m := map[string]any{"target": in.Target, "audit_ok": in.Err == "" && in.Audit.OK}
+		if in.Err != "" {
+			m["error"] = in.Err
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // WriteMarkdown writes the report as Markdown that shows the chart svgName (written with
@@ -113,13 +152,18 @@ func (rp Report) WriteJSON(w io.Writer) error {
 func (rp Report) WriteMarkdown(w io.Writer, svgName string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n\n%s\n\n", rp.Title, rp.Config)
-	verdict := "**ok**"
-	if !rp.Verdict.OK {
-		verdict = "**FAILED**"
-	}
-	fmt.Fprintf(&b, "Invariants: %s (%d checked).\n\n", verdict, len(rp.Verdict.Checked))
+	fmt.Fprintf(&b, "Invariants: **%s** (%d checked).\n\n", rp.Verdict.Word(), len(rp.Verdict.Checked))
 	for _, v := range rp.Verdict.Violations {
 		fmt.Fprintf(&b, "- violation: %s\n", v)
+	}
+	for _, v := range rp.Verdict.Unverified {
+		fmt.Fprintf(&b, "- unverified: %s\n", v)
+	}
+	if rows := rp.instanceRows(); len(rows) > 0 {
+		b.WriteString("\n| instance | audit |\n|---|---|\n")
+		for _, row := range rows {
+			fmt.Fprintf(&b, "| %s | %s |\n", row[0], strings.ReplaceAll(row[1], "|", "\\|"))
+		}
 	}
 	b.WriteString("\n| | |\n|---|---|\n")
 	for _, row := range rp.rows() {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -42,6 +43,10 @@ type benchOptions struct {
 	asJSON        bool
 	report        string // Markdown report file (the SVG chart goes next to it)
 	title         string
+	// auditWait bounds the final audit: how long the instances' audits may take to agree and
+	// be ok, and to answer at all (503s are retried as Retry-After says, an unreachable
+	// instance a few times) before the report names what it could not verify.
+	auditWait time.Duration
 	// settle, if set, is waited for after the crowd is done and before the sale is audited
 	// (the demo waits for its gateway's last deliveries); extraChecks adds the caller's own
 	// checks to the verdict (the demo checks its gateway's count of payments).
@@ -78,6 +83,7 @@ func bench(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.DurationVar(&o.deadline, "deadline", 3*time.Minute, "longest the crowd may take")
 	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&o.report, "report", "", "also write a Markdown report to this file, with an SVG chart next to it")
+	fs.DurationVar(&o.auditWait, "audit-wait", defaultAuditWait, "longest the final audit may take (instances catching up, 503s retried); an instance without an audit by then is reported as unverified")
 	cal := fs.Bool("calibrate", false, "compare the buy path's rate with a bare net/http handler instead (see -h of the flags below)")
 	calDuration := fs.Duration("duration", 5*time.Second, "calibrate: length of each flood")
 	calRounds := fs.Int("rounds", 3, "calibrate: rounds, alternating target and reference")
@@ -114,6 +120,11 @@ func (o *benchOptions) validate() error {
 		return errors.New("bench: --hold must be a whole number of seconds, at least 1s")
 	case o.units < 1 || o.buyers < 1 || o.perUser < 1 || o.concurrency < 1 || o.rate < 0:
 		return errors.New("bench: --units, --buyers, --per-user and --concurrency must be at least 1, --rate at least 0")
+	case o.auditWait < 0:
+		return errors.New("bench: --audit-wait must not be negative")
+	}
+	if o.auditWait == 0 {
+		o.auditWait = defaultAuditWait
 	}
 	if o.saleID == "" {
 		o.saleID = fmt.Sprintf("bench-%d", time.Now().UnixMilli())
@@ -196,36 +207,16 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 	if o.settle != nil {
 		o.settle()
 	}
-	settleBy := time.Now().Add(o.hold + 30*time.Second)
-	for time.Now().Before(settleBy) {
-		if err := admin("GET", "/api/v1/sales/"+o.saleID, nil, &sale); err != nil {
-			return err
-		}
-		if sale.StockState.Held == 0 && sale.StockState.Queued == 0 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	audits := make([]loadgen.Audit, len(o.targets))
-	for auditBy := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		allOK := true
-		for i, t := range o.targets {
-			if err := call(ctx, "GET", t+"/api/v1/sales/"+o.saleID+"/audit", o.adminToken, nil, &audits[i]); err != nil {
-				return fmt.Errorf("audit of %s: %w", t, err)
-			}
-			allOK = allOK && audits[i].OK
-		}
-		if allOK || time.Now().After(auditBy) {
-			break
-		}
-	}
+	sale = settleSale(ctx, o, sale)
+	audits := auditAll(ctx, o)
 	facts := loadgen.SaleFacts{Sellable: sale.StockState.Sellable, PerUserLimit: o.perUser, Sold: sale.StockState.Sold}
 	verdict := loadgen.Check(res, facts, audits, loadgen.Payers(o.buyers, o.seed, o.mix))
-	if o.extraChecks != nil {
-		verdict.Violations = append(verdict.Violations, o.extraChecks(audits[0])...)
-		verdict.OK = len(verdict.Violations) == 0
+	first, haveAudit := loadgen.FirstAudit(audits)
+	if o.extraChecks != nil && haveAudit {
+		verdict.Violations = append(verdict.Violations, o.extraChecks(first)...)
+		verdict.OK = len(verdict.Violations) == 0 && len(verdict.Unverified) == 0
 	}
-	rp := loadgen.Report{Title: title, Config: cfg.Describe(), Sale: facts, Result: res, Audit: audits[0], Verdict: verdict}
+	rp := loadgen.Report{Title: title, Config: cfg.Describe(), Sale: facts, Result: res, Audit: first, Instances: audits, Verdict: verdict}
 	if o.asJSON {
 		err = rp.WriteJSON(stdout)
 	} else {
@@ -243,10 +234,128 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 			fmt.Fprintf(stdout, "report: %s\n", o.report)
 		}
 	}
-	if !verdict.OK {
+	switch {
+	case len(verdict.Violations) > 0:
 		return exitError("invariant check failed")
+	case !verdict.OK:
+		return exitError(fmt.Sprintf("the run could not be fully verified: %s", strings.Join(verdict.Unverified, "; ")))
 	}
 	return nil
+}
+
+// settleSale waits (up to the hold and 30 s more) until the sale has no hold and no queue
+// left: the last holds expire, late payments land, the streams drain. It asks the targets in
+// turn, so one that died or answers 503 does not end the run; the last state read is
+// returned (the one from the sale's creation if no target answered).
+func settleSale(ctx context.Context, o benchOptions, sale seckill.SaleView) seckill.SaleView {
+	settleBy := time.Now().Add(o.hold + 30*time.Second)
+	for i := 0; time.Now().Before(settleBy) && ctx.Err() == nil; i++ {
+		var s seckill.SaleView
+		if err := call(ctx, "GET", o.targets[i%len(o.targets)]+"/api/v1/sales/"+o.saleID, o.adminToken, nil, &s); err == nil {
+			sale = s
+			if s.StockState.Held == 0 && s.StockState.Queued == 0 {
+				break
+			}
+		}
+		_ = sleepCtx(ctx, 100*time.Millisecond)
+	}
+	return sale
+}
+
+// auditAll reads every instance's audit of the sale until all that answer are ok (their
+// stream consumers may still be catching up) or o.auditWait has passed. An instance that
+// gives no audit after a client's retries is reported with why, and not asked again: the
+// report is written all the same and says what could not be verified.
+func auditAll(ctx context.Context, o benchOptions) []loadgen.InstanceAudit {
+	audits := make([]loadgen.InstanceAudit, len(o.targets))
+	for i, t := range o.targets {
+		audits[i].Target = t
+	}
+	by := time.Now().Add(o.auditWait)
+	for {
+		allOK := true
+		for i := range audits {
+			if audits[i].Err != "" {
+				continue
+			}
+			a, err := fetchAudit(ctx, audits[i].Target, o.saleID, o.adminToken, by)
+			audits[i].Audit = a
+			if err != nil {
+				audits[i].Err = err.Error()
+				continue
+			}
+			allOK = allOK && a.OK
+		}
+		if allOK || !time.Now().Before(by) || sleepCtx(ctx, 200*time.Millisecond) != nil {
+			return audits
+		}
+	}
+}
+
+// defaultAuditWait is --audit-wait's default (and the demo's).
+const defaultAuditWait = 20 * time.Second
+
+// Bounds of fetchAudit's retries: at most auditTries requests, each given auditTimeout, and a
+// transport error waited out for auditPause (a 503's Retry-After says how long to wait).
+const (
+	auditTries   = 8
+	auditTimeout = 10 * time.Second
+	auditPause   = 500 * time.Millisecond
+)
+
+// fetchAudit asks target for the sale's audit as a client would: a 503 or 429 is retried
+// after its Retry-After, a transport error (the instance is down or restarting) after a
+// pause, at most auditTries times and not past by (but always once). Any other error answer
+// is final: asking again would not change it.
+func fetchAudit(ctx context.Context, target, saleID, token string, by time.Time) (loadgen.Audit, error) {
+	url := target + "/api/v1/sales/" + saleID + "/audit"
+	for try := 1; ; try++ {
+		var a loadgen.Audit
+		status, wait, err := getJSON(ctx, url, token, &a)
+		if err == nil {
+			return a, nil
+		}
+		if status != 0 && status != http.StatusServiceUnavailable && status != http.StatusTooManyRequests {
+			return a, err
+		}
+		if wait <= 0 {
+			wait = auditPause
+		}
+		if try >= auditTries || time.Now().Add(wait).After(by) || ctx.Err() != nil {
+			return a, fmt.Errorf("%w (gave up after %d tries)", err, try)
+		}
+		if err := sleepCtx(ctx, wait); err != nil {
+			return a, err
+		}
+	}
+}
+
+// getJSON GETs url and decodes a 2xx JSON answer into out. status is the answer's (0 if none
+// came: a transport error) and wait its Retry-After, if any.
+func getJSON(ctx context.Context, url, token string, out any) (status int, wait time.Duration, err error) {
+	ctx, cancel := context.WithTimeout(ctx, auditTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return resp.StatusCode, 0, fmt.Errorf("GET %s: %d, body: %w", url, resp.StatusCode, err)
+	}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+		wait = time.Duration(s) * time.Second
+	}
+	if resp.StatusCode >= 300 {
+		return resp.StatusCode, wait, fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	return resp.StatusCode, 0, json.Unmarshal(b, out)
 }
 
 // writeReport writes the Markdown report and its SVG chart (same name, .svg).
