@@ -68,12 +68,36 @@ func (s *Service) view(sale Sale, st StockState) SaleView {
 // Recover rebuilds the inventory from the order store: every sale with its sold units, then
 // its reservations in arrival order. It is how the memory engine survives a restart; paid
 // orders come from the database's synchronous payment records, so none is ever lost.
+//
+// A sale that has ended and has no held or queued reservation stored is settled: nothing but a
+// late payment (refused after the end) can reach it. An engine that can (the memory engine
+// with an archive) loads it as released, with its definition and sold units only, and answers
+// for its reservations from the store; they are not read into memory. Any other sale is
+// restored whole, and the engine releases it once it settles.
 func (s *Service) Recover(ctx context.Context) error {
 	sales, sold, err := s.store.Sales(ctx)
 	if err != nil {
 		return fmt.Errorf("recover: list sales: %w", err)
 	}
+	settled, _ := s.inv.(interface {
+		LoadSettledSale(ctx context.Context, sale Sale, sold int) (bool, error)
+	})
 	for i, sale := range sales {
+		if settled != nil && !s.clock.Now().Before(sale.EndsAt) {
+			live, err := s.store.Reservations(ctx, sale.ID, StatusHeld, StatusQueued)
+			if err != nil {
+				return fmt.Errorf("recover: reservations of %s: %w", sale.ID, err)
+			}
+			if len(live) == 0 {
+				loaded, err := settled.LoadSettledSale(ctx, sale, sold[i])
+				if err != nil {
+					return fmt.Errorf("recover: load sale %s: %w", sale.ID, err)
+				}
+				if loaded {
+					continue
+				}
+			}
+		}
 		if err := s.inv.LoadSale(ctx, sale, sold[i]); err != nil {
 			return fmt.Errorf("recover: load sale %s: %w", sale.ID, err)
 		}

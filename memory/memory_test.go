@@ -1,6 +1,9 @@
 package memory_test
 
 import (
+	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/seckill-go/seckill"
@@ -12,4 +15,75 @@ import (
 // the concurrency checker) against the memory engine.
 func TestConformance(t *testing.T) {
 	seckilltest.TestInventory(t, func(t *testing.T, c seckill.Clock) seckill.Inventory { return memory.New(c) })
+}
+
+// TestConformanceReleasing runs the suite against an engine that releases settled sales into
+// an archive that its events reach asynchronously, as the order store does: every answer about
+// a released sale's reservations comes from the archive, and must still be the model's.
+func TestConformanceReleasing(t *testing.T) {
+	var served atomic.Int64
+	seckilltest.TestInventory(t, func(t *testing.T, c seckill.Clock) seckill.Inventory {
+		ch := make(chan seckill.Event, 1<<16)
+		a := &eventArchive{rows: map[string]seckill.Reservation{}, served: &served}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for ev := range ch {
+				a.apply(ev.Reservation)
+			}
+		}()
+		t.Cleanup(func() {
+			close(ch)
+			<-done
+		})
+		return memory.New(c, memory.WithEvents(ch), memory.WithArchive(a))
+	})
+	t.Logf("reservation reads answered from the archive: %d", served.Load())
+	if served.Load() == 0 {
+		t.Fatal("no sale was ever released: the suite did not exercise the archive")
+	}
+}
+
+// eventArchive is an order store reduced to what the engine's archive needs: the reservations
+// as the engine's events last showed them, status moving forward only (as sqlstore's merge).
+// Paid and refund_required events are applied too, standing in for the payment transaction.
+type eventArchive struct {
+	mu     sync.Mutex
+	rows   map[string]seckill.Reservation
+	served *atomic.Int64
+}
+
+func (a *eventArchive) apply(r seckill.Reservation) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	cur, ok := a.rows[r.ID]
+	if ok && (cur.Status.Rank() >= seckill.StatusPaid.Rank() || r.Status.Rank() < cur.Status.Rank() ||
+		r.Status.Rank() == cur.Status.Rank() && r.Status != cur.Status) {
+		return
+	}
+	r.Position = 0
+	a.rows[r.ID] = r
+}
+
+func (a *eventArchive) Reservation(_ context.Context, id string) (seckill.Reservation, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r, ok := a.rows[id]
+	if !ok {
+		return seckill.Reservation{}, seckill.Errorf(seckill.CodeNotFound, "reservation %q not found", id)
+	}
+	a.served.Add(1)
+	return r, nil
+}
+
+func (a *eventArchive) Reservations(_ context.Context, saleID string, _ ...seckill.ReservationStatus) ([]seckill.Reservation, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []seckill.Reservation
+	for _, r := range a.rows {
+		if r.SaleID == saleID {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }

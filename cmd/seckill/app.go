@@ -86,7 +86,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	switch cfg.Engine {
 	case "memory":
 		a.events = make(chan seckill.Event, 1<<16)
-		a.inv = memory.New(seckill.SystemClock{}, memory.WithEvents(a.events))
+		a.inv = memory.New(seckill.SystemClock{}, memory.WithEvents(a.events), memory.WithArchive(a.store))
 		a.pipe = pipeline.New(a.store, a.events, pipeline.Config{Logger: log})
 		a.pipeDone = make(chan error, 1)
 		go func() { a.pipeDone <- a.pipe.Run(context.Background()) }()
