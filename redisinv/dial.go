@@ -66,6 +66,11 @@ func ParseURL(raw string) (Endpoint, error) {
 	}
 	rest, query, _ := strings.Cut(rest, "?")
 	rest, path, _ := strings.Cut(rest, "/")
+	if strings.Contains(path, "@") || strings.Contains(query, "@") {
+		// An unencoded '/' or '?' in the password moved its end, and the '@', past the host:
+		// what is left would be parsed, and quoted in errors, as a host made of the password.
+		return ep, fmt.Errorf("redis URL: percent-encode '/', '?' and '@' in the user name and password")
+	}
 	if at := strings.LastIndex(rest, "@"); at >= 0 {
 		user, pass, _ := strings.Cut(rest[:at], ":")
 		var err error

@@ -326,3 +326,23 @@ func TestScrubError(t *testing.T) {
 		t.Error("the scrubbed error does not unwrap to the driver's")
 	}
 }
+
+// TestServeRedisURLErrorsQuoteNoPassword: a Redis URL whose password holds an unencoded '/'
+// or '?' (which moves the '@' out of the authority) stops the start without any piece of the
+// password in the log or the error; so does an unreachable Redis.
+func TestServeRedisURLErrorsQuoteNoPassword(t *testing.T) {
+	for _, redis := range []string{
+		"redis://:pw-a1/pw-b2@127.0.0.1:1",
+		"redis://user:pw-a1?pw-b2@127.0.0.1:1/0",
+		"redis://:pw-a1%zzpw-b2@127.0.0.1:1",
+		"redis://:pw-a1pw-b2@127.0.0.1:1/0",
+	} {
+		var out, errb syncBuffer
+		db := "sqlite://" + filepath.Join(t.TempDir(), "x.db")
+		code := run(context.Background(), []string{"serve", "--dev", "--engine", "redis", "--addr", "127.0.0.1:0", "--db", db, "--redis-url", redis}, noEnv, &out, &errb)
+		if code != 1 || !strings.Contains(errb.String(), "seckill: connect to redis") {
+			t.Errorf("serve on %s: exit %d, want a Redis error:\n%s", redis, code, errb.String())
+		}
+		assertNoSecret(t, "serve's log and error", out.String()+errb.String(), "pw-a1", "pw-b2")
+	}
+}
