@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -32,6 +33,17 @@ type sseMsg struct {
 // answers 200 text/event-stream.
 func (e *env) events(t testing.TB, saleID, query, auth string) *sse {
 	t.Helper()
+	s, r := e.tryEvents(t, saleID, query, auth)
+	if s == nil {
+		t.Fatalf("events: %d %s %s", r.Status, r.Header.Get("Content-Type"), r.Body)
+	}
+	return s
+}
+
+// tryEvents opens the stream like events; a stream that is refused (or not an event stream)
+// is answered as a response instead, its body read.
+func (e *env) tryEvents(t testing.TB, saleID, query, auth string) (*sse, response) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/api/v1/sales/"+saleID+"/events"+query, nil)
 	if auth != "" {
@@ -42,10 +54,12 @@ func (e *env) events(t testing.TB, saleID, query, auth string) *sse {
 		cancel()
 		t.Fatal(err)
 	}
+	r := response{Status: res.StatusCode, Header: res.Header}
 	if res.StatusCode != 200 || res.Header.Get("Content-Type") != "text/event-stream" {
-		cancel()
+		r.Body, _ = io.ReadAll(res.Body)
 		res.Body.Close()
-		t.Fatalf("events: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
+		cancel()
+		return nil, r
 	}
 	s := &sse{events: make(chan sseMsg, 1024), cancel: cancel, done: make(chan struct{}), header: res.Header}
 	go func() {
@@ -70,7 +84,7 @@ func (e *env) events(t testing.TB, saleID, query, auth string) *sse {
 		}
 	}()
 	t.Cleanup(s.close)
-	return s
+	return s, r
 }
 
 func (s *sse) close() {

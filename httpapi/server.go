@@ -38,6 +38,15 @@ type Config struct {
 	// EventInterval is how often a sale with live listeners (GET /api/v1/sales/{id}/events)
 	// is read for changes; default 250 ms, the sweeper's period.
 	EventInterval time.Duration
+	// MaxInFlight bounds the requests being handled at once (default DefaultMaxInFlight;
+	// negative: no bound). Beyond it a request is answered 503 unavailable, Retry-After: 1.
+	// Event streams and /healthz are not counted: streams have bounds of their own.
+	MaxInFlight int
+	// MaxStreams bounds the live event streams of this instance (default DefaultMaxStreams),
+	// of which anonymous ones may hold three quarters; MaxStreamsPerUser bounds the streams
+	// of one signed-in user (default DefaultMaxStreamsPerUser).
+	MaxStreams        int
+	MaxStreamsPerUser int
 }
 
 // Server is the HTTP API. Build it with New and serve Handler().
@@ -49,6 +58,8 @@ type Server struct {
 	metrics  *metrics
 	feeds    *feeds
 	activity *activity
+	inFlight *inFlight
+	streams  *streamLimiter
 	handler  http.Handler
 }
 
@@ -85,9 +96,14 @@ func New(cfg Config) *Server {
 	}
 	s.activity = newActivity()
 	s.feeds = newFeeds(cfg.Service, cfg.EventInterval, s.metrics.streamsDropped.Inc)
+	s.limits(cfg)
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
-		mux.Handle(rt.method+" "+rt.pattern, s.instrument(rt.pattern, rt.handler))
+		h := rt.handler
+		if rt.pattern != "/api/v1/sales/{id}/events" && rt.pattern != "/healthz" {
+			h = s.inFlight.bound(h)
+		}
+		mux.Handle(rt.method+" "+rt.pattern, s.instrument(rt.pattern, h))
 	}
 	web, _ := fs.Sub(assets, "web")
 	site, err := loadStatic(web)
@@ -97,11 +113,11 @@ func New(cfg Config) *Server {
 	notFound := func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, seckill.Errorf(seckill.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	}
-	mux.Handle("GET /{$}", site.page("index.html"))
-	mux.Handle("GET /admin", site.page("admin.html"))
-	mux.Handle("GET /assets/{name}", site.asset(notFound))
-	mux.Handle("GET /metrics", s.metrics.handler(cfg.Registry))
-	mux.HandleFunc("/", notFound)
+	mux.Handle("GET /{$}", s.inFlight.boundHandler(site.page("index.html")))
+	mux.Handle("GET /admin", s.inFlight.boundHandler(site.page("admin.html")))
+	mux.Handle("GET /assets/{name}", s.inFlight.boundHandler(site.asset(notFound)))
+	mux.Handle("GET /metrics", s.inFlight.boundHandler(s.metrics.handler(cfg.Registry)))
+	mux.Handle("/", s.inFlight.boundHandler(http.HandlerFunc(notFound)))
 	s.handler = mux
 	return s
 }

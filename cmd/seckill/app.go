@@ -146,10 +146,12 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	}
 	a.startBackground(cfg)
 
+	lim := cfg.HTTP.withDefaults()
 	a.api = httpapi.New(httpapi.Config{
 		Service: a.svc, AuthSecret: []byte(cfg.AuthSecret), AdminToken: cfg.AdminToken,
 		PaymentSecret: []byte(cfg.PaymentSecret), Dev: cfg.Dev, Logger: log, BuyRate: opts.buyRate,
-		Checks: a.readiness(),
+		Checks:      a.readiness(),
+		MaxInFlight: lim.MaxInFlight, MaxStreams: lim.MaxStreams, MaxStreamsPerUser: lim.MaxStreamsPerUser,
 	})
 	handler := a.api.Handler()
 	if a.gateway != nil {
@@ -159,11 +161,13 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 		mux.HandleFunc("GET /mock-gateway/pay/{id}", gatewayPage)
 		handler = mux
 	}
-	a.http = &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	a.http = newHTTPServer(lim, handler, log)
+	log.Info("http limits", "read_timeout", lim.ReadTimeout, "write_timeout", lim.WriteTimeout, "idle_timeout", lim.IdleTimeout,
+		"max_conns", lim.MaxConns, "max_inflight", lim.MaxInFlight, "max_streams", lim.MaxStreams, "max_streams_per_user", lim.MaxStreamsPerUser)
 	// Event streams never go idle: Shutdown ends them through Close, or it would wait forever.
 	a.http.RegisterOnShutdown(a.api.Close)
 	a.serveDone = make(chan error, 1)
-	go func() { a.serveDone <- a.http.Serve(a.listener) }()
+	go func() { a.serveDone <- a.http.Serve(httpapi.LimitListener(a.listener, lim.MaxConns)) }()
 	return a, nil
 }
 

@@ -26,6 +26,8 @@ type config struct {
 	NoConsume bool
 	// Pprof is serve's net/http/pprof listen address (--pprof, SECKILL_PPROF); empty: off.
 	Pprof string
+	// HTTP holds serve's HTTP timeouts and bounds (--read-timeout, --max-conns, …).
+	HTTP httpLimits
 	// envErr is an environment value that could not be read; secrets reports it.
 	envErr error
 }
@@ -60,6 +62,9 @@ func bindConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
 	}
 	dev := getenv("SECKILL_DEV")
 	fs.BoolVar(&c.Dev, "dev", dev == "1" || strings.EqualFold(dev, "true"), "development mode: generate missing secrets, mock payment gateway, token endpoint (SECKILL_DEV=1)")
+
+	// HTTP timeouts and resource bounds (httplimits.go).
+	bindHTTPLimits(fs, getenv, c)
 }
 
 // parseBool reads a boolean flag or environment value.

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// closedWithin reads c until the server closes it, and fails if that takes more than 10 s:
+// the server's timeouts in these tests are a fraction of a second, so 10 s means never.
+func closedWithin(t *testing.T, c net.Conn, what string) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err := io.Copy(io.Discard, c)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("%s: the connection is still open after 10 s", what)
+	}
+}
+
+// TestServeTimeouts: with small timeouts, serve closes a connection whose body trickles in
+// and a kept-alive connection left idle, while a live event stream outlives both the read and
+// the write timeout and still delivers events.
+func TestServeTimeouts(t *testing.T) {
+	a := startServe(t, "--read-timeout", "300ms", "--write-timeout", "300ms", "--idle-timeout", "300ms")
+	addr := strings.TrimPrefix(a.url, "http://")
+	dial := func() net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+
+	// A webhook body at one byte per 100 ms: 1 000 bytes would take 100 s.
+	slow := dial()
+	fmt.Fprintf(slow, "POST /api/v1/payments/webhook HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+	stop := make(chan struct{})
+	trickled := make(chan struct{})
+	go func() {
+		defer close(trickled)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if _, err := slow.Write([]byte{'x'}); err != nil {
+				return
+			}
+		}
+	}()
+	closedWithin(t, slow, "a trickling body")
+	close(stop)
+	<-trickled
+
+	// A kept-alive connection after one answer.
+	idle := dial()
+	fmt.Fprintf(idle, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(idle)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("healthz: %v %v", res, err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	closedWithin(t, idle, "an idle kept-alive connection")
+
+	// A live event stream, open for several times both timeouts, then a change.
+	admin := regexp.MustCompile(`SECKILL_ADMIN_TOKEN=([0-9a-f]+)`).FindStringSubmatch(a.out.String())
+	if admin == nil {
+		t.Fatalf("no admin token printed: %q", a.out.String())
+	}
+	ctx := context.Background()
+	if err := call(ctx, "POST", a.url+"/api/v1/sales", admin[1], map[string]any{"id": "t", "price_cents": 1, "stock": 10}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(sctx, "GET", a.url+"/api/v1/sales/t/events", nil)
+	sres, err := http.DefaultClient.Do(req)
+	if err != nil || sres.StatusCode != 200 {
+		t.Fatalf("events: %v %v", sres, err)
+	}
+	defer sres.Body.Close()
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(sres.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	if err := call(ctx, "POST", a.url+"/api/v1/sales/t/stock", admin[1], map[string]any{"add": 5}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for timeout := time.After(10 * time.Second); ; {
+		select {
+		case l, open := <-lines:
+			if !open {
+				t.Fatal("the event stream ended: the server's timeouts cut it")
+			}
+			if strings.Contains(l, `"stock":15`) {
+				cancel()
+				for range lines {
+				}
+				a.stop(t)
+				return
+			}
+		case <-timeout:
+			t.Fatal("no sale event for the restock within 10 s")
+		}
+	}
+}
+
+// TestHTTPLimitFlags: the limits are read from flags and SECKILL_* variables (flags win), and
+// a bad value is an error naming its source.
+func TestHTTPLimitFlags(t *testing.T) {
+	env := map[string]string{"SECKILL_READ_TIMEOUT": "3s", "SECKILL_MAX_STREAMS": "7", "SECKILL_MAX_CONNS": "100"}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	var c config
+	bindConfig(fs, func(k string) string { return env[k] }, &c)
+	if err := fs.Parse([]string{"--max-conns", "50", "--idle-timeout", "1m"}); err != nil {
+		t.Fatal(err)
+	}
+	want := httpLimits{ReadTimeout: 3 * time.Second, WriteTimeout: defaultWriteTimeout, IdleTimeout: time.Minute,
+		MaxConns: 50, MaxInFlight: 1024, MaxStreams: 7, MaxStreamsPerUser: 4}
+	if c.HTTP != want || c.envErr != nil {
+		t.Fatalf("limits %+v (%v), want %+v", c.HTTP, c.envErr, want)
+	}
+	for _, bad := range [][]string{{"--read-timeout", "0s"}, {"--max-streams", "0"}, {"--max-conns", "-1"}, {"--idle-timeout", "soon"}} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		var c config
+		bindConfig(fs, noEnv, &c)
+		if err := fs.Parse(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+	var c2 config
+	bindConfig(flag.NewFlagSet("t", flag.ContinueOnError), func(k string) string {
+		if k == "SECKILL_MAX_INFLIGHT" {
+			return "lots"
+		}
+		return ""
+	}, &c2)
+	if c2.envErr == nil || !strings.Contains(c2.envErr.Error(), "SECKILL_MAX_INFLIGHT") {
+		t.Fatalf("a bad SECKILL_MAX_INFLIGHT: %v", c2.envErr)
+	}
+	if d := (httpLimits{}).withDefaults(); d.ReadTimeout != defaultReadTimeout || d.MaxConns < 16 || d.MaxStreams != 1024 {
+		t.Fatalf("defaults of a zero config: %+v", d)
+	}
+}
