@@ -327,9 +327,9 @@ func TestScrubError(t *testing.T) {
 	}
 }
 
-// TestServeRedisURLErrorsQuoteNoPassword: a Redis URL whose password holds an unencoded '/'
-// or '?' (which moves the '@' out of the authority) stops the start without any piece of the
-// password in the log or the error; so does an unreachable Redis.
+// TestServeRedisURLErrorsQuoteNoPassword: a Redis or database URL whose password holds an
+// unencoded '/', '?' or '#' (which moves the '@' out of the authority) stops the start without
+// any piece of the password in the log or the error; so does an unreachable Redis.
 func TestServeRedisURLErrorsQuoteNoPassword(t *testing.T) {
 	for _, redis := range []string{
 		"redis://:pw-a1/pw-b2@127.0.0.1:1",
@@ -342,6 +342,19 @@ func TestServeRedisURLErrorsQuoteNoPassword(t *testing.T) {
 		code := run(context.Background(), []string{"serve", "--dev", "--engine", "redis", "--addr", "127.0.0.1:0", "--db", db, "--redis-url", redis}, noEnv, &out, &errb)
 		if code != 1 || !strings.Contains(errb.String(), "seckill: connect to redis") {
 			t.Errorf("serve on %s: exit %d, want a Redis error:\n%s", redis, code, errb.String())
+		}
+		assertNoSecret(t, "serve's log and error", out.String()+errb.String(), "pw-a1", "pw-b2")
+	}
+	for _, db := range []string{
+		"postgres://u:pw-a1/pw-b2@127.0.0.1:1/db",
+		"postgres://u:pw-a1?pw-b2@127.0.0.1:1/db",
+		"mysql://u:pw-a1/pw-b2@127.0.0.1:1/db",
+		"mysql://u:pw-a1#pw-b2@127.0.0.1:1/db",
+	} {
+		var out, errb syncBuffer
+		code := run(context.Background(), []string{"serve", "--dev", "--addr", "127.0.0.1:0", "--db", db}, noEnv, &out, &errb)
+		if code != 1 || !strings.Contains(errb.String(), "seckill: open database") {
+			t.Errorf("serve on %s: exit %d, want a database error:\n%s", db, code, errb.String())
 		}
 		assertNoSecret(t, "serve's log and error", out.String()+errb.String(), "pw-a1", "pw-b2")
 	}
