@@ -368,26 +368,43 @@ func (s *Service) Pay(ctx context.Context, id, userID string) (PaymentIntent, er
 	return intent, nil
 }
 
+// paymentLookupWait bounds ApplyPayment's look-up of an earlier record of the payment. A
+// database that hangs (a stopped server, a partition) rather than refusing must not keep a
+// payment from the engine while its hold runs out; a healthy one answers in milliseconds, and
+// a look-up cut short costs nothing but the guard described at ApplyPayment.
+const paymentLookupWait = 250 * time.Millisecond
+
 // ApplyPayment handles a verified webhook delivery. A failed payment changes nothing. A
 // succeeded one is confirmed in the engine, then recorded in one SQL transaction that guards
 // sales.sold; only after that commits may the webhook answer 200.
+//
+// The engine is asked even while the database is down, so that a payment delivered before
+// its hold expired is honoured however long the outage lasts: the engine settles the hold at
+// once (it remembers which payment paid it) and the delivery is answered 503. The gateway's
+// retry, once the database is back, finds the engine answering duplicate and records the
+// payment as applied. The paid event the engine emits meanwhile cannot get ahead of the
+// record: events never write paid rows (OrderStore.ApplyEvents).
+//
+// First the database is asked whether the payment is recorded already (for at most
+// paymentLookupWait): a recorded payment is a duplicate and the engine is not asked again, so
+// that a refund_required record stays final even if its reservation could now be paid (a
+// payment that arrived while it was queued). A look-up that fails or is slow is no answer; the
+// engine goes on, and RecordPayment's own check of the payment id still records it once.
 func (s *Service) ApplyPayment(ctx context.Context, p PaymentConfirmation, succeeded bool) (PaymentResult, error) {
 	if !succeeded {
 		return PaymentIgnored, nil
 	}
-	if prev, err := s.store.PaymentResult(ctx, p.PaymentID); err == nil && prev != "" {
+	if s.paymentRecorded(ctx, p.PaymentID) {
 		return PaymentDuplicate, nil
-	} else if err != nil && ErrorCode(err) != CodeNotFound {
-		return "", unavailable(err)
 	}
 	result, r, err := s.inv.ConfirmPayment(ctx, p)
 	if err != nil {
 		return "", err
 	}
 	if result == PaymentDuplicate {
-		// The engine applied this payment before but the database has no record of it: the
-		// earlier delivery failed between the engine and the transaction (and the gateway
-		// retried). Record it now, so engine and database agree on sold units.
+		// The engine applied this payment before but the database has no record of it: an
+		// earlier delivery reached the engine while the database was down or failed (and the
+		// gateway retried). Record it now, so engine and database agree on sold units.
 		result = PaymentApplied
 	}
 	if r.ID == "" {
@@ -397,6 +414,15 @@ func (s *Service) ApplyPayment(ctx context.Context, p PaymentConfirmation, succe
 		PaymentID: p.PaymentID, Reservation: r, AmountCents: p.AmountCents, Result: result, At: s.clock.Now(),
 	})
 	return recorded, unavailable(err)
+}
+
+// paymentRecorded reports whether the database answers, within paymentLookupWait, that the
+// payment is recorded. Any failure reports false: see ApplyPayment.
+func (s *Service) paymentRecorded(ctx context.Context, paymentID string) bool {
+	ctx, cancel := context.WithTimeout(ctx, paymentLookupWait)
+	defer cancel()
+	prev, err := s.store.PaymentResult(ctx, paymentID)
+	return err == nil && prev != ""
 }
 
 // Orders lists the user's paid orders and refunds owed, from the database.
@@ -508,8 +534,17 @@ func (s *Service) Audit(ctx context.Context, saleID string) (Audit, error) {
 	return a, nil
 }
 
-// Ready reports whether the store answers.
+// readyWait bounds Ready, so that /readyz answers within a load balancer's probe timeout
+// even when the database hangs rather than refusing.
+const readyWait = time.Second
+
+// Ready reports whether the database answers within readyWait. It is the database check of
+// /readyz, which reports it without failing on it: buys need only the engine, and payments
+// delivered meanwhile are settled in the engine and recorded on the gateway's retry
+// (ApplyPayment).
 func (s *Service) Ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readyWait)
+	defer cancel()
 	if err := s.store.Ping(ctx); err != nil {
 		return errors.Join(Errorf(CodeUnavailable, "database is not reachable"), err)
 	}
