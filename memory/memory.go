@@ -681,6 +681,12 @@ func (s *sale) store(r *reservation) {
 			return
 		}
 	}
+	if n := r.seq; n > uint64(cap(s.reservations)) {
+		// Doubling, as for the hold heap: append grows a large slice by a quarter only.
+		grown := make([]*reservation, len(s.reservations), max(n, 2*uint64(cap(s.reservations)), 16))
+		copy(grown, s.reservations)
+		s.reservations = grown
+	}
 	for uint64(len(s.reservations)) < r.seq {
 		s.reservations = append(s.reservations, nil)
 	}
