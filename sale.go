@@ -48,10 +48,10 @@ func (s Sale) HoldDuration() time.Duration { return time.Duration(s.HoldSeconds)
 // Status derives the sale's status at now from its window and stock state.
 func (s Sale) Status(now time.Time, st StockState) SaleStatus {
 	switch {
+	case !now.Before(s.EndsAt): // first: a sale closed before its start is ended, not upcoming
+		return SaleEnded
 	case now.Before(s.StartsAt):
 		return SaleUpcoming
-	case !now.Before(s.EndsAt):
-		return SaleEnded
 	case st.Sold >= st.Sellable:
 		return SaleSoldOut
 	default:
@@ -62,35 +62,17 @@ func (s Sale) Status(now time.Time, st StockState) SaleStatus {
 // Open reports whether buying is open at now: starts_at ≤ now < ends_at.
 func (s Sale) Open(now time.Time) bool { return !now.Before(s.StartsAt) && now.Before(s.EndsAt) }
 
-// WindowError is nil while the sale is open, else not_started or ended. It allocates only when
-// it refuses, so the hot path can call it on every buy.
+// WindowError is nil while the sale is open, else ended or not_started, in that order: a sale
+// closed before its start has ended (its ends_at is before its starts_at). It allocates only
+// when it refuses, so the hot path can call it on every buy.
 func (s Sale) WindowError(now time.Time) error {
-	if now.Before(s.StartsAt) {
-		return Errorf(CodeNotStarted, "sale %s starts at %s", s.ID, s.StartsAt.Format(time.RFC3339))
-	}
 	if !now.Before(s.EndsAt) {
 		return Errorf(CodeEnded, "sale %s has ended", s.ID)
 	}
+	if now.Before(s.StartsAt) {
+		return Errorf(CodeNotStarted, "sale %s starts at %s", s.ID, s.StartsAt.Format(time.RFC3339))
+	}
 	return nil
-}
-
-// MaxQuantity bounds the fields of a sale so that arithmetic never overflows.
-const MaxQuantity = 1_000_000_000
-
-// ValidID reports whether s is a valid sale or user id: 1–64 of [A-Za-z0-9_.-]. It runs several
-// times on every buy, so it is a loop over the bytes rather than a regular expression
-// (FuzzValidID holds it to ^[A-Za-z0-9_.-]{1,64}$).
-func ValidID(s string) bool {
-	if len(s) < 1 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // SaleInput is the body of POST /api/v1/sales. Pointers tell omitted from zero.
@@ -115,32 +97,21 @@ const (
 )
 
 // NewSale validates in and fills defaults: id (random if empty), starts_at (now), ends_at
-// (starts_at + 1 h), per_user_limit 1, hold_seconds 60, queue_limit 10 × sellable.
+// (starts_at + 1 h), per_user_limit 1, hold_seconds 60, queue_limit 10 × sellable. Every bound
+// (bounds.go) is checked after the defaults are applied, so a default can never carry a value
+// out of range; a sale it returns is one every engine and store accepts.
 func NewSale(in SaleInput, now time.Time) (Sale, error) {
 	s := Sale{ID: in.ID, Name: in.Name, Holdback: in.Holdback, CreatedAt: now}
 	if s.ID == "" {
 		s.ID = NewID()[:16]
 	}
-	if !ValidID(s.ID) {
-		return Sale{}, Errorf(CodeInvalidArgument, "id must be 1–64 of [A-Za-z0-9_.-]")
-	}
-	if len(s.Name) > 200 {
-		return Sale{}, Errorf(CodeInvalidArgument, "name must be at most 200 bytes")
-	}
 	if s.Name == "" {
 		s.Name = s.ID
 	}
-	if in.PriceCents == nil || *in.PriceCents < 0 || *in.PriceCents > 1e12 {
-		return Sale{}, Errorf(CodeInvalidArgument, "price_cents is required, 0 to 10^12")
+	if in.PriceCents == nil || in.Stock == nil {
+		return Sale{}, Errorf(CodeInvalidArgument, "price_cents and stock are required")
 	}
-	s.PriceCents = *in.PriceCents
-	if in.Stock == nil || *in.Stock < 0 || *in.Stock > MaxQuantity {
-		return Sale{}, Errorf(CodeInvalidArgument, "stock is required, 0 to %d", MaxQuantity)
-	}
-	s.Stock = *in.Stock
-	if s.Holdback < 0 || s.Holdback > s.Stock {
-		return Sale{}, Errorf(CodeInvalidArgument, "holdback must be between 0 and stock")
-	}
+	s.PriceCents, s.Stock = *in.PriceCents, *in.Stock
 	s.StartsAt = now
 	if in.StartsAt != nil {
 		s.StartsAt = *in.StartsAt
@@ -150,29 +121,53 @@ func NewSale(in SaleInput, now time.Time) (Sale, error) {
 	if in.EndsAt != nil {
 		s.EndsAt = in.EndsAt.UTC().Truncate(time.Millisecond)
 	}
-	if !s.EndsAt.After(s.StartsAt) {
-		return Sale{}, Errorf(CodeInvalidArgument, "ends_at must be after starts_at")
-	}
 	s.PerUserLimit = DefaultPerUserLimit
 	if in.PerUserLimit != nil {
 		s.PerUserLimit = *in.PerUserLimit
-	}
-	if s.PerUserLimit < 1 || s.PerUserLimit > MaxQuantity {
-		return Sale{}, Errorf(CodeInvalidArgument, "per_user_limit must be at least 1")
 	}
 	s.HoldSeconds = DefaultHoldSeconds
 	if in.HoldSeconds != nil {
 		s.HoldSeconds = *in.HoldSeconds
 	}
-	if s.HoldSeconds < 1 || s.HoldSeconds > 7*24*3600 {
-		return Sale{}, Errorf(CodeInvalidArgument, "hold_seconds must be between 1 and 604800")
-	}
 	s.QueueLimit = 10 * s.Sellable()
 	if in.QueueLimit != nil {
 		s.QueueLimit = *in.QueueLimit
 	}
-	if s.QueueLimit < 0 || s.QueueLimit > 10*MaxQuantity {
-		return Sale{}, Errorf(CodeInvalidArgument, "queue_limit must be 0 or more")
+	if err := s.Validate(); err != nil {
+		return Sale{}, err
 	}
 	return s, nil
+}
+
+// Validate checks every field of a new sale against the bounds (bounds.go): the one definition,
+// which NewSale runs before anything is written. (A sale closed before its start later has
+// ends_at before starts_at: that is a closed sale, not a new one.)
+func (s Sale) Validate() error {
+	bad := func(format string, args ...any) error { return Errorf(CodeInvalidArgument, format, args...) }
+	switch {
+	case !ValidID(s.ID):
+		return bad("id must be 1–%d of [A-Za-z0-9_.-], not . or ..", MaxIDBytes)
+	case !ValidName(s.Name):
+		return bad("name must be at most %d bytes of UTF-8 without control characters", MaxNameBytes)
+	case s.PriceCents < 0 || s.PriceCents > MaxPriceCents:
+		return bad("price_cents must be 0 to %d", int64(MaxPriceCents))
+	case s.Stock < 0 || s.Stock > MaxQuantity:
+		return bad("stock must be 0 to %d", MaxQuantity)
+	case s.Holdback < 0 || s.Holdback > s.Stock:
+		return bad("holdback must be between 0 and stock")
+	case !validTime(s.StartsAt) || !validTime(s.EndsAt):
+		return bad("starts_at and ends_at (default: starts_at + 1 h) must be between %s and %s",
+			MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))
+	case !s.EndsAt.After(s.StartsAt):
+		return bad("ends_at must be after starts_at")
+	case s.PerUserLimit < 1 || s.PerUserLimit > MaxQuantity:
+		return bad("per_user_limit must be 1 to %d", MaxQuantity)
+	case int64(s.PerUserLimit) > MaxAmountCents/max(s.PriceCents, 1):
+		return bad("per_user_limit × price_cents must be at most %d cents (the largest amount of one reservation)", int64(MaxAmountCents))
+	case s.HoldSeconds < 1 || s.HoldSeconds > MaxHoldSeconds:
+		return bad("hold_seconds must be between 1 and %d", MaxHoldSeconds)
+	case s.QueueLimit < 0 || s.QueueLimit > MaxQueueLimit:
+		return bad("queue_limit must be 0 to %d", int64(MaxQueueLimit))
+	}
+	return nil
 }

@@ -148,6 +148,10 @@ type DBCounts struct {
 type OrderStore interface {
 	// CreateSale inserts a sale; an existing id is a conflict.
 	CreateSale(ctx context.Context, s Sale) error
+	// DeleteSale removes a sale that nothing refers to yet (no reservation, no payment, nothing
+	// sold): it undoes a CreateSale whose engine load failed. A sale with anything recorded
+	// is a conflict; an unknown one is not_found.
+	DeleteSale(ctx context.Context, id string) error
 	// UpdateSale stores a changed definition (stock, ends_at).
 	UpdateSale(ctx context.Context, s Sale) error
 	// Sale returns one sale and its sold units.

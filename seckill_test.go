@@ -47,10 +47,50 @@ func TestNewSaleDefaultsAndValidation(t *testing.T) {
 		{PriceCents: &price, Stock: ptr(1), QueueLimit: ptr(-1)},
 		{PriceCents: &price, Stock: ptr(1), ID: "has space"},
 		{PriceCents: &price, Stock: ptr(1), StartsAt: &now, EndsAt: &now},
+		// Times are bounded after defaults: a far-future start whose default end (+1 h) lands in
+		// year 10000 would be stored and then break every list that renders it.
+		{PriceCents: &price, Stock: ptr(1), StartsAt: tp(time.Date(9999, 12, 31, 23, 30, 0, 0, time.UTC))},
+		{PriceCents: &price, Stock: ptr(1), StartsAt: tp(seckill.MaxTime.Add(-time.Minute))},
+		{PriceCents: &price, Stock: ptr(1), StartsAt: tp(time.Date(1969, 12, 31, 23, 0, 0, 0, time.UTC))},
+		{PriceCents: &price, Stock: ptr(1), StartsAt: tp(seckill.MinTime.Add(-time.Millisecond))},
+		{PriceCents: &price, Stock: ptr(1), ID: "."},
+		{PriceCents: &price, Stock: ptr(1), ID: ".."},
+		{PriceCents: &price, Stock: ptr(1), Name: "a\x00b"},
+		{PriceCents: &price, Stock: ptr(1), Name: "tab\there"},
+		{PriceCents: &price, Stock: ptr(1), Name: "\xff\xfe"},
+		{PriceCents: &price, Stock: ptr(1), Name: strings.Repeat("a", seckill.MaxNameBytes+1)},
+		{PriceCents: i64p(seckill.MaxPriceCents + 1), Stock: ptr(1)},
+		{PriceCents: &price, Stock: ptr(seckill.MaxQuantity + 1)},
+		{PriceCents: &price, Stock: ptr(1), HoldSeconds: ptr(seckill.MaxHoldSeconds + 1)},
+		{PriceCents: &price, Stock: ptr(1), QueueLimit: ptr(seckill.MaxQueueLimit + 1)},
+		// Money: per_user_limit × price_cents must fit MaxAmountCents, so that no accepted buy
+		// can overflow (10^12 × 10^9 wrapped on the memory engine).
+		{PriceCents: i64p(seckill.MaxPriceCents), Stock: ptr(1), PerUserLimit: ptr(seckill.MaxQuantity)},
+		{PriceCents: i64p(seckill.MaxPriceCents), Stock: ptr(1), PerUserLimit: ptr(seckill.MaxAmountCents/seckill.MaxPriceCents + 1)},
 	}
 	for i, in := range bad {
 		if _, err := seckill.NewSale(in, now); seckill.ErrorCode(err) != seckill.CodeInvalidArgument {
 			t.Errorf("case %d: got %v, want invalid_argument", i, err)
+		}
+	}
+}
+
+func tp(t time.Time) *time.Time { return &t }
+func i64p(v int64) *int64        { return &v }
+
+// TestNewSaleBoundsAreInclusive: the documented bounds themselves are accepted.
+func TestNewSaleBoundsAreInclusive(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	stock, limit, hold, ql := seckill.MaxQuantity, int(seckill.MaxAmountCents/seckill.MaxPriceCents), seckill.MaxHoldSeconds, seckill.MaxQueueLimit
+	for i, in := range []seckill.SaleInput{
+		{PriceCents: i64p(seckill.MaxPriceCents), Stock: &stock, PerUserLimit: &limit, HoldSeconds: &hold, QueueLimit: &ql,
+			Name: strings.Repeat("é", seckill.MaxNameBytes/2), ID: strings.Repeat("z", seckill.MaxIDBytes)},
+		{PriceCents: i64p(0), Stock: &stock, PerUserLimit: &stock}, // free: any limit fits
+		{PriceCents: i64p(1), Stock: &stock, StartsAt: tp(seckill.MinTime), EndsAt: tp(seckill.MaxTime)},
+		{PriceCents: i64p(1), Stock: &stock, StartsAt: tp(seckill.MaxTime.Add(-time.Hour)), ID: "..."},
+	} {
+		if _, err := seckill.NewSale(in, now); err != nil {
+			t.Errorf("case %d: %v; want accepted", i, err)
 		}
 	}
 }
@@ -72,6 +112,15 @@ func TestSaleStatus(t *testing.T) {
 		if got := s.Status(c.at, c.st); got != c.want {
 			t.Errorf("Status(%v, %+v) = %s, want %s", c.at, c.st, got, c.want)
 		}
+	}
+	// Closed before its start (ends_at = the close, before starts_at): ended, and buying
+	// answers ended, not not_started.
+	closed := seckill.Sale{StartsAt: t0, EndsAt: t0.Add(-time.Hour)}
+	if got := closed.Status(t0.Add(-time.Minute), st); got != seckill.SaleEnded {
+		t.Errorf("status of a sale closed before its start = %s, want ended", got)
+	}
+	if code := seckill.ErrorCode(closed.WindowError(t0.Add(-time.Minute))); code != seckill.CodeEnded {
+		t.Errorf("window of a sale closed before its start = %s, want ended", code)
 	}
 }
 
@@ -287,11 +336,12 @@ func TestLiveSaleIDs(t *testing.T) {
 // FuzzValidID holds ValidID to the documented pattern.
 func FuzzValidID(f *testing.F) {
 	pattern := regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
-	for _, s := range []string{"", "a", "alice_1.x-y", strings.Repeat("a", 64), strings.Repeat("a", 65), "a b", "é", "a\n", "\x00", "../x"} {
+	for _, s := range []string{"", "a", "alice_1.x-y", strings.Repeat("a", 64), strings.Repeat("a", 65), "a b", "é", "a\n", "\x00", "../x", ".", "..", "..."} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if got, want := seckill.ValidID(s), pattern.MatchString(s); got != want {
+		want := pattern.MatchString(s) && s != "." && s != ".."
+		if got := seckill.ValidID(s); got != want {
 			t.Fatalf("ValidID(%q) = %v, the pattern says %v", s, got, want)
 		}
 	})

@@ -127,6 +127,12 @@ func (s *Service) CreateSale(ctx context.Context, in SaleInput) (SaleView, error
 	// found it in the database between the insert above and this line and loaded it (a
 	// rebuild). The definition is the one just stored, so the sale exists as asked.
 	if err := s.inv.LoadSale(ctx, sale, 0); err != nil && ErrorCode(err) != CodeConflict {
+		// All or nothing: take the row back, so that no sale exists that the engine did not
+		// take (the client may retry the same id). If the database cannot take it back now,
+		// the row stays, and the engine loads it from there on first use (a rebuild).
+		if derr := s.store.DeleteSale(ctx, sale.ID); derr != nil {
+			err = errors.Join(err, fmt.Errorf("undo create sale %s: %w", sale.ID, derr))
+		}
 		return SaleView{}, err
 	}
 	return s.Sale(ctx, sale.ID)

@@ -161,7 +161,6 @@ func (s *Server) saleActivity(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	now := s.now()
-	writeJSON(w, http.StatusOK, Activity{SaleID: id, ServerTime: now, IntervalSeconds: 1,
+	return writeJSON(w, http.StatusOK, Activity{SaleID: id, ServerTime: now, IntervalSeconds: 1,
 		Buckets: s.activity.snapshot(id, now), Expiring: holds})
-	return nil
 }

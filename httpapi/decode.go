@@ -7,9 +7,13 @@ import (
 	"io"
 )
 
-// DecodeStrict decodes exactly one JSON value from body into v, refusing unknown fields and
-// anything after the value. Clients that misspell a field get told instead of ignored.
+// DecodeStrict decodes exactly one JSON object from body into v, refusing anything but an
+// object (a bare `null` would otherwise leave v as it was and pass), unknown fields and anything
+// after the object. Clients that misspell a field get told instead of ignored.
 func DecodeStrict(body []byte, v any) error {
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return errors.New("the body must be a JSON object")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"sort"
 	"strings"
@@ -23,8 +24,7 @@ func (s *Server) createSale(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, v)
-	return nil
+	return writeJSON(w, http.StatusCreated, v)
 }
 
 func (s *Server) listSales(w http.ResponseWriter, r *http.Request) error {
@@ -32,8 +32,18 @@ func (s *Server) listSales(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"sales": sales, "server_time": s.now()})
-	return nil
+	// Each sale is rendered on its own: one that cannot be (a time outside the years 0–9999,
+	// stored before sale times were bounded) is left out and logged, never the whole list.
+	list := make([]json.RawMessage, 0, len(sales))
+	for _, v := range sales {
+		b, err := json.Marshal(v)
+		if err != nil {
+			s.log.Error("sale left out of the list: cannot render it", "sale", v.ID, "err", err)
+			continue
+		}
+		list = append(list, b)
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"sales": list, "server_time": s.now()})
 }
 
 func (s *Server) getSale(w http.ResponseWriter, r *http.Request) error {
@@ -41,8 +51,7 @@ func (s *Server) getSale(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
+	return writeJSON(w, http.StatusOK, v)
 }
 
 func (s *Server) purchasePath(w http.ResponseWriter, r *http.Request) error {
@@ -54,8 +63,7 @@ func (s *Server) purchasePath(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, p)
-	return nil
+	return writeJSON(w, http.StatusOK, p)
 }
 
 // BuyBody is the body of a buy; empty means quantity 1.
@@ -108,8 +116,7 @@ func (s *Server) buy(w http.ResponseWriter, r *http.Request) error {
 		status, outcome = http.StatusAccepted, "queued"
 	}
 	s.countBuy(saleID, outcome, now, false)
-	writeReservation(w, status, res.Reservation)
-	return nil
+	return writeReservation(w, status, res.Reservation)
 }
 
 // countBuy counts a buy's outcome in /metrics and in the sale's activity for the dashboard.
@@ -131,8 +138,7 @@ func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeReservation(w, http.StatusOK, res)
-	return nil
+	return writeReservation(w, http.StatusOK, res)
 }
 
 func (s *Server) cancelReservation(w http.ResponseWriter, r *http.Request) error {
@@ -145,8 +151,7 @@ func (s *Server) cancelReservation(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	s.metrics.outcome("cancelled")
-	writeReservation(w, http.StatusOK, res)
-	return nil
+	return writeReservation(w, http.StatusOK, res)
 }
 
 func (s *Server) pay(w http.ResponseWriter, r *http.Request) error {
@@ -158,8 +163,7 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, intent)
-	return nil
+	return writeJSON(w, http.StatusOK, intent)
 }
 
 // webhook verifies the gateway's signature over the raw body before parsing anything, then
@@ -184,8 +188,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.metrics.payment(string(result))
-	writeJSON(w, http.StatusOK, map[string]string{"result": string(result)})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]string{"result": string(result)})
 }
 
 func (s *Server) orders(w http.ResponseWriter, r *http.Request) error {
@@ -200,8 +203,7 @@ func (s *Server) orders(w http.ResponseWriter, r *http.Request) error {
 	if orders == nil {
 		orders = []seckill.Order{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"orders": orders})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]any{"orders": orders})
 }
 
 func (s *Server) audit(w http.ResponseWriter, r *http.Request) error {
@@ -212,8 +214,7 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, a)
-	return nil
+	return writeJSON(w, http.StatusOK, a)
 }
 
 // StockBody is the body of POST /sales/{id}/stock.
@@ -236,8 +237,7 @@ func (s *Server) addStock(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
+	return writeJSON(w, http.StatusOK, v)
 }
 
 func (s *Server) closeSale(w http.ResponseWriter, r *http.Request) error {
@@ -248,8 +248,7 @@ func (s *Server) closeSale(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
+	return writeJSON(w, http.StatusOK, v)
 }
 
 // DevTokenBody is the body of POST /api/v1/dev/token.
@@ -272,49 +271,64 @@ func (s *Server) devToken(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"token": tok})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]string{"token": tok})
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz runs every readiness check (the database, then Config.Checks) and reports each one:
-// 200 {"status":"ready","checks":{"database":"ok",…}} when all pass, else 503 problem+json
-// (code unavailable, with Retry-After) whose detail names each check and its state, e.g.
-// "not ready: database ok, redis unavailable". Failure details go to the log, not the client.
+// readyz says whether this instance can serve buys: 200 while every engine check
+// (Config.Checks, e.g. "redis") passes, else 503 problem+json (code unavailable, with
+// Retry-After) whose detail names each check and its state, e.g. "not ready: database ok,
+// redis unavailable". The database is reported but does not decide: while it is down, buys
+// still work and payments are settled in the engine and recorded on the gateway's retry
+// (Service.ApplyPayment), so the answer is 200 {"status":"degraded","checks":{"database":
+// "unavailable",…}}, not a 503 that would make a load balancer pull every instance at once.
+// The checks run side by side, each bounded (Service.Ready 1 s, Redis calls 2 s), so a
+// database that hangs cannot make the probe time out. Failure details go to the log only.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
-	checks := map[string]string{}
-	var failed []string
-	run := func(name string, check func(context.Context) error) {
-		if err := check(r.Context()); err != nil {
-			s.log.Warn("not ready", "check", name, "err", err)
-			checks[name] = "unavailable"
-			failed = append(failed, name)
-			return
-		}
-		checks[name] = "ok"
-	}
-	run("database", s.svc.Ready)
-	names := make([]string, 0, len(s.cfg.Checks))
+	names := make([]string, 0, len(s.cfg.Checks)+1)
 	for name := range s.cfg.Checks {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	for _, name := range names {
-		run(name, s.cfg.Checks[name])
+	names = append([]string{"database"}, names...)
+	type outcome struct {
+		name string
+		err  error
 	}
-	if len(failed) > 0 {
-		parts := make([]string, 0, len(checks))
-		for _, name := range append([]string{"database"}, names...) {
+	done := make(chan outcome, len(names))
+	for _, name := range names {
+		var check func(context.Context) error = s.cfg.Checks[name]
+		if name == "database" {
+			check = s.svc.Ready
+		}
+		go func() { done <- outcome{name, check(r.Context())} }()
+	}
+	checks := make(map[string]string, len(names))
+	engineDown := false
+	for range names {
+		o := <-done
+		checks[o.name] = "ok"
+		if o.err != nil {
+			s.log.Warn("readiness check failed", "check", o.name, "err", o.err)
+			checks[o.name] = "unavailable"
+			engineDown = engineDown || o.name != "database"
+		}
+	}
+	if engineDown {
+		parts := make([]string, 0, len(names))
+		for _, name := range names {
 			parts = append(parts, name+" "+checks[name])
 		}
 		return seckill.Errorf(seckill.CodeUnavailable, "not ready: %s", strings.Join(parts, ", "))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "checks": checks})
-	return nil
+	status := "ready"
+	if checks["database"] != "ok" {
+		status = "degraded"
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"status": status, "checks": checks})
 }
 
 func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) error {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -40,16 +41,27 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	_, _ = w.Write(b)
 }
 
+// mustJSON marshals a value that always marshals: our own plain structs of strings and numbers
+// (a problem document, a ping). Anything that carries a time or a value read from a store goes
+// through writeJSON, which reports a failure instead.
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
-		panic(err) // only our own plain structs are marshalled
+		panic(err) // a programming error, caught by the tests of the few callers
 	}
 	return b
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	writeJSONBody(w, status, append(mustJSON(v), '\n'))
+// writeJSON writes v as the answer. If v cannot be marshalled (a time outside the years
+// 0–9999), nothing is written and the error is returned, so the handler answers 500 and logs it
+// rather than dropping the connection.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("render answer: %w", err)
+	}
+	writeJSONBody(w, status, append(b, '\n'))
+	return nil
 }
 
 // writeJSONBody writes b, a JSON document and its newline, as the answer.

@@ -18,16 +18,16 @@ import (
 var jsonBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // writeReservation is writeJSON for a Reservation.
-func writeReservation(w http.ResponseWriter, status int, r seckill.Reservation) {
+func writeReservation(w http.ResponseWriter, status int, r seckill.Reservation) error {
 	bp := jsonBufs.Get().(*[]byte)
 	defer jsonBufs.Put(bp)
 	b, ok := appendReservation((*bp)[:0], &r)
 	if !ok {
-		writeJSON(w, status, r)
-		return
+		return writeJSON(w, status, r)
 	}
 	*bp = append(b, '\n')
 	writeJSONBody(w, status, *bp)
+	return nil
 }
 
 // appendReservation appends r as json.Marshal would, or reports false when a string needs

@@ -50,6 +50,7 @@ type rebuilder struct {
 
 	mu      sync.Mutex
 	running map[string]bool
+	failing map[string]backoff   // sales whose last rebuild failed: when to try again
 	known   map[string]time.Time // sales the database was seen to have, and when
 	wg      sync.WaitGroup
 	slots   chan struct{} // bounds the rebuilds that run at once
@@ -65,6 +66,20 @@ const (
 	maxRebuilds    = 4
 	knownFor       = time.Second
 )
+
+// A rebuild that fails is tried again after firstRetry, then after twice as long each time, up
+// to maxRetry: a failure that will not go away (a definition the scripts refuse) costs one
+// attempt a minute rather than one per call, and is logged once, not on every attempt.
+const (
+	firstRetry = 250 * time.Millisecond
+	maxRetry   = time.Minute
+)
+
+// backoff is a failing sale's retry schedule.
+type backoff struct {
+	next  time.Time     // no rebuild starts before this
+	delay time.Duration // the wait after the next failure is twice this
+}
 
 // missing answers a call on a sale whose keys are missing: not_found when the database does
 // not know it either, else unavailable while a rebuild (started here unless one is running) puts it
@@ -96,7 +111,7 @@ func (rb *rebuilder) missing(ctx context.Context, saleID string) error {
 func (rb *rebuilder) start(saleID string) {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
-	if rb.running[saleID] || rb.ctx.Err() != nil {
+	if rb.running[saleID] || rb.ctx.Err() != nil || time.Now().Before(rb.failing[saleID].next) {
 		return
 	}
 	if rb.running == nil {
@@ -123,12 +138,43 @@ func (rb *rebuilder) start(saleID string) {
 		case errors.Is(err, lock.ErrNotAcquired):
 			// Another instance holds the lock and is rebuilding.
 		case err != nil:
-			rb.e.log.Error("redisinv: rebuild failed; the next call on the sale retries", "sale", saleID, "err", err)
-		case n >= 0:
-			rb.e.log.Warn("redisinv: sale was missing from Redis and has been rebuilt from the database",
-				"sale", saleID, "reservations", n, "took", time.Since(start))
+			if delay, first := rb.failed(saleID); first {
+				rb.e.log.Error("redisinv: rebuild failed; retrying with backoff, and logging again only once it succeeds",
+					"sale", saleID, "retry_in", delay, "max_retry", maxRetry, "err", err)
+			}
+		default:
+			if rb.recovered(saleID) {
+				rb.e.log.Warn("redisinv: a rebuild that had failed has succeeded", "sale", saleID)
+			}
+			if n >= 0 {
+				rb.e.log.Warn("redisinv: sale was missing from Redis and has been rebuilt from the database",
+					"sale", saleID, "reservations", n, "took", time.Since(start))
+			}
 		}
 	})
+}
+
+// failed schedules the sale's next rebuild after a failure; first is true for the first failure
+// since the last success.
+func (rb *rebuilder) failed(saleID string) (delay time.Duration, first bool) {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	if rb.failing == nil {
+		rb.failing = map[string]backoff{}
+	}
+	b, seen := rb.failing[saleID]
+	delay = min(max(2*b.delay, firstRetry), maxRetry)
+	rb.failing[saleID] = backoff{next: time.Now().Add(delay), delay: delay}
+	return delay, !seen
+}
+
+// recovered forgets the sale's failures and reports whether it had any.
+func (rb *rebuilder) recovered(saleID string) bool {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	_, had := rb.failing[saleID]
+	delete(rb.failing, saleID)
+	return had
 }
 
 func (rb *rebuilder) close() {

@@ -1,8 +1,12 @@
 package redisinv
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -245,3 +249,51 @@ func TestRebuildUnknownOrUnreadable(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestRebuildFailureBacksOff: a sale the database has but the scripts refuse (here a start
+// before 1970, stored before sale times were bounded) cannot be rebuilt, however often it is
+// tried. Calls on it answer unavailable, the rebuild is retried with a growing delay rather
+// than on every call (the sweeper calls four times a second), and the failure is logged once.
+func TestRebuildFailureBacksOff(t *testing.T) {
+	c := dialT(t, testenv.Redis(t))
+	locks := lock.New(c.Locks, nil)
+	t.Cleanup(func() { _ = locks.Close() })
+	start := time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC)
+	src := &fakeSource{sale: seckill.Sale{ID: "pre1970", Name: "x", PriceCents: 1, Stock: 1, StartsAt: start,
+		EndsAt: start.Add(time.Hour), PerUserLimit: 1, HoldSeconds: 60, CreatedAt: start}}
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))
+	e := newTestEngine(t, c.Inventory, seckill.SystemClock{}, WithRebuild(src, locks), WithLogger(log))
+	deadline := time.Now().Add(time.Second)
+	calls := 0
+	for time.Now().Before(deadline) {
+		if _, _, err := e.Sale(t.Context(), "pre1970"); seckill.ErrorCode(err) != seckill.CodeUnavailable {
+			t.Fatalf("Sale of a sale that cannot be rebuilt = %v; want unavailable", err)
+		}
+		calls++
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Retries at 0.25, 0.75 s and then 1.75 s after the first failure: at most 3 attempts in the
+	// second of calls (a slow machine makes fewer), where one per call would be ~100.
+	if n := src.reads.Load(); n < 1 || n > 3 {
+		t.Fatalf("%d calls in 1 s started %d rebuilds; want 1 to 3 (backoff)", calls, n)
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	if n := strings.Count(logs.String(), "level=ERROR"); n != 1 {
+		t.Fatalf("the failing rebuild logged %d errors; want exactly one:\n%s", n, logs.String())
+	}
+}
+
+// lockedWriter serializes writes to a buffer shared with the test.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

@@ -303,6 +303,42 @@ func testRules(t *testing.T, newEngine NewInventory) {
 		r.state(ss(3, 0, 3, 0, 0))
 	})
 
+	// Bounds: the largest sale the bounds allow (seckill.Validate) sells with exact amounts,
+	// and a quantity beyond any limit is refused as over the limit, never wrapped.
+	t.Run("Bounds", func(t *testing.T) {
+		limit := int(seckill.MaxAmountCents / seckill.MaxPriceCents)
+		r := newRig(t, newEngine, seckill.MaxQuantity, 0, perUser(limit), func(in *seckill.SaleInput) {
+			in.PriceCents = ptr(int64(seckill.MaxPriceCents))
+		})
+		for _, q := range []int{limit + 1, seckill.MaxQuantity, 1 << 62} {
+			r.buyFails("u1", q, "", seckill.CodeLimitExceeded)
+		}
+		a := r.buy("u1", limit, "")
+		if want := int64(limit) * seckill.MaxPriceCents; a.AmountCents != want || want > seckill.MaxAmountCents {
+			t.Fatalf("amount_cents %d, want %d (≤ %d)", a.AmountCents, want, int64(seckill.MaxAmountCents))
+		}
+		r.pay("p1", a.ID, a.AmountCents, seckill.PaymentApplied)
+		r.state(ss(seckill.MaxQuantity, seckill.MaxQuantity-limit, 0, limit, 0))
+	})
+
+	// CloseBeforeStart: a sale closed before it starts has ended (closed means ended): buys
+	// answer ended, not not_started, also once the start has passed.
+	t.Run("CloseBeforeStart", func(t *testing.T) {
+		r := newRig(t, newEngine, 2, 0, startsIn(time.Hour), endsIn(2*time.Hour))
+		r.buyFails("u1", 1, "", seckill.CodeNotStarted)
+		sale, _, err := r.inv.CloseSale(r.ctx, r.sale.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := sale.Status(r.clock.Now(), seckill.StockState{Sellable: 2, Available: 2}); st != seckill.SaleEnded {
+			t.Fatalf("status of a sale closed before its start = %s, want ended", st)
+		}
+		r.buyFails("u1", 1, "", seckill.CodeEnded)
+		r.advance(90 * time.Minute)
+		r.buyFails("u1", 1, "", seckill.CodeEnded)
+		r.state(ss(2, 2, 0, 0, 0))
+	})
+
 	t.Run("Queue", func(t *testing.T) {
 		r := newRig(t, newEngine, 1, 0)
 		r.buy("u1", 1, "")

@@ -283,12 +283,12 @@ func (m *Model) Buy(_ context.Context, req seckill.BuyRequest) (seckill.BuyResul
 	if q < 1 {
 		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "quantity must be at least 1")
 	}
-	// 2.
-	if now.Before(s.def.StartsAt) {
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeNotStarted, "sale has not started")
-	}
+	// 2. (ended first: a sale closed before its start has ended)
 	if s.ended(now) {
 		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeEnded, "sale has ended")
+	}
+	if now.Before(s.def.StartsAt) {
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeNotStarted, "sale has not started")
 	}
 	// 3.
 	if req.IdempotencyKey != "" {

@@ -28,6 +28,8 @@ func TestOrderStore(t *testing.T, open func(t *testing.T) seckill.OrderStore) {
 		{"Sales/OldestFirst", osSalesOldestFirst},
 		{"Sales/DuplicateIDIsConflict", osDuplicateSale},
 		{"Sales/Update", osUpdateSale},
+		{"Sales/DeleteOnlyUnused", osDeleteSale},
+		{"Sales/BoundsRefused", osSaleBounds},
 		{"NotFound", osNotFound},
 		{"Payments/Applied", osPaymentApplied},
 		{"Payments/LateApplied", osPaymentLateApplied},
@@ -327,6 +329,54 @@ func osUpdateSale(t *testing.T, s seckill.OrderStore) {
 	got, sold, _ = s.Sale(t.Context(), "u")
 	if got.Stock != 20 || sold != 3 {
 		t.Fatalf("a refused update changed the sale: stock %d, sold %d", got.Stock, sold)
+	}
+}
+
+// osDeleteSale: DeleteSale removes a sale nothing refers to, and refuses one with a reservation
+// or a payment (it undoes a create whose engine load failed, never a sale in use).
+func osDeleteSale(t *testing.T, s seckill.OrderStore) {
+	ctx := t.Context()
+	osCreate(t, s, osSale("gone", 5, 0))
+	if err := s.DeleteSale(ctx, "gone"); err != nil {
+		t.Fatalf("DeleteSale of an unused sale: %v", err)
+	}
+	_, _, err := s.Sale(ctx, "gone")
+	osWantCode(t, "Sale after DeleteSale", err, seckill.CodeNotFound)
+	osWantCode(t, "DeleteSale of an unknown sale", s.DeleteSale(ctx, "gone"), seckill.CodeNotFound)
+	osCreate(t, s, osSale("gone", 5, 0)) // the id is free again
+
+	osCreate(t, s, osSale("used", 5, 0))
+	osApply(t, s, osEv(osRes("used", "used-1", "u1", 1, seckill.StatusHeld, 1), osT0))
+	osWantCode(t, "DeleteSale of a sale with a reservation", s.DeleteSale(ctx, "used"), seckill.CodeConflict)
+	osCreate(t, s, osSale("paid", 5, 0))
+	osWantPay(t, s, "p-late", osRes("paid", "paid-1", "bob", 1, seckill.StatusRefundRequired, 1),
+		seckill.PaymentRefundRequired, seckill.PaymentRefundRequired, osT0)
+	osWantCode(t, "DeleteSale of a sale with a payment", s.DeleteSale(ctx, "paid"), seckill.CodeConflict)
+	for _, id := range []string{"used", "paid"} {
+		if _, _, err := s.Sale(ctx, id); err != nil {
+			t.Fatalf("a refused DeleteSale removed %s: %v", id, err)
+		}
+	}
+}
+
+// osSaleBounds: the store refuses a sale outside the bounds every engine keeps (seckill.Sale.Validate),
+// so no row is written that an engine would refuse.
+func osSaleBounds(t *testing.T, s seckill.OrderStore) {
+	bad := map[string]func(*seckill.Sale){
+		"before 1970":    func(x *seckill.Sale) { x.StartsAt = seckill.MinTime.Add(-time.Millisecond) },
+		"past MaxTime":   func(x *seckill.Sale) { x.EndsAt = seckill.MaxTime.Add(time.Millisecond) },
+		"amount":         func(x *seckill.Sale) { x.PriceCents, x.PerUserLimit = seckill.MaxPriceCents, 10_000 },
+		"NUL in name":    func(x *seckill.Sale) { x.Name = "a\x00b" },
+		"dot id":         func(x *seckill.Sale) { x.ID = ".." },
+		"ends <= starts": func(x *seckill.Sale) { x.EndsAt = x.StartsAt },
+	}
+	for what, mutate := range bad {
+		sale := osSale("bounds", 5, 0)
+		mutate(&sale)
+		osWantCode(t, "CreateSale with "+what, s.CreateSale(t.Context(), sale), seckill.CodeInvalidArgument)
+	}
+	if _, _, err := s.Sale(t.Context(), "bounds"); seckill.ErrorCode(err) != seckill.CodeNotFound {
+		t.Fatalf("a refused sale was stored: %v", err)
 	}
 }
 

@@ -16,8 +16,8 @@ const saleColumns = `id, name, price_cents, stock, holdback, starts_at, ends_at,
 // driver's unique-violation code so that two concurrent creates cannot both succeed. A zero
 // CreatedAt is stamped with the current time so that Sales can list oldest first.
 func (s *Store) CreateSale(ctx context.Context, sale seckill.Sale) error {
-	if !seckill.ValidID(sale.ID) {
-		return seckill.Errorf(seckill.CodeInvalidArgument, "sale id must be 1–64 of [A-Za-z0-9_.-]")
+	if err := sale.Validate(); err != nil {
+		return err
 	}
 	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO sales (id, name, price_cents, stock, holdback,
 		starts_at, ends_at, per_user_limit, hold_seconds, queue_limit, created_at, sold)
@@ -37,6 +37,27 @@ func (s *Store) CreateSale(ctx context.Context, sale seckill.Sale) error {
 		return fmt.Errorf("sqlstore: create sale %s: %w", sale.ID, err)
 	}
 	return nil
+}
+
+// DeleteSale removes a sale nothing refers to: no reservation row, no payment, nothing sold. The
+// guard is in the DELETE itself, so a reservation or payment that arrives concurrently either
+// lands first (and the sale stays) or finds no sale.
+func (s *Store) DeleteSale(ctx context.Context, id string) error {
+	res, err := s.db.ExecContext(ctx, s.q(`DELETE FROM sales WHERE id = ? AND sold = 0
+		AND NOT EXISTS (SELECT 1 FROM reservations WHERE sale_id = ?)
+		AND NOT EXISTS (SELECT 1 FROM payments WHERE sale_id = ?)`), id, id, id)
+	if err != nil {
+		return fmt.Errorf("sqlstore: delete sale %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("sqlstore: delete sale %s: %w", id, err)
+	} else if n == 1 {
+		return nil
+	}
+	if _, _, err := s.Sale(ctx, id); err != nil {
+		return err
+	}
+	return seckill.Errorf(seckill.CodeConflict, "sale %q has reservations or payments", id)
 }
 
 // UpdateSale stores a changed definition (name, price, stock, holdback, window, limits). It

@@ -136,14 +136,14 @@ local function open()
   return S.closed == 0 and S.starts <= now and now < S.ends
 end
 
--- window_code is nil while buying is open, else not_started or ended (in that order, as
--- seckill.Sale.WindowError: a sale closed before its start still reads not_started).
+-- window_code is nil while buying is open, else ended or not_started (in that order, as
+-- seckill.Sale.WindowError: a sale closed before its start has ended).
 local function window_code()
-  if now < S.starts then
-    return 'not_started'
-  end
   if now >= S.ends or S.closed == 1 then
     return 'ended'
+  end
+  if now < S.starts then
+    return 'not_started'
   end
   return nil
 end
