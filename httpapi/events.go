@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"sync"
@@ -286,13 +287,19 @@ func stateOf(v seckill.SaleView) saleState {
 	return saleState{status: v.Status, stock: v.StockState}
 }
 
-// sseEvent encodes one server-sent event; JSON has no raw newlines, so data is one line.
+// sseEvent encodes one server-sent event; JSON has no raw newlines, so data is one line. A
+// value that cannot be rendered (a sale stored with a time past year 9999 by an older
+// release) is no event at all (nil): the feed goes on, it never panics.
 func sseEvent(name string, v any) []byte {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
 	var b bytes.Buffer
 	b.WriteString("event: ")
 	b.WriteString(name)
 	b.WriteString("\ndata: ")
-	b.Write(mustJSON(v))
+	b.Write(data)
 	b.WriteString("\n\n")
 	return b.Bytes()
 }
@@ -345,9 +352,10 @@ func (s *Server) saleEvents(w http.ResponseWriter, r *http.Request) error {
 
 	rc := http.NewResponseController(w)
 	// A stream outlives the server's read and write timeouts, which bound ordinary requests:
-	// no read deadline (the client sends nothing more; a read deadline would end the stream by
-	// cancelling its context), and a write deadline per write (stream.write). The deadlines
-	// set here stay on the connection; a kept-alive connection must not keep them.
+	// no read deadline (the client sends nothing more, and a read that timed out would end the
+	// stream by cancelling its context; net/http lifts it once the request is read, and this
+	// says so rather than depend on it), and a write deadline per write (stream.write). The
+	// deadlines set here stay on the connection; a kept-alive connection must not keep them.
 	_ = rc.SetReadDeadline(time.Time{})
 	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
 	s.metrics.streams.Inc()
@@ -357,9 +365,6 @@ func (s *Server) saleEvents(w http.ResponseWriter, r *http.Request) error {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	st := &stream{w: w, rc: rc}
-	if err := st.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return nil
-	}
 	w.WriteHeader(http.StatusOK)
 	st.write([]byte(streamRetry))
 	st.write(sseEvent("sale", first))

@@ -77,7 +77,7 @@ func TestInFlightBound(t *testing.T) {
 		return r.String()
 	})
 	wantStatus(t, e.do(t, "GET", "/healthz", "", nil), http.StatusOK)
-	wantStatus(t, e.do(t, "GET", "/", "", nil), http.StatusServiceUnavailable) // pages count too
+	wantProblem(t, e.do(t, "GET", "/", "", nil), http.StatusServiceUnavailable, seckill.CodeUnavailable) // pages count too
 	if r := e.streamStatus(t, "s", "", ""); r.Status != http.StatusOK {
 		t.Fatalf("an event stream while requests are at their bound: %s", r)
 	}
