@@ -300,7 +300,7 @@ func dropRedisPrefix(t *testing.T, c *redisinv.Clients, prefix string) {
 
 // contractChecks is the number of rapid runs per engine unless -rapid.checks or RAPID_CHECKS
 // says otherwise: about 20–40 s per engine with -race on a busy 2-core machine.
-const contractChecks = 12
+const contractChecks = 80
 
 // TestContractMemory and TestContractRedis drive every operation of the served document.
 // Raise the effort with -rapid.checks=N (or RAPID_CHECKS=N) and -rapid.steps.
@@ -415,6 +415,11 @@ func (h *harness) run(rt *rapid.T) {
 		"devToken": m.devToken, "healthz": m.simple("healthz", "/healthz"), "readyz": m.simple("readyz", "/readyz"),
 		"openapi": m.simple("openapi", "/openapi.json"), "saleEvents": m.events, "saleActivity": m.activity,
 		"advanceClock": m.advance,
+		"rush": func() { // a burst of buys: sell-outs, queues, per-user limits and the rate limit
+			for range 6 {
+				m.buy()
+			}
+		},
 	}
 	names := make([]string, 0, len(actions))
 	for k := range actions {
@@ -707,8 +712,12 @@ func (m *model) drawSale() saleBody {
 	// Break it: each way is refused by the document and must be 400 from the server.
 	b.valid, b.create = false, false
 	breaks := []func(){
-		func() { f["id"] = rapid.SampledFrom([]string{".", "..", strings.Repeat("i", 65), "a/b", "a b", "é"}).Draw(rt, "badID") },
-		func() { f["name"] = "bad" + rapid.SampledFrom([]string{"\x00", "\n", "\x1f", "\x7f", "\u0085"}).Draw(rt, "ctl") + "name" },
+		func() {
+			f["id"] = rapid.SampledFrom([]string{".", "..", strings.Repeat("i", 65), "a/b", "a b", "é"}).Draw(rt, "badID")
+		},
+		func() {
+			f["name"] = "bad" + rapid.SampledFrom([]string{"\x00", "\n", "\x1f", "\x7f", "\u0085"}).Draw(rt, "ctl") + "name"
+		},
 		func() { f["name"] = strings.Repeat("n", 201) },
 		func() { f["price_cents"] = rapid.SampledFrom([]int64{-1, 1_000_000_000_001}).Draw(rt, "badPrice") },
 		func() { f["stock"] = rapid.SampledFrom([]int64{-1, 1_000_000_001}).Draw(rt, "badStock") },
@@ -724,7 +733,9 @@ func (m *model) drawSale() saleBody {
 				"1969-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "yesterday", "2030-01-02 03:04:05"}).Draw(rt, "badTime")
 		},
 		func() { f["ends_at"] = "9999-12-31T23:59:59.999Z" },
-		func() { b.raw = []byte(rapid.SampledFrom([]string{"null", "[]", `"sale"`, "", "{"}).Draw(rt, "badJSON")) },
+		func() {
+			b.raw = []byte(rapid.SampledFrom([]string{"null", "[]", `"sale"`, "", "{"}).Draw(rt, "badJSON"))
+		},
 	}
 	breaks[rapid.IntRange(0, len(breaks)-1).Draw(rt, "break")]()
 	b.id = ""
@@ -1141,11 +1152,11 @@ func TestContractCheckerCatchesDrift(t *testing.T) {
 			answer{200, "application/json", []byte(`{"id":"r","sale_id":"s","user_id":"u","quantity":1,"status":"held","amount_cents":1,"created_at":"2030-01-01T00:00:00Z"}`), false}, true},
 		{"an invalid request accepted", exchange{Method: "POST", Target: "/api/v1/sales", HasBody: true,
 			Header: http.Header{"Authorization": {"Bearer x"}, "Content-Type": {"application/json"}},
-			Body: []byte(`{"price_cents":1,"stock":1,"hold_seconds":0}`)},
+			Body:   []byte(`{"price_cents":1,"stock":1,"hold_seconds":0}`)},
 			answer{201, "application/json", []byte(sale), false}, true},
 		{"a bound missing from the document", exchange{Method: "POST", Target: "/api/v1/sales", HasBody: true, Valid: verdict(false),
 			Header: http.Header{"Authorization": {"Bearer x"}, "Content-Type": {"application/json"}},
-			Body: []byte(`{"price_cents":1,"stock":1}`)},
+			Body:   []byte(`{"price_cents":1,"stock":1}`)},
 			answer{400, "application/problem+json", problem(400, "invalid_argument"), false}, true},
 	}
 	for _, tc := range cases {
