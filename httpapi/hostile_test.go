@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -75,6 +76,22 @@ func TestUnrenderableSaleBreaksNothingElse(t *testing.T) {
 		}
 	}
 	wantProblem(t, e.do(t, "GET", "/api/v1/sales/legacy", "", nil), http.StatusInternalServerError, seckill.CodeInternal)
+	// Its live feed sends no sale event it cannot render, and neither it nor the feed's
+	// background reads panic (a panic there would end the test binary).
+	ctx, cancel := context.WithTimeout(t.Context(), 600*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/api/v1/sales/legacy/events", nil)
+	resp, err := e.client.Do(req)
+	if err != nil {
+		t.Fatalf("feed of an unrenderable sale: %v", err)
+	}
+	{
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || strings.Contains(string(body), "event: sale") {
+			t.Fatalf("feed of an unrenderable sale: %d %q", resp.StatusCode, body)
+		}
+	}
 	wantStatus(t, e.do(t, "GET", "/api/v1/sales/good", "", nil), http.StatusOK)
 }
 
