@@ -9,7 +9,7 @@ import (
 // Code is a machine-readable error code; it is the `code` field of problem+json responses.
 type Code string
 
-// Error codes (DESIGN.md §3).
+// Error codes (docs/API.md).
 const (
 	CodeInternal         Code = "internal"
 	CodeInvalidArgument  Code = "invalid_argument"

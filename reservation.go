@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// ReservationStatus is where a reservation is in its life (DESIGN.md §1).
+// ReservationStatus is where a reservation is in its life (docs/MODEL.md).
 type ReservationStatus string
 
 // Reservation statuses.

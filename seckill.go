@@ -52,7 +52,7 @@ type BuyResult struct {
 	Replayed bool
 }
 
-// PaymentResult is what a webhook delivery did. The values are the wire values of DESIGN.md §3.
+// PaymentResult is what a webhook delivery did. The values are the wire values of docs/API.md (payment webhook).
 type PaymentResult string
 
 // Payment results.
@@ -114,7 +114,7 @@ type Event struct {
 }
 
 // Order is a paid reservation or a refund owed, as the database records it. Every succeeded
-// payment is exactly one Order (DESIGN.md §1 invariant 4).
+// payment is exactly one Order (invariant 4 of docs/MODEL.md).
 type Order struct {
 	PaymentID     string            `json:"payment_id"`
 	ReservationID string            `json:"reservation_id"`

@@ -76,7 +76,7 @@ func TestNewSaleDefaultsAndValidation(t *testing.T) {
 }
 
 func tp(t time.Time) *time.Time { return &t }
-func i64p(v int64) *int64        { return &v }
+func i64p(v int64) *int64       { return &v }
 
 // TestNewSaleBoundsAreInclusive: the documented bounds themselves are accepted.
 func TestNewSaleBoundsAreInclusive(t *testing.T) {
@@ -256,7 +256,7 @@ func (r *reclaimCounter) Reclaim(ctx context.Context, id string) (int, error) {
 }
 
 // TestSweeperReclaimsWithoutTraffic: with no call touching the sale, the sweeper alone expires a
-// hold within a few sweep intervals of its expiry (DESIGN.md §1 invariant 8).
+// hold within a few sweep intervals of its expiry (invariant 8 of docs/MODEL.md).
 func TestSweeperReclaimsWithoutTraffic(t *testing.T) {
 	ctx := t.Context()
 	clock := seckilltest.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))

@@ -306,7 +306,7 @@ func purchaseMAC(key []byte, saleID, userID string, startsAt time.Time, sum []by
 }
 
 // CheckPurchaseToken verifies that token is the purchase token of this user and sale. It runs
-// before the body is read, so a forged URL costs no parsing (DESIGN.md §3 check order).
+// before the body is read, so a forged URL costs no parsing (docs/API.md's check order).
 //
 // The sale's starts_at is cached after the first lookup, so that a buy costs one engine call
 // (the buy itself) rather than two: on the Redis engine each is a round trip and a script.
@@ -462,7 +462,7 @@ func (s *Service) CloseSale(ctx context.Context, saleID string) (SaleView, error
 }
 
 // Sweep reclaims expired holds of every sale every interval until ctx is done, so counts stay
-// fresh without traffic (DESIGN.md §1: 250 ms). Correctness never depends on it: every engine
+// fresh without traffic (250 ms, invariant 8 of docs/MODEL.md). Correctness never depends on it: every engine
 // call reclaims first.
 func (s *Service) Sweep(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
@@ -483,7 +483,7 @@ func (s *Service) Sweep(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// Audit is the result of checking DESIGN.md §1's invariants for one sale.
+// Audit is the result of checking the invariants of docs/MODEL.md for one sale.
 type Audit struct {
 	OK         bool       `json:"ok"`
 	Violations []string   `json:"violations"`

@@ -14,7 +14,7 @@ import (
 	"github.com/seckill-go/seckill/payment"
 )
 
-// TestBuyCheckOrder pins DESIGN.md §3's order of buy checks, so that the cheapest refusal wins:
+// TestBuyCheckOrder pins docs/API.md's order of buy checks, so that the cheapest refusal wins:
 // auth 401 → rate limit 429 → sale 404 → token 403 → body 400/413 → window 425/410 →
 // idempotent replay → per-user limit 409 → stock. Each case breaks two rules at once and
 // expects the earlier one; none changes anything.

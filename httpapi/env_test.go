@@ -287,7 +287,7 @@ func wantStatus(t testing.TB, r response, status int) {
 	}
 }
 
-// wantProblem fails unless r is an RFC 9457 problem with the status and code of DESIGN.md §3.
+// wantProblem fails unless r is an RFC 9457 problem with the status and code of docs/API.md.
 func wantProblem(t testing.TB, r response, status int, code seckill.Code) httpapi.Problem {
 	t.Helper()
 	if r.Status != status {

@@ -74,7 +74,7 @@ type BuyBody struct {
 // maxIdempotencyKey bounds the Idempotency-Key header so keys cannot bloat engine memory.
 const maxIdempotencyKey = 128
 
-// buy runs the checks in DESIGN.md §3's order: auth, rate limit, sale, token, body, then the
+// buy runs the checks in docs/API.md's order: auth, rate limit, sale, token, body, then the
 // engine (window, idempotent replay, per-user limit, stock).
 func (s *Server) buy(w http.ResponseWriter, r *http.Request) error {
 	user, err := s.userOf(r)

@@ -15,7 +15,7 @@ import (
 	"github.com/seckill-go/seckill/httpapi"
 )
 
-// TestCreateAndReadSales: create answers 201 with the full sale JSON of DESIGN.md §3 (defaults
+// TestCreateAndReadSales: create answers 201 with the full sale JSON of docs/API.md (defaults
 // filled, RFC 3339 UTC times, live stock_state, server_time); bad input is 400, a taken id 409,
 // an oversized body 413; reads list and fetch sales, an unknown id is 404.
 func TestCreateAndReadSales(t *testing.T) {

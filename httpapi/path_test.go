@@ -59,7 +59,7 @@ func TestPurchasePath(t *testing.T) {
 }
 
 // TestPurchasePathSoldOut: /path answers 200 for an active sale even when nothing is left
-// (DESIGN.md §3); the buy then says sold_out.
+// (docs/API.md); the buy then says sold_out.
 func TestPurchasePathSoldOut(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -72,7 +72,7 @@ func writeJSONBody(w http.ResponseWriter, status int, b []byte) {
 	_, _ = w.Write(b)
 }
 
-// MaxBody is the largest request body accepted (DESIGN.md §3: 413 too_large above 64 KiB).
+// MaxBody is the largest request body accepted (docs/API.md: 413 too_large above 64 KiB).
 const MaxBody = 64 << 10
 
 // readBody reads the whole body, refusing more than MaxBody bytes with too_large.

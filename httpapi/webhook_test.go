@@ -55,7 +55,7 @@ func TestWebhookSignature(t *testing.T) {
 	}
 }
 
-// TestWebhookResults walks through every result of DESIGN.md §3: applied, duplicate (applied
+// TestWebhookResults walks through every result of docs/API.md's payment webhook: applied, duplicate (applied
 // once), refund_required for a wrong amount / unknown reservation / second payment id,
 // ignored for a failed payment, and checks /orders lists exactly one entry per succeeded
 // payment.
@@ -276,7 +276,7 @@ func TestWebhookQueuedAndRejected(t *testing.T) {
 // TestWebhookRetryAfterStoreFailure: the database fails while a payment is recorded, after
 // the engine has already marked the reservation paid. The webhook must not answer 2xx (so the
 // gateway retries) and must not leak the internal error; the retry must end with the payment
-// recorded exactly once (DESIGN.md §1 invariants 4 and 5), which /orders and the audit show.
+// recorded exactly once (invariants 4 and 5 of docs/MODEL.md), which /orders and the audit show.
 func TestWebhookRetryAfterStoreFailure(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withFlakyStore())
@@ -286,7 +286,7 @@ func TestWebhookRetryAfterStoreFailure(t *testing.T) {
 
 	e.flaky.failPayments.Store(1)
 	r := e.webhook(t, succeeded(pid, res))
-	// DESIGN.md §3: a dependency that is down is 503 unavailable with Retry-After, and the
+	// docs/API.md: a dependency that is down is 503 unavailable with Retry-After, and the
 	// gateway retries.
 	p := wantProblem(t, r, http.StatusServiceUnavailable, seckill.CodeUnavailable)
 	if r.Header.Get("Retry-After") == "" {

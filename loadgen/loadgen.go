@@ -1,5 +1,5 @@
 // Package loadgen simulates a flash-sale crowd over HTTP against running seckill instances,
-// and checks from its own records that the sale kept DESIGN's invariants. Each buyer fetches
+// and checks from its own records that the sale kept the invariants of docs/MODEL.md. Each buyer fetches
 // the purchase path, buys, and then pays promptly, cancels, abandons its hold, pays late or
 // retries its buy, as a real crowd does, retrying like a real client (Retry-After on 503 and
 // 429, backing off on queue_full). Buyers are spread over every target instance. Payments go

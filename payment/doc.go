@@ -1,5 +1,5 @@
 // Package payment is the money edge of the flash-sale backend: it signs and verifies the payment
-// gateway's webhook (DESIGN.md §3, "Webhook signature"), parses the webhook body strictly, and
+// gateway's webhook (docs/API.md, "Payment webhook"), parses the webhook body strictly, and
 // provides MockGateway, an in-process stand-in for a third-party gateway.
 //
 // It exists as its own package because the webhook is the one request that can turn a hold into

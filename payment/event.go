@@ -10,7 +10,7 @@ import (
 	"github.com/seckill-go/seckill"
 )
 
-// Payment outcomes as the webhook reports them (DESIGN.md §3).
+// Payment outcomes as the webhook reports them (docs/API.md).
 const (
 	// StatusSucceeded means the buyer paid: the reservation should become paid, or a refund is owed.
 	StatusSucceeded = "succeeded"

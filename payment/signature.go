@@ -12,7 +12,7 @@ import (
 )
 
 // SignatureHeader is the HTTP header that carries the webhook signature. The name is part of the
-// wire contract with the gateway (DESIGN.md §3).
+// wire contract with the gateway (docs/API.md).
 const SignatureHeader = "Seckill-Signature"
 
 // Tolerance is how far the signed timestamp may be from the receiver's clock, either way. It

@@ -86,7 +86,7 @@ func TestInventoryCluster(t *testing.T) {
 
 // TestConcurrencyCatchesBrokenScripts is the negative control on this engine: the concurrency
 // checker that passes above must report violations when a script is broken on purpose, in
-// the ways public flash-sale projects broke theirs (DESIGN.md §6).
+// the ways public flash-sale projects broke theirs.
 func TestConcurrencyCatchesBrokenScripts(t *testing.T) {
 	c := dialT(t, testenv.Redis(t))
 	for _, tc := range []struct {

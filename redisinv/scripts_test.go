@@ -1,6 +1,6 @@
 package redisinv
 
-// Tests of the Lua scripts themselves (DESIGN.md §5 and §6): every script validates all of its
+// Tests of the Lua scripts themselves (docs/MODEL.md and the ways peers broke theirs): every script validates all of its
 // keys and arguments before its first write, a sale that was never loaded is answered as such
 // and never half-written, the boundaries (stock 0 and 1, quantity above what is free) hold,
 // Lua's "0 is true" trap is avoided, and no reader ever sees negative stock.

@@ -14,7 +14,7 @@ type SaleLister func(ctx context.Context) ([]string, error)
 // listEvery is how often the sweeper and the consumer look for new sales.
 const listEvery = time.Second
 
-// Sweep reclaims expired holds every interval (DESIGN.md §1: 250 ms) until ctx is done, so that
+// Sweep reclaims expired holds every interval (250 ms, invariant 8 of docs/MODEL.md) until ctx is done, so that
 // counts stay fresh without traffic. With many instances, one sweeps each sale at a time: the
 // holder of the lock "seckill:sweep:<sale>" from locks. The others try to take it on every tick,
 // so when the sweeping instance dies, another one takes over within the lock's lease (renewed

@@ -1,5 +1,5 @@
 // Package seckilltest holds the conformance suites that every implementation of a seckill
-// contract runs (DESIGN.md §5): TestInventory for inventory engines, with Model as the plain
+// contract runs (docs/MODEL.md): TestInventory for inventory engines, with Model as the plain
 // reference engine it compares them against, and TestOrderStore for order stores. An
 // implementation's own test calls the suite with a constructor, for example
 //

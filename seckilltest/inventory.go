@@ -23,7 +23,7 @@ type NewInventory = func(t *testing.T, clock seckill.Clock) seckill.Inventory
 //   - Model: a pgregory.net/rapid state machine that drives the engine and a fresh Model side by
 //     side with random sales and operations and requires identical answers after every step.
 //   - Concurrency: thousands of buyers on 64 goroutines against a clock that keeps moving, with a
-//     checker of the invariants of DESIGN.md §1 that is sound under concurrency.
+//     checker of the invariants of docs/MODEL.md that is sound under concurrency.
 //
 // The engine must take all its time from clock (a *ManualClock): the suite moves time by hand.
 // A background sweeper may run; it must only do what a Reclaim call would do.

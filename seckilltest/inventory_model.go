@@ -395,7 +395,7 @@ func (m *machine) advance(rt *rapid.T) {
 }
 
 // check reads every sale and every reservation from both and requires them to agree, and
-// checks invariants 1–3 of DESIGN.md §1 plus the consistency of the counts with the
+// checks invariants 1–3 of docs/MODEL.md plus the consistency of the counts with the
 // reservations (every reservation of the run is known to the machine).
 func (m *machine) check(rt *rapid.T) {
 	rt.Helper()
@@ -467,7 +467,7 @@ func (m *machine) check(rt *rapid.T) {
 }
 
 // stockViolation returns what is wrong with one snapshot of a sale's counts (invariants 1 and 2
-// of DESIGN.md §1), or "".
+// of docs/MODEL.md), or "".
 func stockViolation(st seckill.StockState) string {
 	switch {
 	case st.Available < 0 || st.Held < 0 || st.Sold < 0 || st.Queued < 0 || st.Sellable < 0:

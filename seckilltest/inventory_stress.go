@@ -149,7 +149,7 @@ func (s *stress) count(name string) {
 
 // runStress sells cfg.Stock-cfg.Holdback units to cfg.Buyers buyers on cfg.Workers goroutines
 // while the clock moves on its own, then drains the sale and sells what is left one buyer at a
-// time, and returns every violation of DESIGN.md §1 it could prove.
+// time, and returns every violation of the invariants of docs/MODEL.md it could prove.
 func runStress(inv seckill.Inventory, clock *ManualClock, cfg stressConfig) stressReport {
 	if cfg.Seed == 0 {
 		cfg.Seed = rand.Uint64()
@@ -257,7 +257,7 @@ func (s *stress) snapshot(where string) (seckill.StockState, bool) {
 }
 
 // observe notes a reservation seen in a state it cannot leave except by a payment of its own
-// buyer (DESIGN.md §1), for the limit_exceeded check.
+// buyer (docs/MODEL.md), for the limit_exceeded check.
 func (s *stress) observe(r seckill.Reservation, end int64) {
 	switch r.Status {
 	case seckill.StatusCancelled, seckill.StatusExpired, seckill.StatusRejected, seckill.StatusRefundRequired:

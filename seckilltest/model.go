@@ -25,7 +25,7 @@ import (
 //     that leaves available == 0 && held == 0 rejects every queued buyer at once.
 //   - A payment for an expired or cancelled reservation that cannot be honoured, whether the
 //     sale has ended or no unit is free, turns the reservation into refund_required
-//     (DESIGN.md §1: "otherwise → refund_required").
+//     (docs/MODEL.md: "otherwise → refund_required").
 //   - RestoreReservation does not change sold (LoadSale's sold already counts paid units); a held
 //     reservation takes its units from available (conflict if they are not there); a queued one
 //     takes its place in the queue by Seq; a stored idempotency key replays after the restore.
@@ -44,7 +44,7 @@ type Model struct {
 
 var _ seckill.Inventory = (*Model)(nil)
 
-// modelFaults are deliberate bugs, each one seen in a public flash-sale project (DESIGN.md §6).
+// modelFaults are deliberate bugs, each one seen in a public flash-sale project.
 type modelFaults struct {
 	offByOne    bool // a buy is held when available >= q-1: the peers' `>=` sells one unit too many
 	keepExpired bool // an expired hold is marked expired but its units never come back

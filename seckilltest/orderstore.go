@@ -526,7 +526,7 @@ func osRace(t *testing.T, n int, fn func(i int) (seckill.PaymentResult, error)) 
 }
 
 // The guard must allow sold + q == sellable and refuse sold + q > sellable: the off-by-one
-// that sold 101 of 100 in a peer project (DESIGN.md §6). Stock 0 and a full holdback sell
+// that sold 101 of 100 in a peer project. Stock 0 and a full holdback sell
 // nothing.
 func osSoldGuardBoundary(t *testing.T, s seckill.OrderStore) {
 	osCreate(t, s, osSale("one", 1, 0))

@@ -1,6 +1,6 @@
 // Package sqlstore is the durable order store (seckill.OrderStore) over database/sql.
 //
-// It exists because money must touch the database synchronously (DESIGN.md §2): the payment
+// It exists because money must touch the database synchronously (docs/API.md, payment webhook): the payment
 // webhook answers the gateway only after one SQL transaction has incremented sales.sold,
 // guarded by sold + qty <= stock - holdback, and written the paid reservation and the payment
 // row. So even if the inventory engine loses its state, the database never records an

@@ -12,7 +12,7 @@ import (
 var errFlagHelp = errors.New("help requested")
 
 // config is the effective configuration: defaults, overridden by the environment, overridden
-// by flags (DESIGN.md §4).
+// by flags (README, Configuration).
 type config struct {
 	Addr          string
 	Engine        string

@@ -21,7 +21,7 @@ import (
 
 // demo runs a whole flash sale in process: a real server on a loopback port with the memory
 // engine, SQLite and the mock gateway, and `seckill bench`'s crowd against it over HTTP. It
-// prints the bench report and fails (exit 1) if any invariant of DESIGN.md §1 does not hold.
+// prints the bench report and fails (exit 1) if any invariant of docs/MODEL.md does not hold.
 func demo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	units := fs.Int("units", 100, "sellable units")

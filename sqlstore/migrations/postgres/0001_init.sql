@@ -25,8 +25,8 @@ CREATE TABLE sales (
     queue_limit    BIGINT           NOT NULL,
     -- sold is the units that money has paid for. It only changes in the payment transaction,
     -- by an UPDATE guarded with sold + qty <= stock - holdback; the CHECK below is the last
-    -- line of defence should any other statement ever try to oversell (DESIGN.md §1
-    -- invariant 2).
+    -- line of defence should any other statement ever try to oversell (invariant 2 of
+    -- docs/MODEL.md).
     sold           BIGINT           NOT NULL DEFAULT 0,
     created_at     BIGINT           NOT NULL,
     CONSTRAINT sales_price_cents_nonnegative CHECK (price_cents >= 0),

@@ -24,7 +24,7 @@ CREATE TABLE sales (
     queue_limit    INTEGER NOT NULL,
     -- sold is the units that money has paid for. It only changes in the payment transaction,
     -- by an UPDATE guarded with sold + qty <= stock - holdback; this CHECK is the last line of
-    -- defence should any other statement ever try to oversell (DESIGN.md §1 invariant 2).
+    -- defence should any other statement ever try to oversell (invariant 2 of docs/MODEL.md).
     sold           INTEGER NOT NULL DEFAULT 0,
     created_at     INTEGER NOT NULL,
     CONSTRAINT sales_sold_within_sellable CHECK (sold >= 0 AND sold <= stock - holdback)
