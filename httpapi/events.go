@@ -229,6 +229,13 @@ func (f *feeds) due(fd *feed, all bool) []dueWatch {
 // readWatches reads each due reservation once and sends those that changed to their watchers.
 func (f *feeds) readWatches(fd *feed, due []dueWatch) {
 	for _, d := range due {
+		select {
+		case <-fd.stop: // nobody listens any more, or the server is closing: do not make it wait
+			return
+		case <-f.done:
+			return
+		default:
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), feedReadTimeout)
 		res, err := f.svc.Reservation(ctx, d.id, d.owner)
 		cancel()

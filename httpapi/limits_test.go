@@ -67,14 +67,22 @@ func TestInFlightBound(t *testing.T) {
 	e := newEnv(t, withServer(func(c *httpapi.Config) { c.MaxInFlight = 2 }))
 	e.createSale(t, "s", nil)
 	first := e.slowBody(t)
-	e.slowBody(t)
+	second := e.slowBody(t)
 	eventually(t, "a third request refused", func() string {
 		r := e.do(t, "GET", "/api/v1/sales/s", "", nil)
 		if r.Status == http.StatusServiceUnavailable {
 			wantRefusal(t, r, http.StatusServiceUnavailable, seckill.CodeUnavailable, "1")
 			return ""
 		}
-		return r.String()
+		// Should this fail: did the server answer a slow request instead of waiting for its body?
+		msg := r.String()
+		for _, c := range []net.Conn{first, second} {
+			buf := make([]byte, 200)
+			_ = c.SetReadDeadline(time.Now().Add(time.Millisecond))
+			n, err := c.Read(buf)
+			msg += fmt.Sprintf("; slow connection: %q %v", buf[:n], err)
+		}
+		return msg
 	})
 	wantStatus(t, e.do(t, "GET", "/healthz", "", nil), http.StatusOK)
 	wantProblem(t, e.do(t, "GET", "/", "", nil), http.StatusServiceUnavailable, seckill.CodeUnavailable) // pages count too
