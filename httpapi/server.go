@@ -33,7 +33,8 @@ type Config struct {
 	BuyBurst int
 	// Registry receives the metrics; default a new registry served at /metrics.
 	Registry *prometheus.Registry
-	// Checks are what /readyz checks besides the database, by name (e.g. "redis").
+	// Checks are the engine's readiness checks, by name (e.g. "redis"): /readyz answers 503
+	// when one fails. The database is checked too, but only reported ("degraded").
 	Checks map[string]func(context.Context) error
 	// EventInterval is how often a sale with live listeners (GET /api/v1/sales/{id}/events)
 	// is read for changes; default 250 ms, the sweeper's period.
