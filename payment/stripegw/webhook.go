@@ -1,0 +1,103 @@
+package stripegw
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stripe/stripe-go/v85"
+
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/payment"
+)
+
+// SignatureHeader is the header Stripe signs its webhooks in: "t=<unix>,v1=<hex HMAC-SHA256>".
+const SignatureHeader = "Stripe-Signature"
+
+// Parse verifies a Stripe webhook and maps its event to a Notification.
+//
+// The signature is checked by stripe-go (stripe.ConstructEvent); the freshness is checked here
+// against now, in both directions, because stripe-go measures the age with its own time.Now
+// and accepts a timestamp from any future. stripe-go's API-version check is turned off: a
+// webhook endpoint's API version is set in Stripe's dashboard and moves independently of this
+// library's pinned version, and refusing every event after such a change would have Stripe
+// retry and then disable the endpoint, losing payments; the few fields read here (the event
+// type and the session's id, status, payment_status, metadata, client_reference_id and
+// amount_total) are the same in every API version since Checkout Sessions exist.
+func (g *Gateway) Parse(header http.Header, body []byte, now time.Time) (payment.Notification, error) {
+	sig := header.Get(SignatureHeader)
+	event, err := stripe.ConstructEvent(body, sig, g.webhookSecret,
+		stripe.WithIgnoreTolerance(), stripe.WithIgnoreAPIVersionMismatch())
+	if err != nil {
+		if isSignatureError(err) {
+			return payment.Notification{}, seckill.Errorf(seckill.CodeInvalidSignature, "the Stripe signature does not verify")
+		}
+		return payment.Notification{}, seckill.Errorf(seckill.CodeInvalidArgument, "the Stripe event is malformed")
+	}
+	signedAt, ok := signedTimestamp(sig)
+	if !ok {
+		return payment.Notification{}, seckill.Errorf(seckill.CodeInvalidSignature, "the Stripe signature has no timestamp")
+	}
+	if d := now.Sub(signedAt); d > g.tolerance || d < -g.tolerance {
+		return payment.Notification{}, seckill.Errorf(seckill.CodeInvalidSignature,
+			"the Stripe signature is stale (signed %s from now; at most %s either way)", d.Round(time.Second), g.tolerance)
+	}
+	return notification(event)
+}
+
+// isSignatureError reports whether ConstructEvent refused the signature rather than the body.
+func isSignatureError(err error) bool {
+	return errors.Is(err, stripe.ErrWebhookNotSigned) || errors.Is(err, stripe.ErrWebhookInvalidHeader) ||
+		errors.Is(err, stripe.ErrWebhookNoValidSignature) || errors.Is(err, stripe.ErrWebhookTooOld)
+}
+
+// signedTimestamp reads the t= part of a Stripe-Signature header that stripe-go has verified.
+func signedTimestamp(header string) (time.Time, bool) {
+	for _, part := range strings.Split(header, ",") {
+		if v, ok := strings.CutPrefix(part, "t="); ok {
+			sec, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return time.Time{}, false
+			}
+			return time.Unix(sec, 0), true
+		}
+	}
+	return time.Time{}, false
+}
+
+// notification maps a verified event. A paid session is a success even when it names no
+// reservation: the money was taken, so the service must see it (and refund it) rather than
+// have Stripe give up on an endpoint that keeps refusing it.
+func notification(event stripe.Event) (payment.Notification, error) {
+	var outcome payment.Outcome
+	switch event.Type {
+	case stripe.EventTypeCheckoutSessionCompleted, stripe.EventTypeCheckoutSessionAsyncPaymentSucceeded:
+		outcome = payment.OutcomeSucceeded
+	case stripe.EventTypeCheckoutSessionAsyncPaymentFailed:
+		outcome = payment.OutcomeFailed
+	case stripe.EventTypeCheckoutSessionExpired:
+		outcome = payment.OutcomeCancelled
+	default:
+		return payment.Notification{Outcome: payment.OutcomeIgnored}, nil
+	}
+	if event.Data == nil || len(event.Data.Raw) == 0 {
+		return payment.Notification{}, seckill.Errorf(seckill.CodeInvalidArgument, "the Stripe event %s carries no object", event.Type)
+	}
+	var s stripe.CheckoutSession
+	if err := json.Unmarshal(event.Data.Raw, &s); err != nil || s.ID == "" {
+		return payment.Notification{}, seckill.Errorf(seckill.CodeInvalidArgument, "the Stripe event %s carries no checkout session", event.Type)
+	}
+	// checkout.session.completed with an unpaid session is an asynchronous payment (a bank
+	// debit) still on its way: async_payment_succeeded or _failed will say how it ended.
+	if event.Type == stripe.EventTypeCheckoutSessionCompleted && s.PaymentStatus == stripe.CheckoutSessionPaymentStatusUnpaid {
+		outcome = payment.OutcomeIgnored
+	}
+	rid := s.Metadata["reservation_id"]
+	if rid == "" {
+		rid = s.ClientReferenceID
+	}
+	return payment.Notification{Outcome: outcome, PaymentID: s.ID, ReservationID: rid, AmountCents: s.AmountTotal}, nil
+}
