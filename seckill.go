@@ -124,6 +124,9 @@ type Order struct {
 	AmountCents   int64             `json:"amount_cents"`
 	Status        ReservationStatus `json:"status"` // paid or refund_required
 	CreatedAt     time.Time         `json:"created_at"`
+	// RefundStatus is where the refund of a refund_required order stands; empty on paid
+	// orders, and on stores that keep no refund records.
+	RefundStatus RefundStatus `json:"refund_status,omitempty"`
 }
 
 // PaymentRecord is what the payment transaction writes.
@@ -141,6 +144,12 @@ type DBCounts struct {
 	PaidUnits  int `json:"paid_units"`  // sum of quantity over paid reservations
 	Refunds    int `json:"refunds"`     // payments recorded as refund_required
 	PaidOrders int `json:"paid_orders"` // payments that made a reservation paid
+	// The refunds of those refund_required payments by status (RefundStore); they add up to
+	// Refunds on a store that keeps refund records, and are all zero on one that keeps none.
+	RefundsRequired int `json:"refunds_required"`
+	RefundsPending  int `json:"refunds_pending"`
+	Refunded        int `json:"refunded"`
+	RefundsFailed   int `json:"refunds_failed"`
 }
 
 // OrderStore is the durable store: sales, reservations (written asynchronously from events) and

@@ -132,6 +132,11 @@ func (s *Store) recordPayment(ctx context.Context, tx *sql.Tx, p seckill.Payment
 	if err != nil {
 		return "", fmt.Errorf("sqlstore: payment %s: insert: %w", p.PaymentID, err)
 	}
+	if result == seckill.PaymentRefundRequired {
+		if err := s.insertRefund(ctx, tx, p.PaymentID, at); err != nil {
+			return "", err
+		}
+	}
 	return result, nil
 }
 
@@ -230,9 +235,10 @@ func (s *Store) PaymentResult(ctx context.Context, paymentID string) (seckill.Pa
 // and late_applied, refund_required otherwise. They come from the payments ledger, so every
 // succeeded payment appears exactly once, whatever its reservation's row says.
 func (s *Store) Orders(ctx context.Context, userID string) ([]seckill.Order, error) {
-	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT payment_id, reservation_id, sale_id, user_id, quantity,
-		amount_cents, result, created_at FROM payments WHERE user_id = ?
-		ORDER BY created_at DESC, payment_id DESC`), userID)
+	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT p.payment_id, p.reservation_id, p.sale_id, p.user_id,
+		p.quantity, p.amount_cents, p.result, p.created_at, COALESCE(r.status, '')
+		FROM payments p LEFT JOIN refunds r ON r.payment_id = p.payment_id WHERE p.user_id = ?
+		ORDER BY p.created_at DESC, p.payment_id DESC`), userID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: orders of %s: %w", userID, err)
 	}
@@ -243,9 +249,10 @@ func (s *Store) Orders(ctx context.Context, userID string) ([]seckill.Order, err
 			o         seckill.Order
 			result    string
 			createdAt int64
+			refund    string
 		)
 		if err := rows.Scan(&o.PaymentID, &o.ReservationID, &o.SaleID, &o.UserID, &o.Quantity,
-			&o.AmountCents, &result, &createdAt); err != nil {
+			&o.AmountCents, &result, &createdAt, &refund); err != nil {
 			return nil, fmt.Errorf("sqlstore: orders of %s: %w", userID, err)
 		}
 		o.Status = seckill.StatusRefundRequired
@@ -253,6 +260,7 @@ func (s *Store) Orders(ctx context.Context, userID string) ([]seckill.Order, err
 			o.Status = seckill.StatusPaid
 		}
 		o.CreatedAt = fromMillis(createdAt)
+		o.RefundStatus = seckill.RefundStatus(refund)
 		orders = append(orders, o)
 	}
 	if err := rows.Err(); err != nil {
@@ -262,17 +270,23 @@ func (s *Store) Orders(ctx context.Context, userID string) ([]seckill.Order, err
 }
 
 // Counts returns the database's view of one sale for the audit, in one statement so that the
-// four numbers belong to one snapshot. An unknown sale is not_found.
+// numbers belong to one snapshot. An unknown sale is not_found.
 func (s *Store) Counts(ctx context.Context, saleID string) (seckill.DBCounts, error) {
 	var c seckill.DBCounts
+	const byRefund = `(SELECT COUNT(*) FROM payments p JOIN refunds f ON f.payment_id = p.payment_id
+		WHERE p.sale_id = s.id AND p.result = 'refund_required' AND f.status = ?)`
 	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT s.sold,
 		(SELECT COALESCE(SUM(r.quantity), 0) FROM reservations r WHERE r.sale_id = s.id AND r.status = ?),
 		(SELECT COUNT(*) FROM payments p WHERE p.sale_id = s.id AND p.result = ?),
-		(SELECT COUNT(*) FROM payments p WHERE p.sale_id = s.id AND p.result IN (?, ?))
+		(SELECT COUNT(*) FROM payments p WHERE p.sale_id = s.id AND p.result IN (?, ?)),
+		`+byRefund+`, `+byRefund+`, `+byRefund+`, `+byRefund+`
 		FROM sales s WHERE s.id = ?`),
 		string(seckill.StatusPaid), string(seckill.PaymentRefundRequired),
-		string(seckill.PaymentApplied), string(seckill.PaymentLateApplied), saleID,
-	).Scan(&c.Sold, &c.PaidUnits, &c.Refunds, &c.PaidOrders)
+		string(seckill.PaymentApplied), string(seckill.PaymentLateApplied),
+		string(seckill.RefundRequired), string(seckill.RefundPending), string(seckill.Refunded), string(seckill.RefundFailed),
+		saleID,
+	).Scan(&c.Sold, &c.PaidUnits, &c.Refunds, &c.PaidOrders,
+		&c.RefundsRequired, &c.RefundsPending, &c.Refunded, &c.RefundsFailed)
 	if errors.Is(err, sql.ErrNoRows) {
 		return seckill.DBCounts{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
 	}

@@ -1,0 +1,258 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/seckill-go/seckill"
+)
+
+var _ seckill.RefundStore = (*Store)(nil)
+
+// Widths of the refunds columns (migrations/mysql/0003_refunds.sql).
+const (
+	maxLeaseOwnerBytes = 64
+	maxRefundIDBytes   = 255
+	// maxRefundErrorBytes is how much of a failure's reason is kept: enough for an operator
+	// to see what the gateway said, bounded so that a verbose error cannot grow the row.
+	maxRefundErrorBytes = 500
+)
+
+// insertRefund creates the refund owed for a payment recorded refund_required, in the payment's
+// transaction, so that no such payment exists without its refund.
+func (s *Store) insertRefund(ctx context.Context, tx *sql.Tx, paymentID string, at time.Time) error {
+	ms := toMillis(at)
+	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO refunds (payment_id, status, attempts, next_attempt_at,
+		lease_owner, lease_until, refund_id, last_error, created_at, updated_at)
+		VALUES (?, ?, 0, ?, '', 0, '', '', ?, ?)`), paymentID, string(seckill.RefundRequired), ms, ms, ms)
+	if err != nil {
+		return fmt.Errorf("sqlstore: payment %s: insert refund: %w", paymentID, err)
+	}
+	return nil
+}
+
+// claimable is the condition of a due refund: owed or pending, no live lease, next attempt due.
+// Its three placeholders are the two statuses and now (twice: lease and next attempt).
+const claimable = `status IN (?, ?) AND lease_until <= ? AND next_attempt_at <= ?`
+
+// ClaimRefunds implements seckill.RefundStore. Candidates are read first, then each is taken by
+// an UPDATE that repeats the claim condition: the database re-checks it on the latest
+// committed row once it holds the row's lock (SQLite serializes writers; InnoDB's UPDATE reads
+// the current row; PostgreSQL re-evaluates the WHERE after waiting at READ COMMITTED), so of
+// two instances claiming at once exactly one changes the row, and only that one returns it.
+func (s *Store) ClaimRefunds(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]seckill.Refund, error) {
+	if owner == "" || lease <= 0 || limit < 1 {
+		return nil, seckill.Errorf(seckill.CodeInvalidArgument, "claim refunds: empty owner, lease %v or limit %d", lease, limit)
+	}
+	if err := checkWidths("claim refunds", field{"owner", owner, maxLeaseOwnerBytes}); err != nil {
+		return nil, err
+	}
+	limit = min(limit, seckill.MaxRefundList)
+	nowMs := toMillis(s.stamp(now))
+	due := []any{string(seckill.RefundRequired), string(seckill.RefundPending), nowMs, nowMs}
+	ids, err := s.dueRefunds(ctx, due, limit)
+	if err != nil {
+		return nil, err
+	}
+	var claimed []seckill.Refund
+	for _, id := range ids {
+		args := append([]any{string(seckill.RefundPending), owner, nowMs + lease.Milliseconds(), nowMs, id}, due...)
+		res, err := s.db.ExecContext(ctx, s.q(`UPDATE refunds SET status = ?, lease_owner = ?, lease_until = ?,
+			attempts = attempts + 1, updated_at = ? WHERE payment_id = ? AND `+claimable), args...)
+		if err != nil {
+			return claimed, fmt.Errorf("sqlstore: claim refund %s: %w", id, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			continue // another instance claimed it first
+		}
+		r, err := s.refund(ctx, s.db, id)
+		if err != nil {
+			return claimed, err
+		}
+		claimed = append(claimed, r)
+	}
+	return claimed, nil
+}
+
+// dueRefunds returns the ids of up to limit due refunds, the longest due first.
+func (s *Store) dueRefunds(ctx context.Context, due []any, limit int) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT payment_id FROM refunds WHERE `+claimable+`
+		ORDER BY next_attempt_at, payment_id LIMIT ?`), append(due, limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: due refunds: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("sqlstore: due refunds: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlstore: due refunds: %w", err)
+	}
+	return ids, nil
+}
+
+// refundColumns are read by scanRefund, from refunds r joined with payments p.
+const refundColumns = `r.payment_id, p.reservation_id, p.sale_id, p.user_id, p.amount_cents, r.status,
+	r.attempts, r.next_attempt_at, r.refund_id, r.last_error, r.created_at, r.updated_at
+	FROM refunds r JOIN payments p ON p.payment_id = r.payment_id`
+
+func scanRefund(row scanner) (seckill.Refund, error) {
+	var (
+		r                   seckill.Refund
+		status              string
+		next, created, upd  int64
+		refundID, lastError []byte
+	)
+	if err := row.Scan(&r.PaymentID, &r.ReservationID, &r.SaleID, &r.UserID, &r.AmountCents, &status,
+		&r.Attempts, &next, &refundID, &lastError, &created, &upd); err != nil {
+		return seckill.Refund{}, err
+	}
+	r.Status = seckill.RefundStatus(status)
+	r.RefundID, r.LastError = string(refundID), string(lastError)
+	r.NextAttemptAt, r.CreatedAt, r.UpdatedAt = fromMillis(next), fromMillis(created), fromMillis(upd)
+	return r, nil
+}
+
+// refund reads one refund, or not_found.
+func (s *Store) refund(ctx context.Context, q querier, paymentID string) (seckill.Refund, error) {
+	r, err := scanRefund(q.QueryRowContext(ctx, s.q(`SELECT `+refundColumns+` WHERE r.payment_id = ?`), paymentID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return seckill.Refund{}, seckill.Errorf(seckill.CodeNotFound, "refund of payment %q not found", paymentID)
+	}
+	if err != nil {
+		return seckill.Refund{}, fmt.Errorf("sqlstore: refund %s: %w", paymentID, err)
+	}
+	return r, nil
+}
+
+// RecordRefund implements seckill.RefundStore. The UPDATE is conditional on the refund being
+// refund_pending and leased to o.Owner, so a refunder whose lease expired and was taken over
+// cannot overwrite the new owner's work; a lease that expired but nobody took is still its
+// owner's to record. The lease is released in the same statement.
+func (s *Store) RecordRefund(ctx context.Context, o seckill.RefundOutcome) error {
+	switch o.Status {
+	case seckill.Refunded, seckill.RefundFailed, seckill.RefundPending:
+	default:
+		return seckill.Errorf(seckill.CodeInvalidArgument, "refund %s: cannot record status %q", o.PaymentID, o.Status)
+	}
+	if o.PaymentID == "" || o.Owner == "" {
+		return seckill.Errorf(seckill.CodeInvalidArgument, "refund: empty payment id or owner")
+	}
+	if err := checkWidths("refund "+o.PaymentID, field{"refund id", o.RefundID, maxRefundIDBytes},
+		field{"owner", o.Owner, maxLeaseOwnerBytes}); err != nil {
+		return err
+	}
+	at := toMillis(s.stamp(o.At))
+	next := at
+	if o.Status == seckill.RefundPending {
+		next = toMillis(o.NextAttemptAt)
+	}
+	set := `status = ?, last_error = ?, next_attempt_at = ?, lease_owner = '', lease_until = 0, updated_at = ?`
+	args := []any{string(o.Status), truncateUTF8(o.Error, maxRefundErrorBytes), next, at}
+	if o.RefundID != "" { // a pending answer's id is kept for the attempts after it
+		set += `, refund_id = ?`
+		args = append(args, o.RefundID)
+	}
+	args = append(args, o.PaymentID, string(seckill.RefundPending), o.Owner)
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE refunds SET `+set+`
+		WHERE payment_id = ? AND status = ? AND lease_owner = ?`), args...)
+	if err != nil {
+		return fmt.Errorf("sqlstore: record refund %s: %w", o.PaymentID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("sqlstore: record refund %s: %w", o.PaymentID, err)
+	} else if n == 1 {
+		return nil
+	}
+	cur, err := s.refund(ctx, s.db, o.PaymentID)
+	if err != nil {
+		return err
+	}
+	return seckill.Errorf(seckill.CodeConflict, "refund %s is %s and not leased to this refunder", o.PaymentID, cur.Status)
+}
+
+// truncateUTF8 cuts s to at most n bytes without splitting a character.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return strings.ToValidUTF8(s, "")
+}
+
+// Refunds implements seckill.RefundStore: oldest payment first.
+func (s *Store) Refunds(ctx context.Context, status seckill.RefundStatus, limit int) ([]seckill.Refund, error) {
+	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT `+refundColumns+` WHERE r.status = ?
+		ORDER BY r.created_at, r.payment_id LIMIT ?`), string(status), max(limit, 0))
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: refunds %s: %w", status, err)
+	}
+	defer rows.Close()
+	list := []seckill.Refund{}
+	for rows.Next() {
+		r, err := scanRefund(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: refunds %s: %w", status, err)
+		}
+		list = append(list, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlstore: refunds %s: %w", status, err)
+	}
+	return list, nil
+}
+
+// RefundCounts implements seckill.RefundStore, in one statement over the refunds_due index.
+func (s *Store) RefundCounts(ctx context.Context) (seckill.RefundCounts, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT status, COUNT(*), MIN(created_at) FROM refunds GROUP BY status`)
+	if err != nil {
+		return seckill.RefundCounts{}, fmt.Errorf("sqlstore: refund counts: %w", err)
+	}
+	defer rows.Close()
+	var c seckill.RefundCounts
+	var oldest int64
+	for rows.Next() {
+		var (
+			status string
+			n      int
+			first  int64
+		)
+		if err := rows.Scan(&status, &n, &first); err != nil {
+			return seckill.RefundCounts{}, fmt.Errorf("sqlstore: refund counts: %w", err)
+		}
+		switch seckill.RefundStatus(status) {
+		case seckill.RefundRequired:
+			c.Required = n
+		case seckill.RefundPending:
+			c.Pending = n
+		case seckill.Refunded:
+			c.Refunded = n
+		case seckill.RefundFailed:
+			c.Failed = n
+		}
+		open := seckill.RefundStatus(status) == seckill.RefundRequired || seckill.RefundStatus(status) == seckill.RefundPending
+		if open && (oldest == 0 || first < oldest) {
+			oldest = first
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return seckill.RefundCounts{}, fmt.Errorf("sqlstore: refund counts: %w", err)
+	}
+	if oldest != 0 {
+		c.OldestOpen = fromMillis(oldest)
+	}
+	return c, nil
+}
