@@ -14,6 +14,9 @@ const (
 	ClusterVar  = "SECKILL_TEST_REDIS_CLUSTER" // e.g. redis://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003
 	MySQLVar    = "SECKILL_TEST_MYSQL"         // e.g. mysql://root@127.0.0.1:3306/seckill_test
 	PostgresVar = "SECKILL_TEST_POSTGRES"      // e.g. postgres://postgres@127.0.0.1:5432/seckill_test
+	// StripeMockVar names a running stripe-mock (github.com/stripe/stripe-mock), the Stripe API
+	// the Stripe gateway's tests call instead of Stripe's own.
+	StripeMockVar = "SECKILL_TEST_STRIPE_MOCK" // e.g. http://127.0.0.1:12111
 )
 
 // Redis returns the test Redis URL or skips (fails under CI=true).
@@ -27,6 +30,9 @@ func MySQL(t testing.TB) string { return lookup(t, MySQLVar) }
 
 // Postgres returns the test PostgreSQL URL or skips (fails under CI=true).
 func Postgres(t testing.TB) string { return lookup(t, PostgresVar) }
+
+// StripeMock returns the test stripe-mock's base URL or skips (fails under CI=true).
+func StripeMock(t testing.TB) string { return lookup(t, StripeMockVar) }
 
 // InCI reports whether the tests run under CI=true.
 func InCI() bool { return os.Getenv("CI") == "true" }

@@ -350,7 +350,15 @@ func apiError(op string, err error) error {
 // rest at debug level.
 type leveledLogger struct{ l *slog.Logger }
 
-func (l leveledLogger) Debugf(format string, v ...any) { l.l.Debug("stripe: " + fmt.Sprintf(format, v...)) }
-func (l leveledLogger) Infof(format string, v ...any)  { l.l.Debug("stripe: " + fmt.Sprintf(format, v...)) }
-func (l leveledLogger) Warnf(format string, v ...any)  { l.l.Warn("stripe: " + fmt.Sprintf(format, v...)) }
-func (l leveledLogger) Errorf(format string, v ...any) { l.l.Warn("stripe: " + fmt.Sprintf(format, v...)) }
+func (l leveledLogger) Debugf(format string, v ...any) {
+	l.l.Debug("stripe: " + fmt.Sprintf(format, v...))
+}
+func (l leveledLogger) Infof(format string, v ...any) {
+	l.l.Debug("stripe: " + fmt.Sprintf(format, v...))
+}
+func (l leveledLogger) Warnf(format string, v ...any) {
+	l.l.Warn("stripe: " + fmt.Sprintf(format, v...))
+}
+func (l leveledLogger) Errorf(format string, v ...any) {
+	l.l.Warn("stripe: " + fmt.Sprintf(format, v...))
+}

@@ -1,0 +1,160 @@
+package stripegw
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/payment"
+)
+
+const testWebhookSecret = "whsec_test_secret"
+
+var testNow = time.Unix(1_900_000_000, 0)
+
+func newParser(t *testing.T) *Gateway {
+	t.Helper()
+	g, err := New(Config{SecretKey: "sk_test_123", WebhookSecret: testWebhookSecret, SuccessURL: "https://shop.example/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func paidSession() EventSession {
+	return EventSession{ID: "cs_test_1", ReservationID: "r-1", AmountCents: 1999, Status: "complete", PaymentStatus: "paid"}
+}
+
+func TestParseMapsEvents(t *testing.T) {
+	g := newParser(t)
+	unpaid := paidSession()
+	unpaid.PaymentStatus = "unpaid"
+	expired := paidSession()
+	expired.Status, expired.PaymentStatus = "expired", "unpaid"
+	cases := []struct {
+		typ     string
+		session EventSession
+		want    payment.Outcome
+	}{
+		{"checkout.session.completed", paidSession(), payment.OutcomeSucceeded},
+		{"checkout.session.async_payment_succeeded", paidSession(), payment.OutcomeSucceeded},
+		{"checkout.session.completed", unpaid, payment.OutcomeIgnored}, // async payment still pending
+		{"checkout.session.async_payment_failed", unpaid, payment.OutcomeFailed},
+		{"checkout.session.expired", expired, payment.OutcomeCancelled},
+		{"payment_intent.succeeded", paidSession(), payment.OutcomeIgnored},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s/%s", c.typ, c.session.PaymentStatus), func(t *testing.T) {
+			h, body := SignedEvent(testWebhookSecret, "evt_1", c.typ, c.session, testNow)
+			n, err := g.Parse(h, body, testNow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n.Outcome != c.want {
+				t.Fatalf("outcome %q, want %q", n.Outcome, c.want)
+			}
+			if c.want == payment.OutcomeIgnored {
+				return
+			}
+			want := payment.Notification{Outcome: c.want, PaymentID: "cs_test_1", ReservationID: "r-1", AmountCents: 1999}
+			if n != want {
+				t.Fatalf("got %+v, want %+v", n, want)
+			}
+		})
+	}
+}
+
+// A session created without metadata (by hand, in the dashboard) still names its reservation
+// through client_reference_id.
+func TestParseFallsBackToClientReference(t *testing.T) {
+	g := newParser(t)
+	body := []byte(`{"id":"evt_2","object":"event","api_version":"2020-08-27","type":"checkout.session.completed",` +
+		`"data":{"object":{"id":"cs_2","object":"checkout.session","status":"complete","payment_status":"paid",` +
+		`"amount_total":500,"client_reference_id":"r-2","metadata":{}}}}`)
+	n, err := g.Parse(Sign(testWebhookSecret, body, testNow), body, testNow)
+	if err != nil {
+		t.Fatal(err) // also: an event of another API version is accepted (the version check is off)
+	}
+	if n.ReservationID != "r-2" || n.PaymentID != "cs_2" || n.AmountCents != 500 || n.Outcome != payment.OutcomeSucceeded {
+		t.Fatalf("got %+v", n)
+	}
+}
+
+func TestParseRefusesForgedStaleMalformed(t *testing.T) {
+	g := newParser(t)
+	_, body := SignedEvent(testWebhookSecret, "evt_1", "checkout.session.completed", paidSession(), testNow)
+	tampered := append([]byte(nil), body...)
+	tampered[len(tampered)-3] ^= 1
+	malformed := []byte(`{"id":"evt_3","object":"event","type":"checkout.session.completed","data":{"object":{"id":""}}}`)
+	notJSON := []byte(`{"id":`)
+	cases := []struct {
+		name   string
+		header http.Header
+		body   []byte
+		code   seckill.Code
+	}{
+		{"wrong secret", Sign("whsec_other", body, testNow), body, seckill.CodeInvalidSignature},
+		{"tampered body", Sign(testWebhookSecret, body, testNow), tampered, seckill.CodeInvalidSignature},
+		{"no header", http.Header{}, body, seckill.CodeInvalidSignature},
+		{"garbled header", http.Header{SignatureHeader: {"t=abc,v1=zz"}}, body, seckill.CodeInvalidSignature},
+		{"stale", Sign(testWebhookSecret, body, testNow.Add(-301*time.Second)), body, seckill.CodeInvalidSignature},
+		{"from the future", Sign(testWebhookSecret, body, testNow.Add(301*time.Second)), body, seckill.CodeInvalidSignature},
+		{"no session", Sign(testWebhookSecret, malformed, testNow), malformed, seckill.CodeInvalidArgument},
+		{"not JSON", Sign(testWebhookSecret, notJSON, testNow), notJSON, seckill.CodeInvalidArgument},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n, err := g.Parse(c.header, c.body, testNow)
+			var se *seckill.Error
+			if !errors.As(err, &se) || se.Code != c.code {
+				t.Fatalf("got %+v, %v; want code %s", n, err, c.code)
+			}
+		})
+	}
+	// Within the tolerance either way is fresh.
+	for _, d := range []time.Duration{-299 * time.Second, 299 * time.Second} {
+		if _, err := g.Parse(Sign(testWebhookSecret, body, testNow.Add(d)), body, testNow); err != nil {
+			t.Fatalf("signed %s from now: %v", d, err)
+		}
+	}
+}
+
+func TestNewRefusesIncompleteConfig(t *testing.T) {
+	ok := Config{SecretKey: "sk", WebhookSecret: "whsec", SuccessURL: "https://shop.example/"}
+	for name, mutate := range map[string]func(*Config){
+		"no secret key":     func(c *Config) { c.SecretKey = "" },
+		"no webhook secret": func(c *Config) { c.WebhookSecret = "" },
+		"no success URL":    func(c *Config) { c.SuccessURL = "" },
+		"relative success":  func(c *Config) { c.SuccessURL = "/" },
+		"bad API URL":       func(c *Config) { c.APIURL = "127.0.0.1:12111" },
+		"bad cancel URL":    func(c *Config) { c.CancelURL = "ftp://x" },
+	} {
+		c := ok
+		mutate(&c)
+		if _, err := New(c); err == nil {
+			t.Errorf("%s: New accepted %+v", name, c)
+		}
+	}
+	if _, err := New(ok); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSessionExpiry(t *testing.T) {
+	now := testNow
+	hold := now.Add(5 * time.Minute)
+	got := SessionExpiry(hold, now)
+	if got.Sub(now) < 30*time.Minute {
+		t.Fatalf("expires_at %s after now, Stripe needs at least 30 min", got.Sub(now))
+	}
+	// A retry a little later sends the same expires_at (same idempotency key, same parameters).
+	if again := SessionExpiry(hold, now.Add(20*time.Second)); !again.Equal(got) {
+		t.Fatalf("retry changed expires_at: %s then %s", got, again)
+	}
+	if capped := SessionExpiry(now.Add(48*time.Hour), now); capped.Sub(now) > 24*time.Hour {
+		t.Fatalf("expires_at %s after now, Stripe allows at most 24 h", capped.Sub(now))
+	}
+}
