@@ -40,7 +40,7 @@ type MockConfig struct {
 	// It must return promptly once ctx is done: Shutdown waits for it.
 	Deliver func(ctx context.Context, body []byte, header string) (status int, err error)
 	// HTTPClient posts to WebhookURL. Default: a client of its own, whose idle connections are
-	// closed by Shutdown and Close.
+	// closed by Shutdown and Stop.
 	HTTPClient *http.Client
 	// Secret signs every webhook (SECKILL_PAYMENT_SECRET). Required: the receiver refuses
 	// webhooks signed with an empty secret.
@@ -91,6 +91,8 @@ type MockStats struct {
 	Retries           int64 // attempts after the first one of a delivery
 	Duplicates        int64 // second deliveries of an already acknowledged webhook, started
 	Pending           int64 // payments whose webhook work has not finished yet
+	Closed            int64 // payments closed (Close) before their webhook was sent: none was sent
+	Refunds           int64 // payments refunded (Refund), each once
 }
 
 // MockGateway is a payment gateway that lives in the process. CreatePayment answers at once and
@@ -99,7 +101,7 @@ type MockStats struct {
 //
 // Goroutine ownership: every CreatePayment starts one goroutine, owned by the gateway, which
 // exits when its webhook work is done (acknowledged, duplicated if chosen, or abandoned after
-// MaxAttempts) or when the gateway is shut down. Shutdown and Close wait for all of them, so no
+// MaxAttempts) or when the gateway is shut down. Shutdown and Stop wait for all of them, so no
 // goroutine outlives the gateway. The goroutines never use the caller's ctx, which usually ends
 // with the HTTP request that asked for the payment.
 //
@@ -113,14 +115,21 @@ type MockGateway struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // one count per delivery goroutine; Add only while !closed
 
-	mu      sync.Mutex // guards closed, pending, idle and rnd
+	mu      sync.Mutex // guards closed, pending, idle, rnd and payments
 	closed  bool
 	pending int
 	idle    chan struct{} // closed while pending == 0; replaced when work starts
 
 	rnd *rand.Rand // guarded by mu, which also orders the draws as payments are accepted
 
-	created, succeeded, failed, delivered, deliveryFailures, retries, duplicates atomic.Int64
+	// payments is each payment's state as the provider sees it (Close, Refund, State): one
+	// small entry per payment, kept for the gateway's life (a dev, demo or test process).
+	payments map[string]*mockPayment
+
+	startMu sync.Mutex                       // serialises Start, so one key starts one payment
+	byKey   map[string]seckill.PaymentIntent // guarded by startMu: Start's idempotency keys
+
+	created, succeeded, failed, delivered, deliveryFailures, retries, duplicates, closedUnsent, refunds atomic.Int64
 }
 
 var _ seckill.Payments = (*MockGateway)(nil)
@@ -174,6 +183,8 @@ func NewMockGateway(cfg MockConfig) *MockGateway {
 	if g.cfgErr != nil {
 		g.cfg.Logger.Error("mock payment gateway misconfigured", "err", g.cfgErr)
 	}
+	g.payments = make(map[string]*mockPayment)
+	g.byKey = make(map[string]seckill.PaymentIntent)
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.idle = make(chan struct{})
 	close(g.idle)
@@ -219,6 +230,7 @@ func (g *MockGateway) CreatePayment(ctx context.Context, r seckill.Reservation) 
 		ev.Status = StatusFailed
 	}
 	duplicate := g.rnd.Float64() < g.cfg.DuplicateRate
+	g.payments[id] = &mockPayment{state: StateOpen, amountCents: r.AmountCents}
 	g.wg.Add(1)
 	if g.pending == 0 {
 		g.idle = make(chan struct{})
@@ -251,6 +263,11 @@ func (g *MockGateway) run(ev Event, delay time.Duration, duplicate bool) {
 	if !sleep(g.ctx, delay) {
 		g.deliveryFailures.Add(1)
 		log.Warn("mock payment gateway: shut down before the webhook was sent")
+		return
+	}
+	if !g.settle(ev.PaymentID, ev.Succeeded()) {
+		g.closedUnsent.Add(1)
+		log.Info("mock payment gateway: payment closed before it settled; no webhook sent")
 		return
 	}
 	if !g.deliver(log, body) || !duplicate {
@@ -415,9 +432,10 @@ func (g *MockGateway) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// Close stops accepting payments, cancels every in-flight delivery and waits for their
-// goroutines to exit. It is Shutdown with no grace period.
-func (g *MockGateway) Close() error {
+// Stop stops accepting payments, cancels every in-flight delivery and waits for their
+// goroutines to exit. It is Shutdown with no grace period. (It is not Close: that is the
+// Gateway method that closes one payment.)
+func (g *MockGateway) Stop() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_ = g.Shutdown(ctx)
@@ -436,5 +454,7 @@ func (g *MockGateway) Stats() MockStats {
 		Retries:           g.retries.Load(),
 		Duplicates:        g.duplicates.Load(),
 		Pending:           int64(g.Pending()),
+		Closed:            g.closedUnsent.Load(),
+		Refunds:           g.refunds.Load(),
 	}
 }
