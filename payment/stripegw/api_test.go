@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill/payment"
+	"github.com/seckill-go/seckill/payment/stripegw/stripetest"
 )
 
 // fakeStripe serves canned Stripe JSON by "METHOD path" and records every request, so that the
@@ -253,5 +254,32 @@ func TestOutageIsAnError(t *testing.T) {
 	f.mu.Unlock()
 	if st, err := g.State(context.Background(), "cs_1"); err == nil {
 		t.Fatalf("State = %q, nil with a refused key", st)
+	}
+}
+
+// A Start retried minutes later (a lost answer, another instance) sends the same parameters,
+// so Stripe replays the first session instead of refusing the reused idempotency key; an
+// expires_at computed from the time of the call (max(hold, now + 30 min)) would be refused.
+func TestStartRetriedLaterIsTheSameSession(t *testing.T) {
+	api := stripetest.NewServer("") // keeps sessions and idempotency keys as Stripe does
+	defer api.Close()
+	g, err := New(Config{SecretKey: "sk_test_123", WebhookSecret: testWebhookSecret, APIURL: api.URL, SuccessURL: "https://shop.example/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	g.now = func() time.Time { return now }
+	req := payment.StartRequest{ReservationID: "r-1", AmountCents: 100, ExpiresAt: now.Add(time.Minute), IdempotencyKey: "r-1"}
+	first, err := g.Start(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Minute)
+	again, err := g.Start(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Start retried 2 minutes later: %v", err)
+	}
+	if again.PaymentID != first.PaymentID {
+		t.Fatalf("retried Start made session %s, then %s", first.PaymentID, again.PaymentID)
 	}
 }

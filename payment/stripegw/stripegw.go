@@ -75,6 +75,7 @@ type Gateway struct {
 	productName   string
 	tolerance     time.Duration
 	logger        *slog.Logger
+	now           func() time.Time // time.Now; tests move it
 }
 
 var _ payment.Gateway = (*Gateway)(nil)
@@ -121,6 +122,7 @@ func New(cfg Config) (*Gateway, error) {
 		productName:   cfg.ProductName,
 		tolerance:     cfg.Tolerance,
 		logger:        cfg.Logger,
+		now:           time.Now,
 	}, nil
 }
 
@@ -159,7 +161,7 @@ func (g *Gateway) Start(ctx context.Context, req payment.StartRequest) (seckill.
 	params := &stripe.CheckoutSessionCreateParams{
 		Mode:              stripe.String(string(stripe.CheckoutSessionModePayment)),
 		ClientReferenceID: stripe.String(req.ReservationID),
-		ExpiresAt:         stripe.Int64(SessionExpiry(req.ExpiresAt, time.Now()).Unix()),
+		ExpiresAt:         stripe.Int64(SessionExpiry(req.ExpiresAt, g.now()).Unix()),
 		SuccessURL:        stripe.String(g.successURL),
 		CancelURL:         stripe.String(g.cancelURL),
 		Metadata:          map[string]string{"reservation_id": req.ReservationID, "user_id": req.UserID},
