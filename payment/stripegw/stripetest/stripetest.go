@@ -152,7 +152,10 @@ func (s *Server) handle(r *http.Request, body []byte, form url.Values, key strin
 		return status, fixture // a request Stripe would refuse: not recorded, as at Stripe
 	}
 	status, out := s.route(r, form, fixture)
-	if key != "" && r.Method == http.MethodPost {
+	// Stripe keeps the answer of a request that ran, errors included, but not of one refused by
+	// validation; here only successes are kept, which the gateway's callers cannot tell apart
+	// (Close and Refund decide by the state they read back, not by a replayed error).
+	if key != "" && r.Method == http.MethodPost && status < 300 {
 		s.idem[key] = cached{fingerprint: fingerprint, status: status, body: out}
 	}
 	return status, out
