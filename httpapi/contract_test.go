@@ -411,7 +411,7 @@ func (h *harness) run(rt *rapid.T) {
 		"createSale": func() { m.createSale(false) }, "listSales": m.listSales, "getSale": m.getSale,
 		"purchasePath": m.purchasePath, "buy": m.buy, "getReservation": m.getReservation,
 		"cancelReservation": m.cancelReservation, "pay": m.pay, "paymentWebhook": m.webhook,
-		"listOrders": m.orders, "audit": m.audit, "addStock": m.addStock, "closeSale": m.closeSale,
+		"gatewayPaymentWebhook": m.gatewayWebhook, "listOrders": m.orders, "audit": m.audit, "addStock": m.addStock, "closeSale": m.closeSale,
 		"devToken": m.devToken, "healthz": m.simple("healthz", "/healthz"), "readyz": m.simple("readyz", "/readyz"),
 		"openapi": m.simple("openapi", "/openapi.json"), "saleEvents": m.events, "saleActivity": m.activity,
 		"advanceClock": m.advance,
@@ -871,9 +871,19 @@ func (m *model) pay() {
 	}
 }
 
-// webhook delivers a payment event: mostly signed and well formed (for a reservation of the
+// webhook delivers a payment event at the built-in scheme's original route.
+func (m *model) webhook() { m.webhookTo("paymentWebhook", "/api/v1/payments/webhook") }
+
+// gatewayWebhook delivers one at the per-gateway route: mostly to the built-in "webhook"
+// gateway, sometimes to a name that is not configured (404).
+func (m *model) gatewayWebhook() {
+	name := rapid.SampledFrom([]string{"webhook", "webhook", "webhook", "alipay"}).Draw(m.rt, "gateway")
+	m.webhookTo("gatewayPaymentWebhook", "/api/v1/payments/webhook/"+name)
+}
+
+// webhookTo delivers a payment event: mostly signed and well formed (for a reservation of the
 // run, with the right or a wrong amount), sometimes broken or unsigned.
-func (m *model) webhook() {
+func (m *model) webhookTo(op, target string) {
 	rt := m.rt
 	ev := map[string]any{"payment_id": m.prefix + "-pay-" + strconv.Itoa(rapid.IntRange(0, 5).Draw(rt, "payN")),
 		"reservation_id": m.prefix + "-nobody", "amount_cents": 100, "status": "succeeded"}
@@ -935,8 +945,14 @@ func (m *model) webhook() {
 	default:
 		header = []string{payment.SignatureHeader, payment.Sign([]byte(paySecret), m.h.st.clock.Now(), body)}
 	}
-	m.send(call{op: "paymentWebhook", method: "POST", target: "/api/v1/payments/webhook", header: header, body: body,
-		hasBody: true, valid: verdict(valid), inProcess: large})
+	v := verdict(valid)
+	if op == "gatewayPaymentWebhook" {
+		// The per-gateway route documents no signature header and any JSON object (each
+		// provider has its own): the answer is judged, the generator's verdict is not.
+		v = nil
+	}
+	m.send(call{op: op, method: "POST", target: target, header: header, body: body,
+		hasBody: true, valid: v, inProcess: large})
 }
 
 func (m *model) orders() {

@@ -166,26 +166,54 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, intent)
 }
 
-// webhook verifies the gateway's signature over the raw body before parsing anything, then
-// applies the payment; it answers 200 only after the payment transaction committed, so the
-// gateway retries anything that did not.
+// gatewaysByName is the server's gateways: the built-in "webhook" one, then cfg.Gateways (a
+// configured gateway named "webhook" replaces the built-in one).
+func gatewaysByName(cfg Config) map[string]payment.Gateway {
+	m := map[string]payment.Gateway{payment.WebhookName: payment.NewWebhookGateway(cfg.PaymentSecret)}
+	for _, g := range cfg.Gateways {
+		if g != nil {
+			m[g.Name()] = g
+		}
+	}
+	return m
+}
+
+// webhook receives the built-in signed scheme at its original route.
 func (s *Server) webhook(w http.ResponseWriter, r *http.Request) error {
+	return s.notification(w, r, s.gateways[payment.WebhookName])
+}
+
+// gatewayWebhook receives the notifications of the gateway named in the path. The name is
+// looked up before the body is read: another name is not_found (not echoed: it is the
+// caller's text).
+func (s *Server) gatewayWebhook(w http.ResponseWriter, r *http.Request) error {
+	g, ok := s.gateways[r.PathValue("gateway")]
+	if !ok {
+		return seckill.Errorf(seckill.CodeNotFound, "no payment gateway of that name is configured")
+	}
+	return s.notification(w, r, g)
+}
+
+// notification has the gateway verify (signature, freshness) and parse the raw body, and does
+// nothing else with a notification it refuses; then it applies the payment. It answers 200 only
+// after the payment transaction committed, so the gateway retries anything that did not. A
+// cancelled payment (closed or expired unpaid) and an event of no interest are acknowledged
+// and change nothing.
+func (s *Server) notification(w http.ResponseWriter, r *http.Request, g payment.Gateway) error {
 	body, err := readBody(w, r)
 	if err != nil {
 		return err
 	}
-	if err := payment.Verify(s.cfg.PaymentSecret, r.Header.Get(payment.SignatureHeader), body, s.now()); err != nil {
-		return err
-	}
-	ev, err := payment.ParseEvent(body)
+	n, err := g.Parse(r.Header, body, s.now())
 	if err != nil {
 		return err
 	}
-	result, err := s.svc.ApplyPayment(r.Context(), seckill.PaymentConfirmation{
-		PaymentID: ev.PaymentID, ReservationID: ev.ReservationID, AmountCents: ev.AmountCents,
-	}, ev.Succeeded())
-	if err != nil {
-		return err
+	result := seckill.PaymentIgnored
+	if n.Outcome == payment.OutcomeSucceeded || n.Outcome == payment.OutcomeFailed {
+		result, err = s.svc.ApplyPayment(r.Context(), n.Confirmation(), n.Outcome == payment.OutcomeSucceeded)
+		if err != nil {
+			return err
+		}
 	}
 	s.metrics.payment(string(result))
 	return writeJSON(w, http.StatusOK, map[string]string{"result": string(result)})

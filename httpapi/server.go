@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/payment"
 )
 
 //go:embed web openapi.json
@@ -23,10 +24,15 @@ type Config struct {
 	Service       *seckill.Service
 	AuthSecret    []byte // HS256 key for user JWTs (and, via the service, purchase tokens)
 	AdminToken    string
-	PaymentSecret []byte // webhook signature key
+	PaymentSecret []byte // webhook signature key of the built-in scheme (the "webhook" gateway)
 	Dev           bool   // enables POST /api/v1/dev/token
 	Clock         seckill.Clock
 	Logger        *slog.Logger
+	// Gateways are the payment gateways whose notifications this server receives, each at
+	// POST /api/v1/payments/webhook/{name}. The built-in "webhook" gateway (our signed scheme,
+	// keyed by PaymentSecret) is always there, also at POST /api/v1/payments/webhook, unless
+	// a gateway of that name is given here.
+	Gateways []payment.Gateway
 	// BuyRate and BuyBurst set the per-user buy budget (default 10/s, burst 10). A negative
 	// rate disables the limit (the load generator's own users are not throttled by it).
 	BuyRate  float64
@@ -62,6 +68,7 @@ type Server struct {
 	inFlight *inFlight
 	streams  *streamLimiter
 	handler  http.Handler
+	gateways map[string]payment.Gateway // by name; read-only after New
 }
 
 // route is one entry of the routing table; the OpenAPI test checks the table against the
@@ -90,6 +97,7 @@ func New(cfg Config) *Server {
 		cfg.Registry = prometheus.NewRegistry()
 	}
 	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, limiter: newRateLimiter(cfg.BuyRate, cfg.BuyBurst)}
+	s.gateways = gatewaysByName(cfg)
 	s.metrics = newMetrics(cfg.Registry, cfg.Service)
 	if cfg.EventInterval <= 0 {
 		cfg.EventInterval = 250 * time.Millisecond
@@ -146,6 +154,7 @@ func (s *Server) routes() []route {
 		{"DELETE", "/api/v1/reservations/{rid}", s.cancelReservation},
 		{"POST", "/api/v1/reservations/{rid}/pay", s.pay},
 		{"POST", "/api/v1/payments/webhook", s.webhook},
+		{"POST", "/api/v1/payments/webhook/{gateway}", s.gatewayWebhook},
 		{"GET", "/api/v1/orders", s.orders},
 		{"GET", "/api/v1/sales/{id}/audit", s.audit},
 		{"POST", "/api/v1/sales/{id}/stock", s.addStock},

@@ -216,7 +216,7 @@ func TestWebhookFromMockGateway(t *testing.T) {
 		Delay:   func(seckill.Reservation) time.Duration { return 0 },
 		Deliver: payment.DeliverToHandler(e.api.Handler(), webhookURL),
 	})
-	t.Cleanup(func() { _ = gw.Close() })
+	t.Cleanup(func() { _ = gw.Stop() })
 	svc := seckill.NewService(seckill.ServiceConfig{
 		Inventory: e.engine, Store: e.store, Payments: gw, Clock: e.clock, AuthSecret: []byte(authSecret),
 	})
