@@ -15,6 +15,7 @@ import (
 	"github.com/seckill-go/seckill/lock"
 	"github.com/seckill-go/seckill/memory"
 	"github.com/seckill-go/seckill/payment"
+	"github.com/seckill-go/seckill/payment/stripegw"
 	"github.com/seckill-go/seckill/pipeline"
 	"github.com/seckill-go/seckill/redisinv"
 	"github.com/seckill-go/seckill/sqlstore"
@@ -30,7 +31,8 @@ type app struct {
 	store    *sqlstore.Store
 	inv      seckill.Inventory
 	svc      *seckill.Service
-	gateway  *payment.MockGateway
+	gateway  *payment.MockGateway // the mock, when it is the gateway (its webhooks call our HTTP)
+	payGW    payment.Gateway      // the gateway that starts payments (gatewayName)
 	api      *httpapi.Server
 	http     *http.Server
 	listener net.Listener
@@ -121,21 +123,11 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	if tcp, ok := a.listener.Addr().(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
 		a.url = fmt.Sprintf("http://127.0.0.1:%d", tcp.Port)
 	}
-	var payments seckill.Payments
-	if cfg.Dev {
-		a.gateway = payment.NewMockGateway(payment.MockConfig{
-			WebhookURL:    a.url + "/api/v1/payments/webhook",
-			Secret:        []byte(cfg.PaymentSecret),
-			Delay:         opts.gatewayDelay,
-			FailureRate:   opts.gatewayFail,
-			DuplicateRate: opts.gatewayDup,
-			RedirectBase:  a.url + "/mock-gateway/pay",
-			Logger:        log,
-		})
-		payments = a.gateway
+	if a.payGW, err = a.newGateway(cfg, opts, log); err != nil {
+		return nil, err
 	}
 	a.svc = seckill.NewService(seckill.ServiceConfig{
-		Inventory: a.inv, Store: a.store, Payments: payments, AuthSecret: []byte(cfg.AuthSecret),
+		Inventory: a.inv, Store: a.store, Payments: payment.ForService(a.payGW), AuthSecret: []byte(cfg.AuthSecret),
 	})
 	if a.rengine == nil {
 		// The memory engine starts empty: rebuild it from the database. The Redis engine's state
@@ -149,7 +141,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	lim := cfg.HTTP.withDefaults()
 	a.api = httpapi.New(httpapi.Config{
 		Service: a.svc, AuthSecret: []byte(cfg.AuthSecret), AdminToken: cfg.AdminToken,
-		PaymentSecret: []byte(cfg.PaymentSecret), Dev: cfg.Dev, Logger: log, BuyRate: opts.buyRate,
+		PaymentSecret: []byte(cfg.PaymentSecret), Gateways: []payment.Gateway{a.payGW}, Dev: cfg.Dev, Logger: log, BuyRate: opts.buyRate,
 		Checks:      a.readiness(),
 		MaxInFlight: lim.MaxInFlight, MaxStreams: lim.MaxStreams, MaxStreamsPerUser: lim.MaxStreamsPerUser,
 	})
@@ -169,6 +161,44 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	a.serveDone = make(chan error, 1)
 	go func() { a.serveDone <- a.http.Serve(httpapi.LimitListener(a.listener, lim.MaxConns)) }()
 	return a, nil
+}
+
+// newGateway builds the configured payment gateway (docs/PAYMENTS.md): the mock posts our signed
+// webhook to this server's built-in route; webhook starts no payments (/pay answers 503: the
+// shop's payment service starts them); stripe starts Checkout Sessions that send buyers back to
+// the public URL.
+func (a *app) newGateway(cfg config, opts appOptions, log *slog.Logger) (payment.Gateway, error) {
+	name, err := cfg.gatewayName()
+	if err != nil {
+		return nil, err
+	}
+	switch name {
+	case gatewayMock:
+		a.gateway = payment.NewMockGateway(payment.MockConfig{
+			WebhookURL:    a.url + "/api/v1/payments/webhook",
+			Secret:        []byte(cfg.PaymentSecret),
+			Delay:         opts.gatewayDelay,
+			FailureRate:   opts.gatewayFail,
+			DuplicateRate: opts.gatewayDup,
+			RedirectBase:  a.url + "/mock-gateway/pay",
+			Logger:        log,
+		})
+		return a.gateway, nil
+	case gatewayStripe:
+		public := cfg.PublicURL
+		if public == "" {
+			public = a.url + "/"
+		}
+		g, err := stripegw.New(stripegw.Config{
+			SecretKey: cfg.StripeSecretKey, WebhookSecret: cfg.StripeWebhookSecret, APIURL: cfg.StripeAPIURL,
+			SuccessURL: public, Logger: log,
+		})
+		if err != nil {
+			return nil, scrubError(fmt.Errorf("stripe gateway: %w", err), cfg.StripeSecretKey, cfg.StripeWebhookSecret)
+		}
+		return g, nil
+	}
+	return payment.NewWebhookGateway([]byte(cfg.PaymentSecret)), nil
 }
 
 // startBackground starts the sweeper and, on the redis engine, the stream consumers (unless

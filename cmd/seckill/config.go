@@ -22,6 +22,17 @@ type config struct {
 	AdminToken    string
 	PaymentSecret string
 	Dev           bool
+	// Gateway is the payment gateway that starts payments: mock, webhook or stripe (--gateway,
+	// SECKILL_GATEWAY); empty means mock with --dev, else webhook (gatewayName).
+	Gateway string
+	// Stripe's settings, used with --gateway stripe. The key and the webhook secret are
+	// secrets: logged masked.
+	StripeSecretKey     string
+	StripeWebhookSecret string
+	StripeAPIURL        string
+	// PublicURL is where buyers reach the storefront (--public-url, SECKILL_PUBLIC_URL): Stripe's
+	// hosted page sends them back there. Empty: the server's own address.
+	PublicURL string
 	// NoConsume leaves the Redis streams to `seckill worker` processes (--consume=false).
 	NoConsume bool
 	// Pprof is serve's net/http/pprof listen address (--pprof, SECKILL_PPROF); empty: off.
@@ -47,6 +58,7 @@ func bindConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
 	fs.StringVar(&c.AuthSecret, "auth-secret", env("SECKILL_AUTH_SECRET", ""), "HS256 key for user JWTs and purchase tokens (SECKILL_AUTH_SECRET)")
 	fs.StringVar(&c.AdminToken, "admin-token", env("SECKILL_ADMIN_TOKEN", ""), "bearer token for admin calls (SECKILL_ADMIN_TOKEN)")
 	fs.StringVar(&c.PaymentSecret, "payment-secret", env("SECKILL_PAYMENT_SECRET", ""), "webhook signature key (SECKILL_PAYMENT_SECRET)")
+	bindGatewayConfig(fs, env, c)
 	consume := getenv("SECKILL_CONSUME")
 	fs.BoolFunc("consume", "redis engine: store the event streams in the database from this process; false when seckill worker does it (SECKILL_CONSUME, default true)", func(v string) error {
 		b, err := parseBool(v)
@@ -65,6 +77,55 @@ func bindConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
 
 	// HTTP timeouts and resource bounds (httplimits.go).
 	bindHTTPLimits(fs, getenv, c)
+}
+
+// bindGatewayConfig registers the payment gateway's flags.
+func bindGatewayConfig(fs *flag.FlagSet, env func(name, def string) string, c *config) {
+	fs.StringVar(&c.Gateway, "gateway", env("SECKILL_GATEWAY", ""), "payment gateway that starts payments: mock (--dev only), webhook (the shop's own payment service posts our signed webhook; /pay answers 503) or stripe; default mock with --dev, else webhook (SECKILL_GATEWAY)")
+	fs.StringVar(&c.StripeSecretKey, "stripe-secret-key", env("SECKILL_STRIPE_SECRET_KEY", ""), "Stripe API secret key, for --gateway stripe (SECKILL_STRIPE_SECRET_KEY)")
+	fs.StringVar(&c.StripeWebhookSecret, "stripe-webhook-secret", env("SECKILL_STRIPE_WEBHOOK_SECRET", ""), "signing secret (whsec_...) of the Stripe webhook endpoint /api/v1/payments/webhook/stripe, for --gateway stripe (SECKILL_STRIPE_WEBHOOK_SECRET)")
+	fs.StringVar(&c.StripeAPIURL, "stripe-api-url", env("SECKILL_STRIPE_API_URL", ""), "Stripe API base URL, e.g. a local stripe-mock; default Stripe's own (SECKILL_STRIPE_API_URL)")
+	fs.StringVar(&c.PublicURL, "public-url", env("SECKILL_PUBLIC_URL", ""), "absolute URL at which buyers reach the storefront; Stripe's payment page sends them back there; default the server's own address (SECKILL_PUBLIC_URL)")
+}
+
+// Gateway names accepted by --gateway.
+const (
+	gatewayMock    = "mock"
+	gatewayWebhook = "webhook"
+	gatewayStripe  = "stripe"
+)
+
+// gatewayName is the configured gateway, defaulted and checked: mock only with --dev (it takes
+// no money, so a production server must never hand out goods on its word), stripe only with
+// its key and webhook secret.
+func (c *config) gatewayName() (string, error) {
+	name := strings.ToLower(strings.TrimSpace(c.Gateway))
+	switch name {
+	case "":
+		if c.Dev {
+			return gatewayMock, nil
+		}
+		return gatewayWebhook, nil
+	case gatewayMock:
+		if !c.Dev {
+			return "", errors.New("--gateway mock is for --dev only: the mock takes no money; use webhook (the shop's payment service) or stripe")
+		}
+	case gatewayWebhook:
+	case gatewayStripe:
+		var missing []string
+		if c.StripeSecretKey == "" {
+			missing = append(missing, "SECKILL_STRIPE_SECRET_KEY")
+		}
+		if c.StripeWebhookSecret == "" {
+			missing = append(missing, "SECKILL_STRIPE_WEBHOOK_SECRET")
+		}
+		if len(missing) > 0 {
+			return "", fmt.Errorf("--gateway stripe needs %s (or the matching flags)", strings.Join(missing, " and "))
+		}
+	default:
+		return "", fmt.Errorf("unknown gateway %q: use mock (--dev only), webhook or stripe", c.Gateway)
+	}
+	return name, nil
 }
 
 // parseBool reads a boolean flag or environment value.
