@@ -158,3 +158,30 @@ func TestSessionExpiry(t *testing.T) {
 		t.Fatalf("expires_at %s after now, Stripe allows at most 24 h", capped.Sub(now))
 	}
 }
+
+// FuzzParse: whatever the body (signed with the right secret, so that the JSON is reached),
+// Parse answers a notification or a coded invalid_signature / invalid_argument error, and
+// never panics.
+func FuzzParse(f *testing.F) {
+	_, good := SignedEvent(testWebhookSecret, "evt_1", "checkout.session.completed", paidSession(), testNow)
+	for _, seed := range []string{string(good), `{}`, `{"object":"event"}`, `{"object":"event","type":"checkout.session.expired","data":{"object":null}}`,
+		`{"object":"event","type":"checkout.session.completed","data":{"object":{"id":5}}}`, `null`, ``} {
+		f.Add([]byte(seed))
+	}
+	g, err := New(Config{SecretKey: "sk_test_123", WebhookSecret: testWebhookSecret, SuccessURL: "https://shop.example/"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		n, err := g.Parse(Sign(testWebhookSecret, body, testNow), body, testNow)
+		if err == nil {
+			if n.Outcome != payment.OutcomeIgnored && n.PaymentID == "" {
+				t.Fatalf("a %s notification without a payment id: %+v", n.Outcome, n)
+			}
+			return
+		}
+		if code := seckill.ErrorCode(err); code != seckill.CodeInvalidArgument && code != seckill.CodeInvalidSignature {
+			t.Fatalf("error %v coded %q", err, code)
+		}
+	})
+}
