@@ -1,6 +1,8 @@
-// Package payment is the money edge of the flash-sale backend: it signs and verifies the payment
-// gateway's webhook (docs/API.md, "Payment webhook"), parses the webhook body strictly, and
-// provides MockGateway, an in-process stand-in for a third-party gateway.
+// Package payment is the money edge of the flash-sale backend. Gateway is the seam every payment
+// provider implements (docs/PAYMENTS.md); ForService adapts one to seckill.Payments. The package
+// signs and verifies our own webhook (docs/API.md, "Payment webhook") and parses its body
+// strictly, and provides two gateways: WebhookGateway, that scheme for shops with an in-house
+// payment service, and MockGateway, an in-process stand-in for a third-party gateway.
 //
 // It exists as its own package because the webhook is the one request that can turn a hold into
 // a paid order, so its checks (an HMAC over the raw body, a replay window, a strict body parser)

@@ -143,3 +143,4 @@ func TestWebhookGatewayNoAPI(t *testing.T) {
 		t.Fatalf("Pay through the webhook gateway: %v, want unavailable", err)
 	}
 }
+
