@@ -143,4 +143,3 @@ func TestWebhookGatewayNoAPI(t *testing.T) {
 		t.Fatalf("Pay through the webhook gateway: %v, want unavailable", err)
 	}
 }
-
