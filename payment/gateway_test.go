@@ -65,6 +65,7 @@ func TestGatewayMock(t *testing.T) {
 					}
 				},
 				Refunds: func(*testing.T, string) int { return int(g.Stats().Refunds) },
+				TryPay:  func(id string) bool { return g.Settle(id) == nil },
 			})
 		},
 		NewService: func(t *testing.T, clock seckill.Clock, payments seckill.Payments) *seckill.Service {

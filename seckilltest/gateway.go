@@ -47,6 +47,10 @@ type GatewayUnderTest struct {
 	Settle func(t *testing.T, paymentID string)
 	// Refunds, if set, counts the refunds the provider made of a payment.
 	Refunds func(t *testing.T, paymentID string) int
+	// TryPay, if set, is the buyer trying to pay now, from any goroutine: it reports whether the
+	// provider took the money (false: the payment was closed first). It must not call
+	// t.Fatal. Nil skips the story of a close racing a payment.
+	TryPay func(paymentID string) bool
 }
 
 // gatewayT0 is where the suite's clock starts: the wall clock, to the second, because a
@@ -74,6 +78,7 @@ func TestGateway(t *testing.T, h GatewayHarness) {
 		{"Parse/AlteredBody", false, gwParseAltered},
 		{"Close/ThenClosed", false, gwCloseOpen},
 		{"Close/AfterSuccess", false, gwCloseAfterSuccess},
+		{"Close/RacingPayment", false, gwCloseRacingPay},
 		{"Refund/Once", false, gwRefundOnce},
 		{"State/Unknown", false, gwStateUnknown},
 		{"Service/PayInTime", true, gwSvcInTime},
@@ -82,6 +87,7 @@ func TestGateway(t *testing.T, h GatewayHarness) {
 		{"Service/LateWithFreeUnit", true, gwSvcLateFree},
 		{"Service/LateAfterResale", true, gwSvcLateResold},
 		{"Service/Failed", true, gwSvcFailed},
+		{"Service/FailedAfterSucceeded", true, gwSvcOutOfOrder},
 		{"Service/ForgedChangesNothing", true, gwSvcForged},
 	}
 	for _, s := range stories {
@@ -310,6 +316,43 @@ func gwCloseAfterSuccess(t *testing.T, g *gatewayStory) {
 	g.state(t, intent.PaymentID, payment.StateSucceeded)
 }
 
+// gwCloseRacingPay closes payments while their buyers pay: each ends one way or the other,
+// never both (Close nil and the money taken) and never neither. Which one wins is up to the
+// scheduler; the in-order case pins the close-first outcome.
+func gwCloseRacingPay(t *testing.T, g *gatewayStory) {
+	if g.ut.TryPay == nil {
+		t.Skip("the harness cannot make a buyer pay concurrently (no TryPay)")
+	}
+	ctx := context.Background()
+	// In order first: a buyer who comes after a successful Close cannot pay.
+	closed := g.start(t, g.request())
+	if err := g.gw().Close(ctx, closed.PaymentID); err != nil {
+		t.Fatalf("Close of an open payment: %v", err)
+	}
+	if g.ut.TryPay(closed.PaymentID) {
+		t.Fatal("the provider took the money for a payment it had closed")
+	}
+	g.state(t, closed.PaymentID, payment.StateClosed)
+	// Then at once, both ways round.
+	for round := range 20 {
+		intent := g.start(t, g.request())
+		var closeErr error
+		var paid bool
+		var wg sync.WaitGroup
+		wg.Go(func() { closeErr = g.gw().Close(ctx, intent.PaymentID) })
+		wg.Go(func() { paid = g.ut.TryPay(intent.PaymentID) })
+		wg.Wait()
+		switch {
+		case paid && errors.Is(closeErr, payment.ErrAlreadyPaid):
+			g.state(t, intent.PaymentID, payment.StateSucceeded)
+		case !paid && closeErr == nil:
+			g.state(t, intent.PaymentID, payment.StateClosed)
+		default:
+			t.Fatalf("round %d: the buyer paid: %v, Close answered %v", round, paid, closeErr)
+		}
+	}
+}
+
 func gwRefundOnce(t *testing.T, g *gatewayStory) {
 	req := g.request()
 	intent := g.start(t, req)
@@ -462,6 +505,16 @@ func gwSvcFailed(t *testing.T, g *gatewayStory) {
 	intent := g.pay(t, r)
 	g.wantResult(t, "failed payment", g.deliver(t, r, intent, payment.OutcomeFailed), seckill.PaymentIgnored)
 	g.wantStatus(t, r, seckill.StatusHeld)
+}
+
+// gwSvcOutOfOrder: a failed notification arriving after the success of the same payment (out
+// of order) changes nothing.
+func gwSvcOutOfOrder(t *testing.T, g *gatewayStory) {
+	r := g.hold(t, "gw-s1", 1, "alice")
+	intent := g.pay(t, r)
+	g.wantResult(t, "succeeded", g.deliver(t, r, intent, payment.OutcomeSucceeded), seckill.PaymentApplied)
+	g.wantResult(t, "failed, late and out of order", g.deliver(t, r, intent, payment.OutcomeFailed), seckill.PaymentIgnored)
+	g.wantStatus(t, r, seckill.StatusPaid)
 }
 
 func gwSvcForged(t *testing.T, g *gatewayStory) {
