@@ -1,6 +1,7 @@
 // Package seckilltest holds the conformance suites that every implementation of a seckill
 // contract runs (docs/MODEL.md): TestInventory for inventory engines, with Model as the plain
-// reference engine it compares them against, and TestOrderStore for order stores. An
+// reference engine it compares them against, TestOrderStore for order stores, and TestGateway
+// for payment gateways (payment.Gateway). An
 // implementation's own test calls the suite with a constructor, for example
 //
 //	func TestConformance(t *testing.T) {
