@@ -411,7 +411,7 @@ func (h *harness) run(rt *rapid.T) {
 		"createSale": func() { m.createSale(false) }, "listSales": m.listSales, "getSale": m.getSale,
 		"purchasePath": m.purchasePath, "buy": m.buy, "getReservation": m.getReservation,
 		"cancelReservation": m.cancelReservation, "pay": m.pay, "paymentWebhook": m.webhook,
-		"gatewayPaymentWebhook": m.gatewayWebhook, "listOrders": m.orders, "audit": m.audit, "addStock": m.addStock, "closeSale": m.closeSale,
+		"gatewayPaymentWebhook": m.gatewayWebhook, "listOrders": m.orders, "listRefunds": m.refunds, "audit": m.audit, "addStock": m.addStock, "closeSale": m.closeSale,
 		"devToken": m.devToken, "healthz": m.simple("healthz", "/healthz"), "readyz": m.simple("readyz", "/readyz"),
 		"openapi": m.simple("openapi", "/openapi.json"), "saleEvents": m.events, "saleActivity": m.activity,
 		"advanceClock": m.advance,
@@ -958,6 +958,22 @@ func (m *model) webhookTo(op, target string) {
 func (m *model) orders() {
 	auth, present := m.userAuth(m.user())
 	m.send(call{op: "listOrders", method: "GET", target: "/api/v1/orders", auth: auth, valid: verdict(present)})
+}
+
+// refunds lists refunds by a status and a limit, each valid or not.
+func (m *model) refunds() {
+	auth, present := m.adminAuth()
+	status := rapid.SampledFrom([]string{"", "refund_required", "refund_pending", "refunded", "refund_failed", "paid"}).Draw(m.rt, "refundStatus")
+	limit := rapid.SampledFrom([]string{"", "1", "100", "1000", "0", "1001", "x"}).Draw(m.rt, "refundLimit")
+	q := url.Values{}
+	if status != "" {
+		q.Set("status", status)
+	}
+	if limit != "" {
+		q.Set("limit", limit)
+	}
+	ok := status != "paid" && (limit == "" || limit == "1" || limit == "100" || limit == "1000")
+	m.send(call{op: "listRefunds", method: "GET", target: "/api/v1/refunds?" + q.Encode(), auth: auth, valid: verdict(ok && present)})
 }
 
 func (m *model) audit() {

@@ -48,7 +48,7 @@ func newMetrics(reg *prometheus.Registry, svc *seckill.Service) *metrics {
 	})
 	reg.MustRegister(m.requests, m.duration, m.reservations, m.payments, m.streams, m.streamsDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&stockCollector{svc: svc})
+		&stockCollector{svc: svc}, &refundCollector{svc: svc})
 	return m
 }
 

@@ -157,6 +157,7 @@ func (s *Server) routes() []route {
 		{"POST", "/api/v1/payments/webhook/{gateway}", s.gatewayWebhook},
 		{"GET", "/api/v1/orders", s.orders},
 		{"GET", "/api/v1/sales/{id}/audit", s.audit},
+		{"GET", "/api/v1/refunds", s.refunds},
 		{"POST", "/api/v1/sales/{id}/stock", s.addStock},
 		{"POST", "/api/v1/sales/{id}/close", s.closeSale},
 		{"POST", "/api/v1/dev/token", s.devToken},

@@ -18,6 +18,7 @@ import (
 	"github.com/seckill-go/seckill/payment/stripegw"
 	"github.com/seckill-go/seckill/pipeline"
 	"github.com/seckill-go/seckill/redisinv"
+	"github.com/seckill-go/seckill/refund"
 	"github.com/seckill-go/seckill/sqlstore"
 )
 
@@ -206,6 +207,9 @@ func (a *app) newGateway(cfg config, opts appOptions, log *slog.Logger) (payment
 func (a *app) startBackground(cfg config) {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.bgStop = cancel
+	if a.payGW != nil { // pays back refund_required payments through the gateway (package refund)
+		a.bgWG.Go(func() { refund.New(a.store, a.payGW, refund.Config{Logger: a.log}).Run(ctx) })
+	}
 	if a.rengine == nil {
 		a.bgWG.Go(func() { a.svc.Sweep(ctx, 250*time.Millisecond) })
 		return
