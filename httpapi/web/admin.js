@@ -227,7 +227,8 @@ async function refreshAudit(gen) {
   const e = a.engine || {};
   const d = a.database || {};
   setText(byId('audit-numbers'), `engine: sellable ${e.sellable}, available ${e.available}, held ${e.held}, sold ${e.sold}, queued ${e.queued} · `
-    + `database: sold ${d.sold}, paid units ${d.paid_units}, paid orders ${d.paid_orders}, refunds ${d.refunds}`);
+    + `database: sold ${d.sold}, paid units ${d.paid_units}, paid orders ${d.paid_orders}, refunds ${d.refunds}`
+    + ` (owed ${d.refunds_required || 0}, pending ${d.refunds_pending || 0}, refunded ${d.refunded || 0}, failed ${d.refunds_failed || 0})`);
   return 3000;
 }
 

@@ -715,6 +715,11 @@ async function cancel(c) {
 
 // Only the latest call's answer is shown, and only for the user still signed in: an answer for
 // a user who has signed out since must not land on the next one's page.
+// REFUND_LABEL says where the refund of a refund_required order stands (its refund_status).
+const REFUND_LABEL = {
+  refund_required: 'Refund owed', refund_pending: 'Refund in progress', refunded: 'Refunded',
+  refund_failed: 'Refund delayed: the shop will contact you',
+};
 let ordersSeq = 0;
 async function refreshOrders() {
   const seq = ++ordersSeq;
@@ -734,7 +739,7 @@ async function refreshOrders() {
     },
     h('span', { class: 'order-name' }, S.names.get(o.sale_id) || o.sale_id),
     h('span', {}, `${o.quantity} × · ${fmtMoney(o.amount_cents)}`),
-    h('span', { class: `badge o-${o.status}` }, o.status === 'paid' ? 'Paid' : 'Refund owed'),
+    h('span', { class: `badge o-${o.status}` }, o.status === 'paid' ? 'Paid' : (REFUND_LABEL[o.refund_status] || 'Refund owed')),
     h('span', { class: 'muted small' }, fmtDateTime(o.created_at)))));
   } catch (e) {
     if (seq === ordersSeq && token === S.token && !userError(e)) byId('orders-empty').hidden = false;
