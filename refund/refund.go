@@ -125,9 +125,19 @@ func (r *Refunder) Run(ctx context.Context) {
 
 // RunOnce claims the refunds due now (up to Batch) and works on each; it returns how many it
 // claimed. Claiming a full batch means more may be due: Run's next tick takes them.
+//
+// A gateway call may take half the lease, so a refund is only started while at least half of
+// its lease is left: then its call ends before the lease does, and no other instance can be
+// working on it at the same time. The rest of a batch that a slow gateway held up is left to
+// its leases, and claimed again when they end.
 func (r *Refunder) RunOnce(ctx context.Context) (int, error) {
-	due, err := r.store.ClaimRefunds(ctx, r.cfg.Owner, r.cfg.Clock.Now(), r.cfg.Lease, r.cfg.Batch)
-	for _, f := range due {
+	claimedAt := r.cfg.Clock.Now()
+	due, err := r.store.ClaimRefunds(ctx, r.cfg.Owner, claimedAt, r.cfg.Lease, r.cfg.Batch)
+	for i, f := range due {
+		if left := r.cfg.Lease - r.cfg.Clock.Now().Sub(claimedAt); left < r.cfg.Lease/2 {
+			r.cfg.Logger.Warn("refunds left to their leases: the gateway is slow", "left", len(due)-i)
+			break
+		}
 		r.refund(ctx, f)
 	}
 	return len(due), err

@@ -314,6 +314,38 @@ func TestPermanentFailureEndsFailed(t *testing.T) {
 	}
 }
 
+// A refund is only started while at least half its lease is left, so that its gateway call
+// ends while the lease lives: behind a slow gateway the rest of a batch waits for its leases to
+// end and is claimed again, and no refund is ever worked on by two refunders at once.
+func TestSlowGatewayLeavesTheRestToTheirLeases(t *testing.T) {
+	s := owe(t, 2)
+	clock := newClock(t0)
+	g := newFake()
+	g.moved = func(payment.RefundRequest) { clock.Advance(31 * time.Second) } // each call takes 31 s
+	r := refund.New(s, g, refund.Config{Clock: clock, Lease: time.Minute, Batch: 4, Owner: "slow"})
+	if n, err := r.RunOnce(t.Context()); n != 2 || err != nil {
+		t.Fatalf("claimed %d, %v; want both", n, err)
+	}
+	if calls, _ := g.snapshot(); len(calls) != 1 {
+		t.Fatalf("gateway calls %v; want only the first refund started (the second's lease had 29 s left)", calls)
+	}
+	only(t, s, seckill.Refunded, 1)
+	other := refund.New(s, g, refund.Config{Clock: clock, Lease: time.Minute, Owner: "other"})
+	if n, _ := other.RunOnce(t.Context()); n != 0 {
+		t.Fatalf("another refunder claimed %d while the lease lived", n)
+	}
+	clock.Set(t0.Add(time.Minute))
+	if n, err := other.RunOnce(t.Context()); n != 1 || err != nil {
+		t.Fatalf("after the lease: claimed %d, %v; want the second", n, err)
+	}
+	only(t, s, seckill.Refunded, 2)
+	for id, c := range wantExactlyOnce(t, g, 2) {
+		if c != 1 {
+			t.Fatalf("payment %s asked %d times, want once", id, c)
+		}
+	}
+}
+
 // Run stops when its context ends, having refunded what was due.
 func TestRunRefundsUntilStopped(t *testing.T) {
 	s := owe(t, 3)
