@@ -229,7 +229,25 @@ async function refreshAudit(gen) {
   setText(byId('audit-numbers'), `engine: sellable ${e.sellable}, available ${e.available}, held ${e.held}, sold ${e.sold}, queued ${e.queued} · `
     + `database: sold ${d.sold}, paid units ${d.paid_units}, paid orders ${d.paid_orders}, refunds ${d.refunds}`
     + ` (owed ${d.refunds_required || 0}, pending ${d.refunds_pending || 0}, refunded ${d.refunded || 0}, failed ${d.refunds_failed || 0})`);
+  await refreshFailedRefunds(gen);
   return 3000;
+}
+
+// refreshFailedRefunds lists the refunds the refunder gave up on (every sale), for the operator
+// to settle by hand; a failure to list leaves the last list shown.
+async function refreshFailedRefunds(gen) {
+  let r;
+  try {
+    r = await adminCall('GET', '/api/v1/refunds?status=refund_failed&limit=50');
+  } catch {
+    return;
+  }
+  if (gen !== A.gen) return;
+  const list = r.refunds || [];
+  byId('refunds-failed-empty').hidden = list.length > 0;
+  byId('refunds-failed').replaceChildren(...list.map((f) => h('li', { data: { payment: f.payment_id } },
+    `${f.payment_id} · ${f.sale_id || '?'} · ${f.user_id || 'unknown buyer'} · ${fmtMoney(f.amount_cents)} · `
+    + `${f.attempts} attempt${f.attempts === 1 ? '' : 's'}: ${f.last_error || 'refused'}`)));
 }
 
 // ---- activity -----------------------------------------------------------------------------
