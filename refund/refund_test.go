@@ -11,34 +11,13 @@ import (
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/payment"
 	"github.com/seckill-go/seckill/refund"
+	"github.com/seckill-go/seckill/seckilltest"
 	"github.com/seckill-go/seckill/sqlstore"
 )
 
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
 const price = 1999
-
-// clock is a seckill.Clock moved by hand.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock(t time.Time) *clock { return &clock{now: t} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
-func (c *clock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
 
 // fakeGateway is a gateway as the seam describes it: a refund is keyed by its payment id, so a
 // second request for one payment moves no money and answers with the refund already made.
@@ -162,7 +141,7 @@ func wantExactlyOnce(t *testing.T, g *fakeGateway, n int) map[string]int {
 // the same refund back, and records it.
 func TestKilledBetweenGatewayAndRecord(t *testing.T) {
 	s := owe(t, 1)
-	clock := newClock(t0)
+	clock := seckilltest.NewManualClock(t0)
 	g := newFake()
 	ctx, kill := context.WithCancel(t.Context())
 	g.moved = func(payment.RefundRequest) { kill() } // the process dies right after the money moved
@@ -199,7 +178,7 @@ func TestKilledBetweenGatewayAndRecord(t *testing.T) {
 func TestTwoRefundersNeverRefundTwice(t *testing.T) {
 	const n = 60
 	s := owe(t, n)
-	clock := newClock(t0)
+	clock := seckilltest.NewManualClock(t0)
 	g := newFake()
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -233,7 +212,7 @@ func TestTwoRefundersNeverRefundTwice(t *testing.T) {
 // Transient errors are retried after a growing backoff, not before; the refund then succeeds.
 func TestTransientErrorsBackOff(t *testing.T) {
 	s := owe(t, 1)
-	clock := newClock(t0)
+	clock := seckilltest.NewManualClock(t0)
 	g := newFake()
 	g.answer = func(_ payment.RefundRequest, n int) (payment.RefundResult, error) {
 		if n <= 3 {
@@ -277,7 +256,7 @@ func TestTransientErrorsBackOff(t *testing.T) {
 // pending answer is asked about again and is never given up on.
 func TestPermanentFailureEndsFailed(t *testing.T) {
 	s := owe(t, 3)
-	clock := newClock(t0)
+	clock := seckilltest.NewManualClock(t0)
 	g := newFake()
 	g.answer = func(req payment.RefundRequest, n int) (payment.RefundResult, error) {
 		switch req.PaymentID {
@@ -319,7 +298,7 @@ func TestPermanentFailureEndsFailed(t *testing.T) {
 // end and is claimed again, and no refund is ever worked on by two refunders at once.
 func TestSlowGatewayLeavesTheRestToTheirLeases(t *testing.T) {
 	s := owe(t, 2)
-	clock := newClock(t0)
+	clock := seckilltest.NewManualClock(t0)
 	g := newFake()
 	g.moved = func(payment.RefundRequest) { clock.Advance(31 * time.Second) } // each call takes 31 s
 	r := refund.New(s, g, refund.Config{Clock: clock, Lease: time.Minute, Batch: 4, Owner: "slow"})
@@ -354,7 +333,7 @@ func TestRunRefundsUntilStopped(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		refund.New(s, g, refund.Config{Interval: time.Millisecond, Clock: newClock(t0)}).Run(ctx)
+		refund.New(s, g, refund.Config{Interval: time.Millisecond, Clock: seckilltest.NewManualClock(t0)}).Run(ctx)
 	}()
 	for counts(t, s).Refunded != 3 {
 		time.Sleep(time.Millisecond)
