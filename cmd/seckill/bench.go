@@ -84,7 +84,7 @@ func bench(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&o.report, "report", "", "also write a Markdown report to this file, with an SVG chart next to it")
 	fs.DurationVar(&o.auditWait, "audit-wait", defaultAuditWait, "longest the final audit may take (instances catching up, 503s retried); an instance without an audit by then is reported as unverified")
-	cal := fs.Bool("calibrate", false, "compare the buy path's rate with a bare net/http handler instead (see -h of the flags below)")
+	cal := fs.Bool("calibrate", false, "compare the buy path's rate with a bare net/http handler instead (tuned by --duration, --rounds, --clients)")
 	calDuration := fs.Duration("duration", 5*time.Second, "calibrate: length of each flood")
 	calRounds := fs.Int("rounds", 3, "calibrate: rounds, alternating target and reference")
 	calClients := fs.Int("clients", 64, "calibrate: client connections")

@@ -51,10 +51,8 @@ func bindConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
 		}
 		return def
 	}
+	bindStoreConfig(fs, getenv, c)
 	fs.StringVar(&c.Addr, "addr", env("SECKILL_ADDR", ":8080"), "listen address (SECKILL_ADDR)")
-	fs.StringVar(&c.Engine, "engine", env("SECKILL_ENGINE", "memory"), "inventory engine: memory (one process) or redis (SECKILL_ENGINE)")
-	fs.StringVar(&c.DB, "db", env("SECKILL_DB", "sqlite://./seckill.db"), "order store URL (SECKILL_DB)")
-	fs.StringVar(&c.RedisURL, "redis-url", env("SECKILL_REDIS_URL", ""), "Redis URL for the redis engine: redis://host:port/db, a cluster as redis://h1:p1,h2:p2 (SECKILL_REDIS_URL)")
 	fs.StringVar(&c.AuthSecret, "auth-secret", env("SECKILL_AUTH_SECRET", ""), "HS256 key for user JWTs and purchase tokens (SECKILL_AUTH_SECRET)")
 	fs.StringVar(&c.AdminToken, "admin-token", env("SECKILL_ADMIN_TOKEN", ""), "bearer token for admin calls (SECKILL_ADMIN_TOKEN)")
 	fs.StringVar(&c.PaymentSecret, "payment-secret", env("SECKILL_PAYMENT_SECRET", ""), "webhook signature key (SECKILL_PAYMENT_SECRET)")
@@ -77,6 +75,20 @@ func bindConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
 
 	// HTTP timeouts and resource bounds (httplimits.go).
 	bindHTTPLimits(fs, getenv, c)
+}
+
+// bindStoreConfig registers the flags of the inventory engine and the order store: all that
+// `seckill worker` uses (it has no HTTP, no secrets and no gateway).
+func bindStoreConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	fs.StringVar(&c.Engine, "engine", env("SECKILL_ENGINE", "memory"), "inventory engine: memory (one process) or redis (SECKILL_ENGINE)")
+	fs.StringVar(&c.DB, "db", env("SECKILL_DB", "sqlite://./seckill.db"), "order store URL: sqlite://file, mysql://user:pass@host:port/db or postgres://user:pass@host:port/db (SECKILL_DB)")
+	fs.StringVar(&c.RedisURL, "redis-url", env("SECKILL_REDIS_URL", ""), "Redis URL for the redis engine: redis://host:port/db, a cluster as redis://h1:p1,h2:p2 (SECKILL_REDIS_URL)")
 }
 
 // bindGatewayConfig registers the payment gateway's flags.
@@ -139,14 +151,18 @@ func parseBool(v string) (bool, error) {
 	return false, fmt.Errorf("%q is not a boolean (true or false)", v)
 }
 
-// parseFlags parses args, turning -h into errFlagHelp.
+// parseFlags parses args, turning -h into errFlagHelp after printing the command's usage
+// (printUsage). The flag package's own messages are silenced: a bad flag is returned as one
+// error, which run prints once, with a pointer to -h rather than the whole usage.
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			printUsage(stderr, fs)
 			return errFlagHelp
 		}
-		return err
+		return usageError{fmt.Errorf("%s: %w (see \"seckill %s -h\")", fs.Name(), err, fs.Name())}
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())

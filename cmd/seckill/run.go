@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os/signal"
@@ -10,7 +11,7 @@ import (
 )
 
 // version is set at build time with -ldflags "-X main.version=..."; otherwise the module
-// version from the build info is shown.
+// version from the build info is shown (versionString).
 var version = ""
 
 const usage = `usage: seckill <command> [flags]
@@ -22,7 +23,7 @@ commands:
             (bench --calibrate: the buy path against a bare handler; bench strategies: the
             ways to take stock, side by side)
   demo      run a complete flash sale in process (a preset of bench) and print what happened
-  version   print the version
+  version   print the version: module version, VCS revision and time, local changes
 
 Run "seckill <command> -h" for the command's flags.
 `
@@ -63,6 +64,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return 0
 		}
 		fmt.Fprintln(stderr, "seckill:", err)
+		if errors.As(err, new(usageError)) {
+			return 2
+		}
 		return 1
 	}
 	return 0
@@ -74,12 +78,50 @@ type exitError string
 
 func (e exitError) Error() string { return string(e) }
 
+// versionString is the version line of `seckill version` and of bench reports: the module
+// version (or -X main.version), then what the build recorded of its commit: revision, commit
+// time, and whether the working tree had local changes. `go build` records them from Git;
+// `go run`, `go test` and -buildvcs=false do not, and the line says so.
 func versionString() string {
-	if version != "" {
-		return version
+	bi, _ := debug.ReadBuildInfo()
+	return formatVersion(version, bi)
+}
+
+// formatVersion is versionString for given build info (nil: none available).
+func formatVersion(ldflagsVersion string, bi *debug.BuildInfo) string {
+	v := ldflagsVersion
+	if v == "" && bi != nil {
+		v = bi.Main.Version
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
+	if v == "" {
+		v = "(devel)"
 	}
-	return "devel"
+	var rev, at, modified string
+	if bi != nil {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.time":
+				at = s.Value
+			case "vcs.modified":
+				modified = s.Value
+			}
+		}
+	}
+	if rev == "" {
+		v += ", no VCS revision (go run, go test and -buildvcs=false record none; go build does)"
+	} else {
+		v += ", revision " + rev
+		if at != "" {
+			v += " of " + at
+		}
+		if modified == "true" {
+			v += ", with local changes"
+		}
+	}
+	if bi != nil && bi.GoVersion != "" {
+		v += ", " + bi.GoVersion
+	}
+	return v
 }

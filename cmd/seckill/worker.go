@@ -15,7 +15,7 @@ import (
 func worker(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	var cfg config
-	bindConfig(fs, getenv, &cfg)
+	bindStoreConfig(fs, getenv, &cfg)
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"regexp"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// helpOf runs `seckill <cmd...> -h` and returns what it printed; it must exit 0.
+func helpOf(t *testing.T, getenv func(string) string, cmd ...string) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), append(cmd, "-h"), getenv, &out, &errb); code != 0 {
+		t.Fatalf("%v -h: exit %d, stderr %q", cmd, code, errb.String())
+	}
+	return out.String() + errb.String()
+}
+
+// helpFlags are the flags a -h text lists, as written there (--name, or -v).
+func helpFlags(help string) []string {
+	var flags []string
+	for _, m := range regexp.MustCompile(`(?m)^  (--?[a-z0-9][a-z0-9-]*)`).FindAllStringSubmatch(help, -1) {
+		flags = append(flags, m[1])
+	}
+	return flags
+}
+
+var helpCommands = [][]string{{"serve"}, {"worker"}, {"bench"}, {"bench", "strategies"}, {"demo"}}
+
+func TestHelpShowsDoubleDashFlags(t *testing.T) {
+	for _, cmd := range helpCommands {
+		help := helpOf(t, noEnv, cmd...)
+		name := strings.Join(cmd, " ")
+		if !strings.HasPrefix(help, "usage: seckill "+name+" ") {
+			t.Errorf("%s -h does not start with its usage line:\n%s", name, help)
+		}
+		if !strings.Contains(help, "\nflags:\n") {
+			t.Errorf("%s -h lists no flags:\n%s", name, help)
+		}
+		flags := helpFlags(help)
+		if len(flags) == 0 {
+			t.Errorf("%s -h: no flag found in\n%s", name, help)
+		}
+		for _, f := range flags {
+			if !strings.HasPrefix(f, "--") && len(f) != 2 {
+				t.Errorf("%s -h shows %s with one dash; the README writes --%s", name, f, f[1:])
+			}
+		}
+	}
+}
+
+func TestWorkerHelpListsOnlyWhatItUses(t *testing.T) {
+	flags := helpFlags(helpOf(t, noEnv, "worker"))
+	if want := []string{"--db", "--engine", "--redis-url"}; !slices.Equal(flags, want) {
+		t.Fatalf("worker -h lists %v, want %v: the worker has no HTTP, no secrets and no gateway", flags, want)
+	}
+}
+
+func TestBenchHelpDescribesAndNamesStrategies(t *testing.T) {
+	help := helpOf(t, noEnv, "bench")
+	for _, want := range []string{"crowd of buyers", "seckill bench strategies", "--calibrate", "invariants"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("bench -h does not say %q:\n%s", want, help)
+		}
+	}
+}
+
+func TestHelpShowsNoSecret(t *testing.T) {
+	secret := "0123456789abcdef0123456789abcdef-secret"
+	env := func(k string) string {
+		switch k {
+		case "SECKILL_AUTH_SECRET", "SECKILL_ADMIN_TOKEN", "SECKILL_PAYMENT_SECRET", "SECKILL_STRIPE_SECRET_KEY", "SECKILL_STRIPE_WEBHOOK_SECRET":
+			return secret
+		}
+		return ""
+	}
+	for _, cmd := range [][]string{{"serve"}, {"bench"}} {
+		help := helpOf(t, env, cmd...)
+		if strings.Contains(help, secret) {
+			t.Errorf("%v -h shows a secret from the environment:\n%s", cmd, help)
+		}
+		if !strings.Contains(help, "set from the environment") {
+			t.Errorf("%v -h does not say that the secrets are set:\n%s", cmd, help)
+		}
+	}
+}
+
+func TestBadFlagIsReportedOnce(t *testing.T) {
+	for _, cmd := range helpCommands {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), append(slices.Clone(cmd), "--bogus"), noEnv, &out, &errb)
+		if code != 2 {
+			t.Errorf("%v --bogus: exit %d, want 2", cmd, code)
+		}
+		all := out.String() + errb.String()
+		if n := strings.Count(all, "bogus"); n != 1 {
+			t.Errorf("%v --bogus: the error is printed %d times, want once:\n%s", cmd, n, all)
+		}
+		if !strings.Contains(all, "-h") {
+			t.Errorf("%v --bogus: no pointer to -h:\n%s", cmd, all)
+		}
+	}
+}
+
+// TestHelpAgreesWithReadme checks that every flag the README gives a command exists in that
+// command's -h: on command lines in code blocks (seckill serve --dev, seckill bench --target
+// …), in the Configuration table (serve), in "Load test any deployment" (bench) and in the
+// paragraph that points to `seckill demo -h`; and that no flag the README writes anywhere is
+// unknown to every command. The other way round, every flag of serve, worker and demo is in
+// the README (bench's many tuning flags are left to `seckill bench -h`).
+func TestHelpAgreesWithReadme(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := map[string]map[string]bool{}
+	all := map[string]bool{}
+	for _, cmd := range helpCommands {
+		name := strings.Join(cmd, " ")
+		has[name] = map[string]bool{}
+		for _, f := range helpFlags(helpOf(t, noEnv, cmd...)) {
+			has[name][f], all[f] = true, true
+		}
+	}
+	flagRE := regexp.MustCompile(`--[a-z][a-z0-9-]*`)
+	checked := 0
+	need := func(cmd, where, text string) {
+		for _, f := range flagRE.FindAllString(text, -1) {
+			checked++
+			if !has[cmd][f] {
+				t.Errorf("README (%s) gives %s the flag %s, which `seckill %s -h` does not list", where, cmd, f, cmd)
+			}
+		}
+	}
+	cmdRE := regexp.MustCompile(`seckill (serve|worker|demo|bench strategies|bench)\b`)
+	var section string
+	inCode := false
+	lines := strings.Split(string(readme), "\n")
+	var para []string
+	endPara := func() {
+		p := strings.Join(para, " ")
+		para = nil
+		if strings.Contains(p, "`seckill demo -h`") {
+			need("demo", "the demo's paragraph", p)
+		}
+	}
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			inCode = !inCode
+			endPara()
+			continue
+		}
+		if inCode {
+			// A command line, with its continuation lines.
+			for strings.HasSuffix(line, `\`) && i+1 < len(lines) {
+				i++
+				line = strings.TrimSuffix(line, `\`) + " " + lines[i]
+			}
+			locs := cmdRE.FindAllStringSubmatchIndex(line, -1)
+			for j, loc := range locs {
+				end := len(line)
+				if j+1 < len(locs) {
+					end = locs[j+1][0]
+				}
+				need(line[loc[2]:loc[3]], "code: "+strings.TrimSpace(line), line[loc[1]:end])
+			}
+			continue
+		}
+		if strings.HasPrefix(line, "## ") {
+			section = strings.TrimPrefix(line, "## ")
+		}
+		switch {
+		case section == "Configuration" && strings.HasPrefix(line, "| `--"):
+			need("serve", "Configuration table", line)
+		case section == "Load test any deployment":
+			need("bench", section, strings.ReplaceAll(line, "`seckill bench strategies`", ""))
+		}
+		for _, f := range flagRE.FindAllString(line, -1) {
+			if !all[f] {
+				t.Errorf("README writes %s, which no command's -h lists: %q", f, strings.TrimSpace(line))
+			}
+		}
+		if strings.TrimSpace(line) == "" {
+			endPara()
+		} else {
+			para = append(para, line)
+		}
+	}
+	endPara()
+	if checked < 30 {
+		t.Fatalf("only %d flags of the README checked: the README's layout changed under this test", checked)
+	}
+	for _, cmd := range []string{"serve", "worker", "demo"} {
+		for f := range has[cmd] {
+			written := "`" + f
+			if !strings.Contains(string(readme), written) {
+				t.Errorf("`seckill %s -h` lists %s, which the README does not mention", cmd, f)
+			}
+		}
+	}
+}
+
+func TestVersionLine(t *testing.T) {
+	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/seckill-go/seckill", Version: "v1.2.3"},
+		Settings: []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "78e6625abc"},
+			{Key: "vcs.time", Value: "2026-12-03T22:00:00Z"}, {Key: "vcs.modified", Value: "true"}}}
+	if got, want := formatVersion("", bi), "v1.2.3, revision 78e6625abc of 2026-12-03T22:00:00Z, with local changes, go1.26.8"; got != want {
+		t.Errorf("formatVersion = %q, want %q", got, want)
+	}
+	bi.Settings[3].Value = "false"
+	if got := formatVersion("v9", bi); !strings.HasPrefix(got, "v9, revision 78e6625abc") || strings.Contains(got, "local changes") {
+		t.Errorf("formatVersion with -X main.version, clean tree = %q", got)
+	}
+	bi.Main.Version, bi.Settings = "(devel)", nil
+	if got := formatVersion("", bi); !strings.HasPrefix(got, "(devel), no VCS revision") {
+		t.Errorf("formatVersion without VCS = %q", got)
+	}
+	if got := formatVersion("", nil); !strings.HasPrefix(got, "(devel)") {
+		t.Errorf("formatVersion without build info = %q", got)
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"version"}, noEnv, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "seckill ") || !strings.Contains(out.String(), "go1.") {
+		t.Errorf("seckill version: exit %d, %q", code, out.String())
+	}
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// commandHelp is what `seckill <command> -h` says above a command's flags, by flag set name.
+// Every subcommand's flag set is printed by printUsage, so that all of them show flags the
+// way the README writes them (--flag) and none is left without a description.
+var commandHelp = map[string]struct{ args, about string }{
+	"serve": {"[flags]", `Serve the HTTP API, the storefront (/) and the dashboard (/admin).
+Flags override the environment (SECKILL_*), which overrides the defaults.
+--dev makes a playground: missing secrets generated and printed, the mock payment gateway,
+and a ready-to-paste "seckill bench" command once the server is up.`},
+	"worker": {"[flags]", `Redis engine only: store every sale's event stream in the database and sweep expired
+holds, without HTTP, for shops that run the API instances with --consume=false. Any
+number of workers may run; they share the streams through one consumer group.`},
+	"bench": {"[flags]\n       seckill bench strategies [flags]", `Drive running seckill instances with a crowd of buyers: create a sale on the target(s),
+mint the buyers' tokens from the auth secret, buy, pay, cancel, abandon, pay late and
+retry (--mix), then audit every instance and check the invariants (exit 1 on a violation).
+Prints a live progress line, per-step latencies, and with --report a Markdown report with
+an SVG chart.
+--calibrate instead compares the buy path's rate with a bare net/http handler.
+"seckill bench strategies -h": the five ways of taking stock against one Redis, side by side.`},
+	"bench strategies": {"[flags]", `Run the ways of taking stock that flash-sale write-ups walk through (no lock, SETNX, the
+lock package, the Lua script, the embedded engine) on one load against one Redis, and
+print them in one table. The no-lock strategy must oversell: it is the negative control.`},
+	"demo": {"[flags]", `Run a complete flash sale in process: a real server on a loopback port (memory engine,
+SQLite in a temp dir, mock payment gateway) and "seckill bench"'s crowd against it over
+HTTP. Prints the crowd's progress, the bench report, and exits 1 if an invariant fails.`},
+	"bench-reference": {"[flags]", `The bare net/http handler that "seckill bench --calibrate" measures against (internal).`},
+}
+
+// secretFlags are flags whose default comes from a secret in the environment: -h says that
+// it is set, never its value.
+var secretFlags = map[string]bool{
+	"auth-secret": true, "admin-token": true, "payment-secret": true,
+	"stripe-secret-key": true, "stripe-webhook-secret": true,
+}
+
+// printUsage prints fs's command, its description and its flags, each written as the README
+// writes it: --name (a one-letter flag as -v), its kind of value, its usage and its default.
+func printUsage(w io.Writer, fs *flag.FlagSet) {
+	h, ok := commandHelp[fs.Name()]
+	if !ok {
+		h.args = "[flags]"
+	}
+	fmt.Fprintf(w, "usage: seckill %s %s\n", fs.Name(), h.args)
+	if h.about != "" {
+		fmt.Fprintf(w, "\n%s\n", h.about)
+	}
+	fmt.Fprintf(w, "\nflags:\n")
+	fs.VisitAll(func(f *flag.Flag) {
+		fmt.Fprintf(w, "  %s\n", flagSynopsis(f))
+		usage, def := flagUsage(f)
+		if def != "" {
+			usage += " (default " + def + ")"
+		}
+		for _, line := range strings.Split(usage, "\n") {
+			fmt.Fprintf(w, "    \t%s\n", line)
+		}
+	})
+}
+
+// flagName is how a flag is written: --name, or -v for a one-letter name.
+func flagName(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// flagSynopsis is "--name kind" ("--name" alone for a boolean flag).
+func flagSynopsis(f *flag.Flag) string {
+	kind, _ := flag.UnquoteUsage(f)
+	switch f.Value.(type) {
+	case durationValue:
+		kind = "duration"
+	case intValue:
+		kind = "int"
+	}
+	if kind == "" {
+		return flagName(f.Name)
+	}
+	return flagName(f.Name) + " " + kind
+}
+
+// flagUsage is f's usage text and its default as shown (empty when there is none worth
+// showing: "", 0, false); a secret default is shown as set, not shown.
+func flagUsage(f *flag.Flag) (usage, def string) {
+	kind, usage := flag.UnquoteUsage(f)
+	switch f.DefValue {
+	case "", "0", "false", "0s":
+		return usage, ""
+	}
+	switch {
+	case secretFlags[f.Name]:
+		return usage, "set from the environment"
+	case kind == "string":
+		return usage, fmt.Sprintf("%q", f.DefValue)
+	}
+	return usage, f.DefValue
+}
+
+// usageError is a command line that could not be parsed (an unknown flag, a bad value): run
+// prints it once and exits 2, as for an unknown command.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
