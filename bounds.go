@@ -27,6 +27,8 @@ const (
 	MaxNameBytes = 200
 	// MaxIDBytes bounds sale and user ids.
 	MaxIDBytes = 64
+	// CurrencyLen is the length of a sale's currency: an ISO 4217 code, in lower case.
+	CurrencyLen = 3
 )
 
 // MinTime and MaxTime bound every time of a sale (starts_at, ends_at, and so every hold's
@@ -63,6 +65,21 @@ func ValidName(s string) bool {
 	}
 	for _, r := range s {
 		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidCurrency reports whether s may be a sale's currency: CurrencyLen ASCII lower-case
+// letters, the shape of an ISO 4217 code as Stripe's API writes it ("usd", "eur", "jpy"). The
+// list of codes itself is not checked: it changes, and a gateway refuses one it does not take.
+func ValidCurrency(s string) bool {
+	if len(s) != CurrencyLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 'a' || s[i] > 'z' {
 			return false
 		}
 	}

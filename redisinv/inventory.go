@@ -45,7 +45,16 @@ func loadArgs(def seckill.Sale, sold int, mode, token string) []string {
 		mode, token, def.Name, i64toa(def.PriceCents), itoa(def.Stock), itoa(def.Holdback),
 		i64toa(def.StartsAt.UnixMilli()), i64toa(def.EndsAt.UnixMilli()), itoa(def.PerUserLimit),
 		itoa(def.HoldSeconds), itoa(def.QueueLimit), i64toa(max(def.CreatedAt.UnixMilli(), 0)), itoa(sold),
+		def.Currency, boolArg(def.Listed),
 	}
+}
+
+// boolArg is a flag as the scripts take it: "1" or "0".
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 // Sale returns the definition and live counts, after reclaiming expired holds.
@@ -67,6 +76,7 @@ func saleOf(id string, r reply) (seckill.Sale, seckill.StockState) {
 		ID: id, Name: r.str(1), PriceCents: r.int(2), Stock: int(r.int(3)), Holdback: int(r.int(4)),
 		StartsAt: fromMillis(r.int(5)), EndsAt: fromMillis(r.int(6)), PerUserLimit: int(r.int(7)),
 		HoldSeconds: int(r.int(8)), QueueLimit: int(r.int(9)), CreatedAt: fromMillis(r.int(10)),
+		Currency: r.str(15), Listed: r.str(16) != "0",
 	}
 	st := seckill.StockState{
 		Sellable: s.Sellable(), Available: int(r.int(11)), Held: int(r.int(12)), Sold: int(r.int(13)),

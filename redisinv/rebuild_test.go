@@ -76,6 +76,7 @@ func TestRebuildAfterKeysVanish(t *testing.T) {
 	now := clock.Now()
 	def, err := seckill.NewSale(seckill.SaleInput{
 		ID: "rb", PriceCents: ptr(int64(100)), Stock: ptr(5), HoldSeconds: ptr(10), StartsAt: &now,
+		Listed: ptr(false), Currency: ptr("eur"),
 	}, now)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +133,10 @@ func TestRebuildAfterKeysVanish(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	_, st := waitReady(t, engines[3], "rb")
+	rebuilt, st := waitReady(t, engines[3], "rb")
+	if rebuilt.Listed || rebuilt.Currency != "eur" {
+		t.Fatalf("rebuilt sale: listed %v, currency %q; want the source's false, eur", rebuilt.Listed, rebuilt.Currency)
+	}
 	// The free unit went to the head of the restored queue when the rebuild finished.
 	if want := (seckill.StockState{Sellable: 5, Available: 0, Held: 4, Sold: 1, Queued: 1}); st != want {
 		t.Fatalf("rebuilt state %+v, want %+v", st, want)

@@ -555,7 +555,8 @@ func scriptSpecs() []scriptSpec {
 				{"name", badStr(200, false)}, {"price", digits("1000000000001")}, {"stock", digits("1000000001")},
 				{"holdback", digits("6")}, {"starts_at", digits()}, {"ends_at", digits()},
 				{"per_user_limit", digits("0", "1000000001")}, {"hold_seconds", digits("0", "604801")},
-				{"queue_limit", digits("10000000001")}, {"created_at", digits()}, {"sold", digits("5")}},
+				{"queue_limit", digits("10000000001")}, {"created_at", digits()}, {"sold", digits("5")},
+				{"currency", bad("EUR", "eu", "euro", "e1r", "usd ")}, {"listed", bad("", "true", "2", "1 ")}},
 			extra: append(
 				tokenCases("rebuild token", func(f *fixture, tok string) []string { return loadBase(f, "rebuild", tok) },
 					append(bad(""), badTokenSet...)),
@@ -585,6 +586,9 @@ func scriptSpecs() []scriptSpec {
 		{name: "trim", s: ds.trim,
 			base: func(f *fixture) []string { return []string{f.clockMS(), Group} },
 			args: []argSpec{clock, {"group", badStr(64, true)}}},
+		{name: "sale_admin", s: ds.saleAdmin,
+			base: func(f *fixture) []string { return []string{f.clockMS(), "list"} },
+			args: []argSpec{clock, {"op", bad("", "LIST", "delete", "list ", "close")}}},
 	}
 }
 

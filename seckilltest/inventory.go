@@ -24,6 +24,8 @@ type NewInventory = func(t *testing.T, clock seckill.Clock) seckill.Inventory
 //     side with random sales and operations and requires identical answers after every step.
 //   - Concurrency: thousands of buyers on 64 goroutines against a clock that keeps moving, with a
 //     checker of the invariants of docs/MODEL.md that is sound under concurrency.
+//   - SaleAdmin: seckill.SaleAdmin (listing a sale on and off, deleting one nobody reserved in,
+//     also against racing buys), which every engine implements.
 //
 // The engine must take all its time from clock (a *ManualClock): the suite moves time by hand.
 // A background sweeper may run; it must only do what a Reclaim call would do.
@@ -31,6 +33,7 @@ func TestInventory(t *testing.T, newEngine NewInventory) {
 	t.Run("Rules", func(t *testing.T) { testRules(t, newEngine) })
 	t.Run("Model", func(t *testing.T) { testModel(t, newEngine) })
 	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, newEngine) })
+	t.Run("SaleAdmin", func(t *testing.T) { testSaleAdmin(t, newEngine) })
 }
 
 // epoch is the suite's "now" at the start of every scenario: whole seconds, UTC, so that

@@ -31,6 +31,7 @@ func TestOrderStore(t *testing.T, open func(t *testing.T) seckill.OrderStore) {
 		{"Sales/DuplicateIDIsConflict", osDuplicateSale},
 		{"Sales/Update", osUpdateSale},
 		{"Sales/DeleteOnlyUnused", osDeleteSale},
+		{"Sales/ListedAndCurrency", osSaleListedCurrency},
 		{"Sales/BoundsRefused", osSaleBounds},
 		{"NotFound", osNotFound},
 		{"Payments/Applied", osPaymentApplied},
@@ -252,7 +253,7 @@ func osSameSale(t *testing.T, got, want seckill.Sale) {
 		got.Stock != want.Stock || got.Holdback != want.Holdback || !got.StartsAt.Equal(want.StartsAt) ||
 		!got.EndsAt.Equal(want.EndsAt) || got.PerUserLimit != want.PerUserLimit ||
 		got.HoldSeconds != want.HoldSeconds || got.QueueLimit != want.QueueLimit ||
-		!got.CreatedAt.Equal(want.CreatedAt) {
+		!got.CreatedAt.Equal(want.CreatedAt) || got.Listed != want.Listed || got.Currency != want.Currency {
 		t.Fatalf("sale = %+v\nwant %+v", got, want)
 	}
 	if got.StartsAt.Location() != time.UTC || got.EndsAt.Location() != time.UTC {
@@ -272,6 +273,58 @@ func osSaleRoundTrip(t *testing.T, s seckill.OrderStore) {
 	if sold != 0 {
 		t.Fatalf("new sale: sold = %d, want 0", sold)
 	}
+}
+
+// osSaleListedCurrency: listed and currency are kept as given (an empty currency too, for a
+// sale built in code), listed changes with UpdateSale and currency does not, and a currency
+// that is not 3 lower-case letters is refused before anything is stored.
+func osSaleListedCurrency(t *testing.T, s seckill.OrderStore) {
+	ctx := t.Context()
+	hidden := osSale("hidden", 5, 0)
+	hidden.Listed, hidden.Currency = false, "eur"
+	shown := osSale("shown", 5, 0)
+	shown.Listed, shown.Currency, shown.CreatedAt = true, "jpy", osT0.Add(time.Second)
+	bare := osSale("bare", 5, 0)
+	bare.Listed, bare.CreatedAt = true, osT0.Add(2*time.Second)
+	for _, sale := range []seckill.Sale{hidden, shown, bare} {
+		osCreate(t, s, sale)
+		got, _, err := s.Sale(ctx, sale.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		osSameSale(t, got, sale)
+	}
+	sales, _, err := s.Sales(ctx)
+	if err != nil || len(sales) != 3 {
+		t.Fatalf("Sales = %v, %v; want 3 sales", sales, err)
+	}
+	for i, want := range []seckill.Sale{hidden, shown, bare} {
+		osSameSale(t, sales[i], want)
+	}
+
+	listed, unlisted := hidden, shown
+	listed.Listed, unlisted.Listed = true, false
+	listed.Currency, unlisted.Currency = "gbp", "" // UpdateSale keeps the stored currency
+	for _, u := range []seckill.Sale{listed, unlisted} {
+		if err := s.UpdateSale(ctx, u); err != nil {
+			t.Fatalf("UpdateSale(%s): %v", u.ID, err)
+		}
+	}
+	hidden.Listed, shown.Listed = true, false
+	for _, want := range []seckill.Sale{hidden, shown} {
+		got, _, err := s.Sale(ctx, want.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		osSameSale(t, got, want)
+	}
+
+	for _, c := range []string{"EUR", "eu", "euro", "e1r", "€"} {
+		bad := osSale("badcur", 5, 0)
+		bad.Currency = c
+		osWantCode(t, fmt.Sprintf("CreateSale with currency %q", c), s.CreateSale(ctx, bad), seckill.CodeInvalidArgument)
+	}
+	osWantCode(t, "Sale of a sale refused for its currency", func() error { _, _, err := s.Sale(ctx, "badcur"); return err }(), seckill.CodeNotFound)
 }
 
 func osSalesOldestFirst(t *testing.T, s seckill.OrderStore) {
@@ -1219,7 +1272,7 @@ func osOwe(t *testing.T, s seckill.OrderStore, n int) seckill.RefundStore {
 
 func osClaim(t *testing.T, rs seckill.RefundStore, owner string, now time.Time, limit int) []seckill.Refund {
 	t.Helper()
-	got, err := rs.ClaimRefunds(t.Context(), owner, now, time.Minute, limit)
+	got, err := rs.ClaimRefunds(t.Context(), "gw", owner, now, time.Minute, limit)
 	if err != nil {
 		t.Fatalf("ClaimRefunds(%s): %v", owner, err)
 	}
@@ -1359,7 +1412,7 @@ func osRefundBadOutcome(t *testing.T, s seckill.OrderStore) {
 	} {
 		osWantCode(t, fmt.Sprintf("RecordRefund(%+v)", o), rs.RecordRefund(t.Context(), o), seckill.CodeInvalidArgument)
 	}
-	_, err := rs.ClaimRefunds(t.Context(), "", now, time.Minute, 1)
+	_, err := rs.ClaimRefunds(t.Context(), "gw", "", now, time.Minute, 1)
 	osWantCode(t, "claim without an owner", err, seckill.CodeInvalidArgument)
 	osRefundCounts(t, rs, seckill.RefundCounts{Pending: 1, OldestOpen: osT0})
 }
@@ -1384,7 +1437,7 @@ func osRefundConcurrentClaims(t *testing.T, s seckill.OrderStore) {
 			<-start
 			me := fmt.Sprintf("claimer-%d", c)
 			for range n { // small batches, so that the claimers interleave
-				got, err := rs.ClaimRefunds(t.Context(), me, now, time.Minute, 3)
+				got, err := rs.ClaimRefunds(t.Context(), "gw", me, now, time.Minute, 3)
 				if err != nil {
 					t.Errorf("%s: %v", me, err)
 					return

@@ -10,7 +10,7 @@ import (
 )
 
 const saleColumns = `id, name, price_cents, stock, holdback, starts_at, ends_at,
-	per_user_limit, hold_seconds, queue_limit, created_at, sold`
+	per_user_limit, hold_seconds, queue_limit, created_at, sold, listed, currency`
 
 // CreateSale inserts a sale with nothing sold. An existing id is a conflict, detected from the
 // driver's unique-violation code so that two concurrent creates cannot both succeed. A zero
@@ -20,11 +20,11 @@ func (s *Store) CreateSale(ctx context.Context, sale seckill.Sale) error {
 		return err
 	}
 	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO sales (id, name, price_cents, stock, holdback,
-		starts_at, ends_at, per_user_limit, hold_seconds, queue_limit, created_at, sold)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)`),
+		starts_at, ends_at, per_user_limit, hold_seconds, queue_limit, created_at, sold, listed, currency)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)`),
 		sale.ID, sale.Name, sale.PriceCents, sale.Stock, sale.Holdback,
 		toMillis(sale.StartsAt), toMillis(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds,
-		sale.QueueLimit, toMillis(s.stamp(sale.CreatedAt)))
+		sale.QueueLimit, toMillis(s.stamp(sale.CreatedAt)), sale.Listed, sale.Currency)
 	switch s.d.classify(err) {
 	case noViolation:
 	case uniqueViolation:
@@ -60,7 +60,8 @@ func (s *Store) DeleteSale(ctx context.Context, id string) error {
 	return seckill.Errorf(seckill.CodeConflict, "sale %q has reservations or payments", id)
 }
 
-// UpdateSale stores a changed definition (name, price, stock, holdback, window, limits). It
+// UpdateSale stores a changed definition (name, price, stock, holdback, window, limits,
+// listed; not the currency, which never changes once the sale exists). It
 // never touches sold, which only the payment transaction moves. A change that would leave
 // sold above the new sellable is refused as a conflict by the CHECK on sales.
 func (s *Store) UpdateSale(ctx context.Context, sale seckill.Sale) error {
@@ -76,10 +77,10 @@ func (s *Store) UpdateSale(ctx context.Context, sale seckill.Sale) error {
 			return fmt.Errorf("sqlstore: update sale %s: %w", sale.ID, err)
 		}
 		_, err = tx.ExecContext(ctx, s.q(`UPDATE sales SET name = ?, price_cents = ?, stock = ?, holdback = ?,
-			starts_at = ?, ends_at = ?, per_user_limit = ?, hold_seconds = ?, queue_limit = ?
+			starts_at = ?, ends_at = ?, per_user_limit = ?, hold_seconds = ?, queue_limit = ?, listed = ?
 			WHERE id = ?`),
 			sale.Name, sale.PriceCents, sale.Stock, sale.Holdback, toMillis(sale.StartsAt),
-			toMillis(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds, sale.QueueLimit, sale.ID)
+			toMillis(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds, sale.QueueLimit, sale.Listed, sale.ID)
 		if s.d.classify(err) == checkViolation {
 			return fmt.Errorf("%w: %w", seckill.Errorf(seckill.CodeConflict,
 				"sale %q: stock %d with holdback %d is invalid or below the units already sold",
@@ -134,7 +135,7 @@ func scanSale(row scanner) (seckill.Sale, int, error) {
 		startsAt, endsAt, createdAt, sd int64
 	)
 	err := row.Scan(&sale.ID, &sale.Name, &sale.PriceCents, &sale.Stock, &sale.Holdback, &startsAt, &endsAt,
-		&sale.PerUserLimit, &sale.HoldSeconds, &sale.QueueLimit, &createdAt, &sd)
+		&sale.PerUserLimit, &sale.HoldSeconds, &sale.QueueLimit, &createdAt, &sd, &sale.Listed, &sale.Currency)
 	if err != nil {
 		return seckill.Sale{}, 0, err
 	}

@@ -21,7 +21,8 @@
 -- 'ok' or an error code ('not_loaded' when the sale's hash is missing, 'loading' while a rebuild
 -- restores it); malformed arguments and keys are Redis errors ("ERR seckill: ...").
 --
--- Sale hash fields: name; loader (the token of the rebuild that wrote the sale, '' if none); and
+-- Sale hash fields: name; currency; listed ('1' or '0'); loader (the token of the rebuild that
+-- wrote the sale, '' if none); and
 -- st = cmsgpack(price, stock, holdback, starts, ends (ms), limit (per user), hold (s), qlimit
 -- (buyers), created (ms), closed (0/1), avail, held, sold, qunits (units wanted by queued
 -- buyers), seq (last reservation sequence), now (ms), loading (1 during a rebuild)), so that a
@@ -284,10 +285,13 @@ local function res_reply(flag, r)
 end
 
 -- sale_reply is {'ok', name, price, stock, holdback, starts, ends, limit, hold, qlimit,
--- created, avail, held, sold, qunits}.
+-- created, avail, held, sold, qunits, currency, listed}. currency and listed are fields of
+-- their own in the sale's hash; a sale loaded before they existed has neither, and reads as
+-- currency '' and listed '1'.
 local function sale_reply()
-  return {'ok', redis.call('HGET', KEYS[1], 'name'), S.price, S.stock, S.holdback, S.starts, S.ends,
-    S.limit, S.hold, S.qlimit, S.created, S.avail, S.held, S.sold, S.qunits}
+  local meta = redis.call('HMGET', KEYS[1], 'name', 'currency', 'listed')
+  return {'ok', meta[1], S.price, S.stock, S.holdback, S.starts, S.ends,
+    S.limit, S.hold, S.qlimit, S.created, S.avail, S.held, S.sold, S.qunits, meta[2] or '', meta[3] or '1'}
 end
 
 -- begin validates the keys and reads the clock; ready loads the sale and refuses a sale that is

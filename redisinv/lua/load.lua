@@ -9,7 +9,8 @@
 --       token>-<hex from crypto/rand>", which later calls must repeat); [4] name (at
 --       most 200 bytes); [5] price_cents (0 to 10^12); [6] stock; [7] holdback; [8] starts_at
 --       and [9] ends_at (ms); [10] per-user limit (1 to 10^9); [11] hold seconds (1 to 604800);
---       [12] queue limit (buyers, 0 to 10^10); [13] created_at (ms); [14] units already sold.
+--       [12] queue limit (buyers, 0 to 10^10); [13] created_at (ms); [14] units already sold;
+--       [15] currency ('' or 3 lower-case letters); [16] listed ('1' or '0').
 -- Returns: {'ok'}, {'conflict'}, or {'fenced'} (a rebuild with a newer token is under way);
 --          a rebuild leaves the sale 'loading' until ready.lua.
 -- @common
@@ -37,6 +38,14 @@ local function main()
   local qlimit = int_arg(ARGV[12], 'queue_limit', 0, 10 * MAX_QUANTITY)
   local created = int_arg(ARGV[13], 'created_at', 0, MAX_EXACT)
   local sold = int_arg(ARGV[14], 'sold', 0, stock - holdback)
+  local currency = ARGV[15]
+  if type(currency) ~= 'string' or not (currency == '' or string.find(currency, '^[a-z][a-z][a-z]$')) then
+    fail("currency must be '' or 3 lower-case letters")
+  end
+  local listed = ARGV[16]
+  if listed ~= '1' and listed ~= '0' then
+    fail("listed must be '1' or '0'")
+  end
   if load_state() then
     if mode == 'new' or S.loading ~= 1 then
       return {'conflict'}
@@ -60,7 +69,8 @@ local function main()
     held = 0, sold = sold, qunits = 0, seq = 0, loading = loading, qlen = 0, nexp = 0,
   }
   redis.call('DEL', KEYS[1])
-  redis.call('HSET', KEYS[1], 'name', name, 'loader', token, 'st', pack_state())
+  redis.call('HSET', KEYS[1], 'name', name, 'loader', token, 'st', pack_state(), 'currency', currency,
+    'listed', listed)
   return {'ok'}
 end
 
