@@ -27,17 +27,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			return err
 		}
 	}
-	generated, err := cfg.secrets()
+	secretsFile, loaded, generated, saveErr, err := cfg.devSecrets()
 	if err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if len(generated) > 0 {
-		fmt.Fprintln(stdout, "dev mode: generated secrets (set them in the environment to keep them):")
-		for _, name := range generated {
-			fmt.Fprintf(stdout, "  %s=%s\n", name, secretValue(cfg, name))
-		}
-	}
+	printDevSecrets(stdout, cfg, secretsFile, loaded, generated, saveErr)
 	log.Info("config", "addr", cfg.Addr, "engine", cfg.Engine, "db", maskURL(cfg.DB), "redis_url", maskURL(cfg.RedisURL),
 		"auth_secret", mask(cfg.AuthSecret), "admin_token", mask(cfg.AdminToken), "payment_secret", mask(cfg.PaymentSecret), "dev", cfg.Dev,
 		"gateway", cfg.Gateway, "stripe_secret_key", mask(cfg.StripeSecretKey), "stripe_webhook_secret", mask(cfg.StripeWebhookSecret),
