@@ -34,6 +34,7 @@ type Refund struct {
 	SaleID        string       `json:"sale_id"`
 	UserID        string       `json:"user_id"`
 	AmountCents   int64        `json:"amount_cents"`
+	Gateway       string       `json:"gateway"` // that took the money, and pays it back ("" recorded before gateways were)
 	Status        RefundStatus `json:"status"`
 	Attempts      int          `json:"attempts"`
 	NextAttemptAt time.Time    `json:"next_attempt_at"`
@@ -68,10 +69,12 @@ type RefundCounts struct {
 // payment transaction.
 type RefundStore interface {
 	// ClaimRefunds atomically takes up to limit refunds that are due — refund_required, or
-	// refund_pending whose lease has expired and whose next attempt is due — makes them
-	// refund_pending leased to owner until now+lease, counts an attempt, and returns them.
-	// While a lease lives, no other claim returns that refund.
-	ClaimRefunds(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]Refund, error)
+	// refund_pending whose lease has expired and whose next attempt is due — of payments the
+	// named gateway took (or whose gateway was not recorded), makes them refund_pending leased
+	// to owner until now+lease, counts an attempt, and returns them. While a lease lives, no
+	// other claim returns that refund. A refund of another gateway's payment is left to a
+	// refunder of that gateway: money goes back the way it came.
+	ClaimRefunds(ctx context.Context, gateway, owner string, now time.Time, lease time.Duration, limit int) ([]Refund, error)
 	// RecordRefund records the outcome of an attempt. Only the lease's owner may record, and
 	// only on a refund_pending refund: anything else is a conflict and changes nothing.
 	RecordRefund(ctx context.Context, o RefundOutcome) error

@@ -72,6 +72,9 @@ type PaymentConfirmation struct {
 	PaymentID     string
 	ReservationID string
 	AmountCents   int64
+	// Gateway names the gateway that took the money (payment.Gateway.Name), recorded with the
+	// payment so that a refund owed goes back through that same gateway.
+	Gateway string
 }
 
 // Inventory is the hot-path stock engine. Every method is atomic per sale: implementations run
@@ -136,6 +139,7 @@ type PaymentRecord struct {
 	AmountCents int64
 	Result      PaymentResult // from the engine: applied, late_applied or refund_required
 	At          time.Time
+	Gateway     string // the gateway that took the money; "" when not known
 }
 
 // DBCounts are the database's view of a sale, for the audit.
@@ -196,6 +200,10 @@ type OrderStore interface {
 type PaymentIntent struct {
 	PaymentID   string `json:"payment_id"`
 	RedirectURL string `json:"redirect_url"`
+	// Gateway names the gateway that started the payment; set by the adapter between the
+	// service and the gateway (payment.ForService), so that the open payment is recorded with
+	// the gateway that must close it.
+	Gateway string `json:"-"`
 }
 
 // Payments starts payments with a third-party gateway. The gateway reports the outcome later,

@@ -362,8 +362,20 @@ func (s *Service) Reservation(ctx context.Context, id, userID string) (Reservati
 }
 
 // Cancel cancels the user's reservation.
+//
+// A payment started for the hold is then due for closing at the gateway at once rather than
+// at the hold's expiry. If that cannot be written (the database is down) the cancel stands
+// all the same: the close comes at the expiry the record already has, and a payment made
+// before it follows the late rule.
 func (s *Service) Cancel(ctx context.Context, id, userID string) (Reservation, error) {
-	return s.inv.Cancel(ctx, id, userID)
+	r, err := s.inv.Cancel(ctx, id, userID)
+	if err != nil {
+		return r, err
+	}
+	if ops, ok := s.store.(OpenPaymentStore); ok {
+		_ = ops.CloseSoon(ctx, id, s.clock.Now())
+	}
+	return r, nil
 }
 
 // Pay starts a payment with the gateway for a held reservation.
@@ -387,6 +399,16 @@ func (s *Service) Pay(ctx context.Context, id, userID string) (PaymentIntent, er
 	intent, err := s.payments.CreatePayment(ctx, r)
 	if err != nil {
 		return PaymentIntent{}, fmt.Errorf("create payment: %w", err)
+	}
+	// The payment page is handed out only once the payment is recorded for closing when the
+	// hold ends; if that fails the buyer is answered 503 and retries, and the gateway, asked
+	// again with the same idempotency key, starts no second payment.
+	if ops, ok := s.store.(OpenPaymentStore); ok && intent.Gateway != "" && r.ExpiresAt != nil {
+		err := ops.RecordOpenPayment(ctx, OpenPayment{PaymentID: intent.PaymentID, ReservationID: r.ID,
+			Gateway: intent.Gateway, Status: PaymentOpen, CloseAt: *r.ExpiresAt}, s.clock.Now())
+		if err != nil {
+			return PaymentIntent{}, unavailable(err)
+		}
 	}
 	return intent, nil
 }
@@ -435,6 +457,7 @@ func (s *Service) ApplyPayment(ctx context.Context, p PaymentConfirmation, succe
 	}
 	recorded, err := s.store.RecordPayment(ctx, PaymentRecord{
 		PaymentID: p.PaymentID, Reservation: r, AmountCents: p.AmountCents, Result: result, At: s.clock.Now(),
+		Gateway: p.Gateway,
 	})
 	return recorded, unavailable(err)
 }

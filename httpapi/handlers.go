@@ -28,7 +28,15 @@ func (s *Server) createSale(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listSales(w http.ResponseWriter, r *http.Request) error {
-	sales, err := s.svc.Sales(r.Context())
+	listedOnly, err := s.listedOnly(r)
+	if err != nil {
+		return err
+	}
+	listFn := s.svc.Sales
+	if listedOnly {
+		listFn = s.svc.ListedSales
+	}
+	sales, err := listFn(r.Context())
 	if err != nil {
 		return err
 	}
@@ -210,7 +218,9 @@ func (s *Server) notification(w http.ResponseWriter, r *http.Request, g payment.
 	}
 	result := seckill.PaymentIgnored
 	if n.Outcome == payment.OutcomeSucceeded || n.Outcome == payment.OutcomeFailed {
-		result, err = s.svc.ApplyPayment(r.Context(), n.Confirmation(), n.Outcome == payment.OutcomeSucceeded)
+		conf := n.Confirmation()
+		conf.Gateway = g.Name() // the gateway that took the money pays back any refund owed
+		result, err = s.svc.ApplyPayment(r.Context(), conf, n.Outcome == payment.OutcomeSucceeded)
 		if err != nil {
 			return err
 		}

@@ -39,7 +39,7 @@ func TestRefundsVisible(t *testing.T) {
 	}
 
 	// A refunder gives it up.
-	claimed, err := e.store.ClaimRefunds(t.Context(), "test", t0.Add(time.Minute), time.Minute, 10)
+	claimed, err := e.store.ClaimRefunds(t.Context(), "mock", "test", t0.Add(time.Minute), time.Minute, 10)
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim: %+v, %v", claimed, err)
 	}

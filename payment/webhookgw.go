@@ -110,5 +110,7 @@ func ForService(g Gateway) seckill.Payments { return servicePayments{g} }
 type servicePayments struct{ g Gateway }
 
 func (p servicePayments) CreatePayment(ctx context.Context, r seckill.Reservation) (seckill.PaymentIntent, error) {
-	return p.g.Start(ctx, StartRequestFor(r))
+	intent, err := p.g.Start(ctx, StartRequestFor(r))
+	intent.Gateway = p.g.Name() // recorded with the open payment: the gateway that must close it
+	return intent, err
 }

@@ -15,21 +15,23 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/backoff"
 	"github.com/seckill-go/seckill/payment"
 )
 
 // Store is the part of seckill.RefundStore the refunder uses (sqlstore.Store implements it).
 type Store interface {
-	ClaimRefunds(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]seckill.Refund, error)
+	ClaimRefunds(ctx context.Context, gateway, owner string, now time.Time, lease time.Duration, limit int) ([]seckill.Refund, error)
 	RecordRefund(ctx context.Context, o seckill.RefundOutcome) error
 }
 
-// Gateway is the part of payment.Gateway the refunder uses.
+// Gateway is the part of payment.Gateway the refunder uses. The refunder claims only the
+// refunds of payments its gateway took (by Name), so money goes back the way it came.
 type Gateway interface {
+	Name() string
 	Refund(ctx context.Context, req payment.RefundRequest) (payment.RefundResult, error)
 }
 
@@ -132,7 +134,7 @@ func (r *Refunder) Run(ctx context.Context) {
 // its leases, and claimed again when they end.
 func (r *Refunder) RunOnce(ctx context.Context) (int, error) {
 	claimedAt := r.cfg.Clock.Now()
-	due, err := r.store.ClaimRefunds(ctx, r.cfg.Owner, claimedAt, r.cfg.Lease, r.cfg.Batch)
+	due, err := r.store.ClaimRefunds(ctx, r.gw.Name(), r.cfg.Owner, claimedAt, r.cfg.Lease, r.cfg.Batch)
 	for i, f := range due {
 		if left := r.cfg.Lease - r.cfg.Clock.Now().Sub(claimedAt); left < r.cfg.Lease/2 {
 			r.cfg.Logger.Warn("refunds left to their leases: the gateway is slow", "left", len(due)-i)
@@ -199,14 +201,7 @@ func (r *Refunder) outcome(f seckill.Refund, res payment.RefundResult, err error
 	return o
 }
 
-// backoff is the pause before the attempt after the given one: exponential, capped, with
-// "equal jitter" (a random part of up to half), so that refunds that failed together (a
-// gateway outage) do not all come back at the same moment, and none comes back too soon.
+// backoff is the pause before the attempt after the given one.
 func (r *Refunder) backoff(attempt int) time.Duration {
-	d := r.cfg.BackoffMax
-	if shift := attempt - 1; shift >= 0 && shift < 40 {
-		d = min(r.cfg.BackoffBase<<shift, r.cfg.BackoffMax)
-	}
-	half := d / 2
-	return half + rand.N(half+1)
+	return backoff.Jittered(r.cfg.BackoffBase, r.cfg.BackoffMax, attempt)
 }

@@ -23,6 +23,7 @@ const price = 1999
 // second request for one payment moves no money and answers with the refund already made.
 // It counts the requests per payment, to tell a repeated request from a single one.
 type fakeGateway struct {
+	name     string // "" reads as "mock"
 	mu       sync.Mutex
 	calls    map[string]int   // Refund requests per payment id
 	refunded map[string]int64 // money paid back per payment id
@@ -34,6 +35,13 @@ type fakeGateway struct {
 
 func newFake() *fakeGateway {
 	return &fakeGateway{calls: map[string]int{}, refunded: map[string]int64{}}
+}
+
+func (g *fakeGateway) Name() string {
+	if g.name == "" {
+		return "mock"
+	}
+	return g.name
 }
 
 func (g *fakeGateway) Refund(ctx context.Context, req payment.RefundRequest) (payment.RefundResult, error) {

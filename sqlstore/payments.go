@@ -47,7 +47,8 @@ func (s *Store) RecordPayment(ctx context.Context, p seckill.PaymentRecord) (sec
 	}
 	at := s.stamp(p.At)
 	r := p.Reservation
-	if err := checkWidths("payment", field{"payment id", p.PaymentID, maxPaymentIDBytes}); err != nil {
+	if err := checkWidths("payment", field{"payment id", p.PaymentID, maxPaymentIDBytes},
+		field{"gateway", p.Gateway, maxGatewayBytes}); err != nil {
 		return "", err
 	}
 	known := r.ID != "" && r.SaleID != ""
@@ -124,8 +125,8 @@ func (s *Store) recordPayment(ctx context.Context, tx *sql.Tx, p seckill.Payment
 	}
 
 	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO payments (payment_id, reservation_id, sale_id, user_id,
-		quantity, amount_cents, result, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
-		p.PaymentID, r.ID, r.SaleID, r.UserID, r.Quantity, p.AmountCents, string(result), toMillis(at))
+		quantity, amount_cents, result, created_at, gateway) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		p.PaymentID, r.ID, r.SaleID, r.UserID, r.Quantity, p.AmountCents, string(result), toMillis(at), p.Gateway)
 	if s.d.classify(err) == uniqueViolation {
 		return "", errPaymentRecorded
 	}
@@ -133,9 +134,13 @@ func (s *Store) recordPayment(ctx context.Context, tx *sql.Tx, p seckill.Payment
 		return "", fmt.Errorf("sqlstore: payment %s: insert: %w", p.PaymentID, err)
 	}
 	if result == seckill.PaymentRefundRequired {
-		if err := s.insertRefund(ctx, tx, p.PaymentID, at); err != nil {
+		if err := s.insertRefund(ctx, tx, p.PaymentID, p.Gateway, at); err != nil {
 			return "", err
 		}
+	}
+	// The money arrived, so there is nothing left to close at the gateway, whatever the result.
+	if err := s.markOpenPaymentPaid(ctx, tx, p.PaymentID, at); err != nil {
+		return "", err
 	}
 	return result, nil
 }

@@ -17,6 +17,7 @@ var _ seckill.RefundStore = (*Store)(nil)
 // Widths of the refunds columns (migrations/mysql/0003_refunds.sql).
 const (
 	maxLeaseOwnerBytes = 64
+	maxGatewayBytes    = 32
 	maxRefundIDBytes   = 255
 	// maxRefundErrorBytes is how much of a failure's reason is kept: enough for an operator
 	// to see what the gateway said, bounded so that a verbose error cannot grow the row.
@@ -25,84 +26,50 @@ const (
 
 // insertRefund creates the refund owed for a payment recorded refund_required, in the payment's
 // transaction, so that no such payment exists without its refund.
-func (s *Store) insertRefund(ctx context.Context, tx *sql.Tx, paymentID string, at time.Time) error {
+func (s *Store) insertRefund(ctx context.Context, tx *sql.Tx, paymentID, gateway string, at time.Time) error {
 	ms := toMillis(at)
 	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO refunds (payment_id, status, attempts, next_attempt_at,
-		lease_owner, lease_until, refund_id, last_error, created_at, updated_at)
-		VALUES (?, ?, 0, ?, '', 0, '', '', ?, ?)`), paymentID, string(seckill.RefundRequired), ms, ms, ms)
+		lease_owner, lease_until, refund_id, last_error, created_at, updated_at, gateway)
+		VALUES (?, ?, 0, ?, '', 0, '', '', ?, ?, ?)`), paymentID, string(seckill.RefundRequired), ms, ms, ms, gateway)
 	if err != nil {
 		return fmt.Errorf("sqlstore: payment %s: insert refund: %w", paymentID, err)
 	}
 	return nil
 }
 
-// claimable is the condition of a due refund: owed or pending, no live lease, next attempt due.
-// Its three placeholders are the two statuses and now (twice: lease and next attempt).
-const claimable = `status IN (?, ?) AND lease_until <= ? AND next_attempt_at <= ?`
+// claimable is the condition of a due refund: owed or pending, no live lease, next attempt due,
+// of the claiming refunder's gateway (or of none recorded). Its placeholders are the two
+// statuses, now (twice: lease and next attempt) and the gateway.
+const claimable = `status IN (?, ?) AND lease_until <= ? AND next_attempt_at <= ? AND (gateway = ? OR gateway = '')`
 
-// ClaimRefunds implements seckill.RefundStore. Candidates are read first, then each is taken by
-// an UPDATE that repeats the claim condition: the database re-checks it on the latest
-// committed row once it holds the row's lock (SQLite serializes writers; InnoDB's UPDATE reads
-// the current row; PostgreSQL re-evaluates the WHERE after waiting at READ COMMITTED), so of
-// two instances claiming at once exactly one changes the row, and only that one returns it.
-func (s *Store) ClaimRefunds(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]seckill.Refund, error) {
+// ClaimRefunds implements seckill.RefundStore (see claimDue for why two claims at once take
+// each refund once).
+func (s *Store) ClaimRefunds(ctx context.Context, gateway, owner string, now time.Time, lease time.Duration, limit int) ([]seckill.Refund, error) {
 	if owner == "" || lease <= 0 || limit < 1 {
 		return nil, seckill.Errorf(seckill.CodeInvalidArgument, "claim refunds: empty owner, lease %v or limit %d", lease, limit)
 	}
 	if err := checkWidths("claim refunds", field{"owner", owner, maxLeaseOwnerBytes}); err != nil {
 		return nil, err
 	}
-	limit = min(limit, seckill.MaxRefundList)
 	nowMs := toMillis(s.stamp(now))
-	due := []any{string(seckill.RefundRequired), string(seckill.RefundPending), nowMs, nowMs}
-	ids, err := s.dueRefunds(ctx, due, limit)
-	if err != nil {
-		return nil, err
-	}
+	ids, err := s.claimDue(ctx, "refunds", claimable,
+		[]any{string(seckill.RefundRequired), string(seckill.RefundPending), nowMs, nowMs, gateway},
+		`status = ?, lease_owner = ?, lease_until = ?, updated_at = ?`,
+		[]any{string(seckill.RefundPending), owner, nowMs + lease.Milliseconds(), nowMs},
+		min(limit, seckill.MaxRefundList))
 	var claimed []seckill.Refund
 	for _, id := range ids {
-		args := append([]any{string(seckill.RefundPending), owner, nowMs + lease.Milliseconds(), nowMs, id}, due...)
-		res, err := s.db.ExecContext(ctx, s.q(`UPDATE refunds SET status = ?, lease_owner = ?, lease_until = ?,
-			attempts = attempts + 1, updated_at = ? WHERE payment_id = ? AND `+claimable), args...)
-		if err != nil {
-			return claimed, fmt.Errorf("sqlstore: claim refund %s: %w", id, err)
-		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			continue // another instance claimed it first
-		}
-		r, err := s.refund(ctx, s.db, id)
-		if err != nil {
-			return claimed, err
+		r, rerr := s.refund(ctx, s.db, id)
+		if rerr != nil {
+			return claimed, rerr
 		}
 		claimed = append(claimed, r)
 	}
-	return claimed, nil
-}
-
-// dueRefunds returns the ids of up to limit due refunds, the longest due first.
-func (s *Store) dueRefunds(ctx context.Context, due []any, limit int) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT payment_id FROM refunds WHERE `+claimable+`
-		ORDER BY next_attempt_at, payment_id LIMIT ?`), append(due, limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("sqlstore: due refunds: %w", err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("sqlstore: due refunds: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlstore: due refunds: %w", err)
-	}
-	return ids, nil
+	return claimed, err
 }
 
 // refundColumns are read by scanRefund, from refunds r joined with payments p.
-const refundColumns = `r.payment_id, p.reservation_id, p.sale_id, p.user_id, p.amount_cents, r.status,
+const refundColumns = `r.payment_id, p.reservation_id, p.sale_id, p.user_id, p.amount_cents, r.gateway, r.status,
 	r.attempts, r.next_attempt_at, r.refund_id, r.last_error, r.created_at, r.updated_at
 	FROM refunds r JOIN payments p ON p.payment_id = r.payment_id`
 
@@ -113,12 +80,13 @@ func scanRefund(row scanner) (seckill.Refund, error) {
 		next, created, upd  int64
 		refundID, lastError []byte
 	)
-	if err := row.Scan(&r.PaymentID, &r.ReservationID, &r.SaleID, &r.UserID, &r.AmountCents, &status,
+	var gateway []byte
+	if err := row.Scan(&r.PaymentID, &r.ReservationID, &r.SaleID, &r.UserID, &r.AmountCents, &gateway, &status,
 		&r.Attempts, &next, &refundID, &lastError, &created, &upd); err != nil {
 		return seckill.Refund{}, err
 	}
 	r.Status = seckill.RefundStatus(status)
-	r.RefundID, r.LastError = string(refundID), string(lastError)
+	r.RefundID, r.LastError, r.Gateway = string(refundID), string(lastError), string(gateway)
 	r.NextAttemptAt, r.CreatedAt, r.UpdatedAt = fromMillis(next), fromMillis(created), fromMillis(upd)
 	return r, nil
 }

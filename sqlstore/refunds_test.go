@@ -93,7 +93,7 @@ func testRefundsMigration(t *testing.T, db *sql.DB, d dialect, dsn string) {
 	if got, err := s.Counts(ctx, "s"); err != nil || got.Refunds != 1 || got.RefundsRequired != 1 {
 		t.Fatalf("Counts after the migration = %+v, %v; want one refund, refund_required", got, err)
 	}
-	claimed, err := s.ClaimRefunds(ctx, "me", time.UnixMilli(2000), time.Minute, 10)
+	claimed, err := s.ClaimRefunds(ctx, "gw", "me", time.UnixMilli(2000), time.Minute, 10)
 	if err != nil || len(claimed) != 1 || claimed[0].PaymentID != "owed" || claimed[0].AmountCents != 100 {
 		t.Fatalf("claim after the migration = %+v, %v; want owed, 100 cents", claimed, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/closer"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/lock"
 	"github.com/seckill-go/seckill/memory"
@@ -165,7 +166,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 }
 
 // newGateway builds the configured payment gateway (docs/PAYMENTS.md): the mock posts our signed
-// webhook to this server's built-in route; webhook starts no payments (/pay answers 503: the
+// webhook to its own route, /api/v1/payments/webhook/mock; webhook starts no payments (/pay answers 503: the
 // shop's payment service starts them); stripe starts Checkout Sessions that send buyers back to
 // the public URL.
 func (a *app) newGateway(cfg config, opts appOptions, log *slog.Logger) (payment.Gateway, error) {
@@ -176,7 +177,7 @@ func (a *app) newGateway(cfg config, opts appOptions, log *slog.Logger) (payment
 	switch name {
 	case gatewayMock:
 		a.gateway = payment.NewMockGateway(payment.MockConfig{
-			WebhookURL:    a.url + "/api/v1/payments/webhook",
+			WebhookURL:    a.url + "/api/v1/payments/webhook/" + payment.MockName,
 			Secret:        []byte(cfg.PaymentSecret),
 			Delay:         opts.gatewayDelay,
 			FailureRate:   opts.gatewayFail,
@@ -207,8 +208,20 @@ func (a *app) newGateway(cfg config, opts appOptions, log *slog.Logger) (payment
 func (a *app) startBackground(cfg config) {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.bgStop = cancel
-	if a.payGW != nil { // pays back refund_required payments through the gateway (package refund)
-		a.bgWG.Go(func() { refund.New(a.store, a.payGW, refund.Config{Logger: a.log}).Run(ctx) })
+	if a.payGW != nil {
+		// Payments whose hold ended unpaid are closed at the gateway that started them
+		// (package closer); refund_required payments are paid back through the gateway that
+		// took the money (package refund): the configured one, and the built-in signed-webhook
+		// scheme, whose payments (a shop's in-house payment service, the bench's generator)
+		// only an operator can pay back: its refunds end refund_failed, listed for one.
+		a.bgWG.Go(func() { closer.New(a.store, a.payGW, closer.Config{Logger: a.log}).Run(ctx) })
+		refunders := []payment.Gateway{a.payGW}
+		if a.payGW.Name() != payment.WebhookName && cfg.PaymentSecret != "" {
+			refunders = append(refunders, payment.NewWebhookGateway([]byte(cfg.PaymentSecret)))
+		}
+		for _, g := range refunders {
+			a.bgWG.Go(func() { refund.New(a.store, g, refund.Config{Logger: a.log}).Run(ctx) })
+		}
 	}
 	if a.rengine == nil {
 		a.bgWG.Go(func() { a.svc.Sweep(ctx, 250*time.Millisecond) })
