@@ -66,6 +66,20 @@ func TestOrderStore(t *testing.T, open func(t *testing.T) seckill.OrderStore) {
 		{"Refunds/RetryBackoffThenFail", osRefundRetry},
 		{"Refunds/RecordRefusesBadOutcome", osRefundBadOutcome},
 		{"Refunds/ConcurrentClaims", osRefundConcurrentClaims},
+		// Refunds go back through the gateway that took the money (openpayments.go).
+		{"Refunds/GatewayFilter", osRefundGatewayFilter},
+		{"Refunds/GatewayUnknownClaimedByAny", osRefundGatewayUnknown},
+		{"Refunds/GatewayListed", osRefundGatewayListed},
+		// Payments started at a gateway, closed there when their hold ends
+		// (seckill.OpenPaymentStore, openpayments.go), for stores that keep them.
+		{"OpenPayments/RecordIdempotent", osOpenPaymentIdempotent},
+		{"OpenPayments/ClaimDueOfGatewayLeased", osOpenPaymentClaimLease},
+		{"OpenPayments/RecordCloseByOwnerOnly", osOpenPaymentRecordClose},
+		{"OpenPayments/RetryAtNextAttempt", osOpenPaymentRetry},
+		{"OpenPayments/CloseSoonOnlyForward", osOpenPaymentCloseSoon},
+		{"OpenPayments/PaidByRecordPayment", osOpenPaymentPaidByRecord},
+		{"OpenPayments/ConcurrentClaims", osOpenPaymentConcurrentClaims},
+		{"OpenPayments/InvalidArgument", osOpenPaymentInvalid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
