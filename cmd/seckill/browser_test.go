@@ -242,6 +242,16 @@ func (tb *tab) signIn(user string) {
 
 func jsQ(sel string) string { return fmt.Sprintf(`document.querySelector(%q)`, sel) }
 
+// noOverflow fails if the page scrolls sideways: wider than the window (a table may scroll in
+// its own container; the page must not).
+func (tb *tab) noOverflow(what string) {
+	tb.t.Helper()
+	if !evalIn[bool](tb, `document.documentElement.scrollWidth <= document.documentElement.clientWidth`) {
+		tb.fail("%s scrolls sideways: %d px wide in a %d px window", what,
+			evalIn[int](tb, `document.documentElement.scrollWidth`), evalIn[int](tb, `document.documentElement.clientWidth`))
+	}
+}
+
 // createSale creates a sale through the API.
 func createSale(t *testing.T, a *app, cfg config, body map[string]any) seckill.SaleView {
 	t.Helper()
@@ -327,6 +337,11 @@ func TestBrowserBuyAndPay(t *testing.T) {
 	tb.wait("the order is listed", fmt.Sprintf(`[...document.querySelectorAll('[data-testid=order-row]')].some(r => r.dataset.rid === %q && r.dataset.status === 'paid')`, rid))
 	if overflow := evalIn[int](tb, `document.documentElement.scrollWidth - window.innerWidth`); overflow > 0 {
 		tb.fail("the page is %d px wider than a 360 px screen", overflow)
+	}
+	// Once paid, the gateway's page is no longer offered, and "Paid." is said once (on the card).
+	tb.wait("the payment page's link goes", jsQ(`[data-testid=gateway-link]`)+`.offsetParent === null`)
+	if n := evalIn[int](tb, `document.body.innerText.split('Your order is confirmed').length - 1`); n != 1 {
+		tb.fail("the success message is shown %d times, want once", n)
 	}
 	tb.shot("paid")
 
@@ -551,4 +566,170 @@ func crowd(ctx context.Context, base string, secret []byte, saleID string, n, co
 	close(jobs)
 	wg.Wait()
 	return firstErr
+}
+
+// benchID and benchName are a sale as `seckill bench` names it: a long id, repeated in the name.
+const benchID = "bench-1796123456789-7f3a9c2e1b4d5a6f"
+
+func benchName(id string) string { return "seckill bench " + id }
+
+// buyAs holds or queues a unit of sale for user, straight through the service.
+func buyAs(t *testing.T, a *app, sale, user string) seckill.Reservation {
+	t.Helper()
+	r, err := a.svc.Buy(context.Background(), seckill.BuyRequest{SaleID: sale, UserID: user, Quantity: 1})
+	if err != nil {
+		t.Fatalf("%s buys %s: %v", user, sale, err)
+	}
+	return r.Reservation
+}
+
+// TestBrowserQueuePositionOnPhone: on a 390 px phone, a buyer who is second in line (behind a
+// hold and another queued buyer) reads the same place in the status line and on the card, and
+// when the buyer ahead cancels both say 1 (one render path: the card's reservation, updated by
+// the live stream). With a bench sale's long name on the list and on its page, the page never
+// scrolls sideways.
+func TestBrowserQueuePositionOnPhone(t *testing.T) {
+	b := startBrowser(t)
+	a, cfg := startDevApp(t, nil)
+	createSale(t, a, cfg, map[string]any{"id": benchID, "name": benchName(benchID) + " " + benchID, "price_cents": 1999, "stock": 3, "hold_seconds": 60})
+	createSale(t, a, cfg, map[string]any{"id": "line", "name": "The last one", "price_cents": 500, "stock": 1, "hold_seconds": 60})
+	if r := buyAs(t, a, "line", "first"); r.Status != seckill.StatusHeld {
+		t.Fatalf("the first buyer's reservation is %s, want held", r.Status)
+	}
+	ahead := buyAs(t, a, "line", "second")
+	if ahead.Status != seckill.StatusQueued || ahead.Position != 1 {
+		t.Fatalf("the second buyer's reservation is %s at %d, want queued at 1", ahead.Status, ahead.Position)
+	}
+
+	tb := b.newTab("carl", time.Now().Add(60*time.Second), false)
+	tb.do("open the storefront on a phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),
+		chromedp.Navigate(a.url+"/"), chromedp.WaitVisible(chromedp.CSS(`#view-list`)))
+	tb.signIn("carl")
+	tb.wait("both sales are listed", jsQ(`[data-testid="sale-link-line"]`)+` !== null && `+jsQ(`[data-testid="sale-link-`+benchID+`"]`)+` !== null`)
+	tb.noOverflow("the list of sales on a 390 px phone")
+	tb.shot("list")
+
+	tb.do("open the bench sale", chromedp.Click(chromedp.CSS(`[data-testid="sale-link-`+benchID+`"]`)))
+	tb.wait("its page shows its name", jsQ(`[data-testid=sale-name]`)+`.textContent.startsWith('seckill bench')`)
+	tb.noOverflow("a bench sale's page on a 390 px phone")
+	tb.shot("bench-sale")
+
+	tb.do("open the one-unit sale", chromedp.Evaluate[chromedp.Void](`location.hash = '#/sale/line'`))
+	tb.wait("the buy button is enabled", jsQ(`[data-testid=sale-status]`)+`.dataset.status === 'active' && !`+jsQ(`[data-testid=buy-button]`)+`.disabled`)
+	tb.wait("the page is live", jsQ(`[data-testid=feed-mode]`)+`.textContent === 'live'`)
+	tb.do("buy", chromedp.Click(chromedp.CSS(`[data-testid=buy-button]`)))
+	tb.wait("the buyer is queued", jsQ(`[data-testid=reservation-status]`)+`?.dataset.status === 'queued'`)
+	tb.wait("the card shows place 2", jsQ(`[data-testid=queue-position]`)+`.textContent === '2'`)
+	banner := `document.getElementById('status').textContent`
+	if msg := evalIn[string](tb, banner); !strings.Contains(msg, "number 2 in line") {
+		tb.fail("the card says place 2, the status line %q", msg)
+	}
+	if hint := evalIn[string](tb, jsQ(`[data-testid=buy-hint]`)+`.textContent`); strings.Contains(hint, "You have") {
+		tb.fail("a buyer in line is told %q", hint)
+	}
+	tb.noOverflow("the sale page on a 390 px phone")
+	tb.shot("queued-second")
+
+	// The buyer ahead leaves the line: the live stream moves the card, and the status line with it.
+	tok, err := httpapi.MintToken([]byte(cfg.AuthSecret), "second", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := call(context.Background(), "DELETE", a.url+"/api/v1/reservations/"+ahead.ID, tok, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	tb.wait("the card shows place 1", jsQ(`[data-testid=queue-position]`)+`.textContent === '1'`)
+	if msg := evalIn[string](tb, banner); !strings.Contains(msg, "number 1 in line") {
+		tb.fail("the card says place 1, the status line %q", msg)
+	}
+	tb.shot("queued-first")
+}
+
+// TestBrowserDashboardTokenAndLayout: a saved admin token that the server refuses (one from a
+// dev server that has since made new secrets) is said at the top of the page, and the holds
+// list says "unknown", not "no unpaid holds", while a hold is live; a wrong token is refused
+// when saved and never said to be saved; the right one is accepted. With bench sales' long
+// names and ids, the dashboard does not overflow at 1280 px (the sales table fits, its Show
+// buttons in view) nor scroll sideways on a 390 px phone, where the chart's labels keep a
+// readable size. The "Created sale" message counts down to the start, then says it started.
+func TestBrowserDashboardTokenAndLayout(t *testing.T) {
+	b := startBrowser(t)
+	a, cfg := startDevApp(t, nil)
+	for i := range 3 {
+		id := fmt.Sprintf("%s-%d", benchID, i)
+		createSale(t, a, cfg, map[string]any{"id": id, "name": benchName(id), "price_cents": 100, "stock": 1000, "hold_seconds": 60})
+	}
+	createSale(t, a, cfg, map[string]any{"id": "dash", "name": "A sale whose name goes on for quite a while, as some shops like them", "price_cents": 2500, "stock": 10, "hold_seconds": 600})
+	buyAs(t, a, "dash", "holder")
+
+	tb := b.newTab("admin", time.Now().Add(60*time.Second), false)
+	tb.do("open the dashboard with a token the server no longer takes", chromedp.EmulateViewport(1280, 800),
+		chromedp.Navigate(a.url+"/admin"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=admin-token]`)),
+		chromedp.Evaluate[chromedp.Void](`localStorage.setItem('seckill.admin', JSON.stringify('a-token-of-an-earlier-run')); location.hash = '#/sale/dash'`),
+		chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`[data-testid=sale-detail]`)))
+	refused := jsQ(`[data-testid=admin-refused]`)
+	tb.wait("the refusal shows at the top", `!`+refused+`.hidden && `+refused+`.textContent.includes('refused')`)
+	if !evalIn[bool](tb, refused+`.getBoundingClientRect().bottom <= document.getElementById('main').getBoundingClientRect().top`) {
+		tb.fail("the refusal is not above the panels")
+	}
+	tb.wait("the holds are unknown, not none", jsQ(`[data-testid=expiring-empty]`)+`.textContent.startsWith('Unknown')`)
+	if txt := evalIn[string](tb, `document.body.innerText`); strings.Contains(txt, "No unpaid holds") || strings.Contains(txt, "None: every refund") {
+		tb.fail("with the token refused, the page says a list is empty")
+	}
+	tb.shot("saved-token-refused")
+
+	status := jsQ(`[data-testid=message]`)
+	tb.do("save a wrong token", chromedp.SetValue(chromedp.CSS(`[data-testid=admin-token]`), "not-the-admin-token"),
+		chromedp.Click(chromedp.CSS(`[data-testid=admin-save]`)))
+	tb.wait("the wrong token is refused", status+`.classList.contains('error') && `+status+`.textContent.includes('refused')`)
+	if msg := evalIn[string](tb, status+`.textContent`); strings.Contains(msg, "token saved") || strings.Contains(msg, "accepted") {
+		tb.fail("a wrong token: %q", msg)
+	}
+	if saved := evalIn[string](tb, `localStorage.getItem('seckill.admin') || ''`); strings.Contains(saved, "not-the-admin-token") {
+		tb.fail("the wrong token was stored")
+	}
+	tb.shot("wrong-token")
+
+	tb.do("save the right token", chromedp.SetValue(chromedp.CSS(`[data-testid=admin-token]`), cfg.AdminToken),
+		chromedp.Click(chromedp.CSS(`[data-testid=admin-save]`)))
+	tb.wait("the token is accepted", status+`.textContent === 'Admin token accepted and saved.'`)
+	tb.wait("the refusal goes", refused+`.hidden`)
+	tb.wait("the hold is listed", `document.querySelectorAll('[data-testid=expiring-row]').length === 1`)
+	tb.wait("the audit says when it was taken", jsQ(`[data-testid=audit-status]`)+`.dataset.ok === 'true' && /^as of /.test(`+jsQ(`[data-testid=audit-when]`)+`.textContent)`)
+	tb.wait("every sale is in the table", `document.querySelectorAll('#sale-rows tr').length === 4`)
+	tb.noOverflow("the dashboard at 1280 px")
+	wrap := jsQ(`[data-testid=sales-table]`) + `.parentElement`
+	if !evalIn[bool](tb, `(w => w.scrollWidth <= w.clientWidth)(`+wrap+`)`) {
+		tb.fail("the sales table is %d px wider than its panel at 1280 px", evalIn[int](tb, `(w => w.scrollWidth - w.clientWidth)(`+wrap+`)`))
+	}
+	if !evalIn[bool](tb, `[...document.querySelectorAll('#sale-rows tr td:last-child button')].every(b => b.getBoundingClientRect().right <= `+wrap+`.getBoundingClientRect().right)`) {
+		tb.fail("a Show button is cut off at 1280 px")
+	}
+	if !evalIn[bool](tb, `[...document.querySelectorAll('[data-testid=sale-label]')].every(l => l.firstChild.getBoundingClientRect().right <= l.getBoundingClientRect().right)`) {
+		tb.fail("a sale's id is cut off in the table at 1280 px: the bench sales' rows look alike")
+	}
+	if title := evalIn[string](tb, jsQ(`[data-testid="sale-row-dash"] [data-testid=sale-label]`)+`.title`); !strings.Contains(title, "as some shops like them") {
+		tb.fail("a clipped name's tooltip is %q, want the whole name", title)
+	}
+	tb.shot("desktop")
+
+	tb.do("create a sale that starts in 3 s",
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=create-id]`), "soon"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=create-price]`), "1.00"),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=create-starts-in]`), "3"),
+		chromedp.Click(chromedp.CSS(`[data-testid=create-button]`)))
+	when := jsQ(`[data-testid=created-when]`)
+	tb.wait("the message counts down to the start", when+` !== null && /^starts in 0:0[1-3]$/.test(`+when+`.textContent)`)
+	tb.shot("created")
+	tb.wait("then says the sale started", when+`?.textContent === 'on sale now'`)
+	tb.wait("and the sale shows active", jsQ(`[data-testid=detail-status]`)+`.dataset.status === 'active'`)
+	tb.shot("started")
+
+	tb.do("turn into a phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	tb.wait("the chart is drawn at the phone's width", `(s => s && s.viewBox.baseVal.width < 400)(document.querySelector('[data-testid=activity-chart] svg'))`)
+	tb.noOverflow("the dashboard on a 390 px phone")
+	if h := evalIn[float64](tb, `Math.min(...[...document.querySelectorAll('[data-testid=activity-chart] svg text')].map(t => t.getBoundingClientRect().height))`); h < 10 {
+		tb.fail("the chart's labels are %.1f px tall on a phone, want at least 10", h)
+	}
+	tb.shot("phone")
 }

@@ -29,6 +29,10 @@ const A = {
   closeArmed: 0,
   gen: 0, // bumps on every selection: answers for an older one are dropped
   span: WINDOW, // seconds the chart shows: 60 or 300
+  checking: null, // a promise while a token being saved is checked: admin calls wait for it
+  auditBusy: false, // an audit call is in flight
+  auditAt: 0, // when the last audit call started (Date.now())
+  created: null, // the "Created sale …" message, whose countdown tick() keeps current
 };
 
 function announce(text, kind = 'info') {
@@ -38,25 +42,79 @@ function announce(text, kind = 'info') {
   el.append(text);
 }
 
+const refusal = (e) => e instanceof ApiError && (e.status === 401 || e.status === 403);
+const REFUSED = 'The server refused the admin token: the audit, the activity and every action need the '
+  + 'SECKILL_ADMIN_TOKEN the server runs with. Enter it above.';
+
+// adminCall calls an admin endpoint with the saved token. A refusal (401/403) shows at the top
+// of the page until an admin call succeeds: every admin panel depends on it.
 async function adminCall(method, path, body) {
+  if (A.checking) await A.checking;
   if (!A.token) throw new ApiError(401, { code: 'unauthorized' });
-  return api(method, path, { token: A.token, body });
+  const token = A.token;
+  try {
+    const r = await api(method, path, { token, body });
+    if (token === A.token) showRefused('');
+    return r;
+  } catch (e) {
+    if (token === A.token && refusal(e)) showRefused(REFUSED);
+    throw e;
+  }
+}
+
+function showRefused(text) {
+  const el = byId('admin-refused');
+  el.hidden = !text;
+  setText(el, text);
 }
 
 // ---- token ------------------------------------------------------------------------------
 
+// A token is saved only once the server accepts it (an admin call answers): a wrong one is
+// refused on the spot, not later inside a panel.
+const TOKEN_CHECK = '/api/v1/refunds?status=refund_failed&limit=1';
+
+function useToken(token) {
+  A.token = token;
+  store.set(TOKEN_KEY, token || null);
+  if (!token) showRefused('');
+  if (A.selected) { refreshAudit(A.gen); refreshActivity(A.gen); }
+}
+
 byId('admin-token').value = A.token;
 byId('token-form').addEventListener('submit', (ev) => {
   ev.preventDefault();
-  A.token = byId('admin-token').value.trim();
-  store.set(TOKEN_KEY, A.token || null);
-  announce(A.token ? 'Admin token saved.' : 'Admin token cleared.');
-  if (A.selected) { refreshAudit(A.gen); refreshActivity(A.gen); }
+  const token = byId('admin-token').value.trim();
+  if (!token) {
+    useToken('');
+    announce('Admin token cleared.');
+    return;
+  }
+  const btn = byId('admin-save');
+  btn.disabled = true;
+  announce('Checking the admin token…');
+  A.checking = (async () => {
+    try {
+      await api('GET', TOKEN_CHECK, { token });
+    } catch (e) {
+      if (refusal(e)) {
+        announce(`The server refused this admin token, so it was not saved${A.token ? ' (the previous one is kept)' : ''}. `
+          + 'Enter the SECKILL_ADMIN_TOKEN the server runs with.', 'error');
+        return;
+      }
+      useToken(token);
+      announce(`Admin token saved, but not checked: ${messageFor(e, 'admin')}`, 'warn');
+      return;
+    }
+    showRefused('');
+    useToken(token);
+    announce('Admin token accepted and saved.', 'ok');
+  })();
+  A.checking.finally(() => { A.checking = null; btn.disabled = false; });
 });
 byId('admin-forget').addEventListener('click', () => {
-  A.token = '';
   byId('admin-token').value = '';
-  store.set(TOKEN_KEY, null);
+  useToken('');
   announce('Admin token forgotten.');
 });
 
@@ -82,9 +140,11 @@ async function refreshSales() {
       const cells = {};
       for (const k of ['status', 'sellable', 'available', 'held', 'sold', 'queued']) cells[k] = h('td', { data: { col: k } });
       const btn = h('button', { type: 'button', onclick: () => { location.hash = `#/sale/${encodeURIComponent(s.id)}`; } }, 'Show');
+      const label = h('strong', {});
       const name = h('span', { class: 'muted small' });
-      row = { cells, btn, name, tr: h('tr', { 'data-testid': `sale-row-${s.id}`, data: { sale: s.id } },
-        h('td', {}, h('strong', {}, s.id), ' ', name), ...Object.values(cells), h('td', {}, btn)) };
+      const clip = h('span', { class: 'clip', 'data-testid': 'sale-label' }, label, ' ', name);
+      row = { cells, btn, label, name, clip, tr: h('tr', { 'data-testid': `sale-row-${s.id}`, data: { sale: s.id } },
+        h('td', { class: 'sale-cell' }, clip), ...Object.values(cells), h('td', {}, btn)) };
       A.rows.set(s.id, row);
     }
     setRow(row, s);
@@ -96,8 +156,15 @@ async function refreshSales() {
   if (!A.selected && sales.length && !location.hash) select(sales[0].id);
 }
 
+// shortId keeps a long id's start and end (where bench ids differ), so the rows stay apart.
+const shortId = (id) => (id.length > 26 ? `${id.slice(0, 12)}…${id.slice(-12)}` : id);
+
 function setRow(row, s) {
-  if (s.name !== s.id) setText(row.name, s.name);
+  // The id, and the name unless it repeats the id (bench sales' names hold their ids); a long
+  // one is cut with an ellipsis, whole in the tooltip.
+  setText(row.label, shortId(s.id));
+  setText(row.name, s.name && !s.name.includes(s.id) ? s.name : '');
+  row.clip.title = s.name && s.name !== s.id ? `${s.id}: ${s.name}` : s.id;
   setText(row.cells.status, s.status);
   for (const k of ['sellable', 'available', 'held', 'sold', 'queued']) setText(row.cells[k], s.stock_state[k]);
   const on = s.id === A.selected;
@@ -136,6 +203,9 @@ function select(id) {
   byId('expiring').replaceChildren();
   setText(byId('audit-status'), '–');
   byId('audit-violations').replaceChildren();
+  setText(byId('audit-when'), '');
+  setText(byId('audit-numbers'), '');
+  unknownLists('…');
   const mode = byId('feed-mode');
   mode.hidden = false;
   A.feed = new SaleFeed({
@@ -185,7 +255,28 @@ function renderSale(s) {
   const row = A.rows.get(s.id);
   if (row) setRow(row, s);
   tick();
+  auditSoon();
 }
+
+// auditSoon refreshes the audit when the gauges change, at most every 1.5 s, so the audit
+// shows the same moment as the gauges (its loop also refreshes it every 3 s).
+function auditSoon() {
+  if (!A.token || A.auditBusy || Date.now() - A.auditAt < 1500) return;
+  refreshAudit(A.gen);
+}
+
+// unknownLists says the lists under the audit are unknown (why), rather than empty.
+function unknownLists(why) {
+  byId('expiring').replaceChildren();
+  setText(byId('expiring-empty'), why === '…' ? '…' : `Unknown: ${why}`);
+  byId('expiring-empty').hidden = false;
+  byId('refunds-failed').replaceChildren();
+  setText(byId('refunds-failed-empty'), why === '…' ? '…' : `Unknown: ${why}`);
+  byId('refunds-failed-empty').hidden = false;
+}
+
+// clockTime is the server's time now, as the browser shows times of day.
+const clockTime = () => new Date(A.clock.now()).toLocaleTimeString();
 
 function tick() {
   const s = A.sale;
@@ -200,21 +291,57 @@ function tick() {
     setText(tr.lastChild, ms > 0 ? fmtCountdown(ms) : 'expiring…');
   }
   if (A.closeArmed && Date.now() > A.closeArmed) disarmClose();
+  tickCreated();
+}
+
+// tickCreated keeps the "Created sale …" message's countdown current; once the sale has
+// started the message says so, and 10 s later it goes.
+function tickCreated() {
+  const c = A.created;
+  if (!c) return;
+  if (!c.el.isConnected) { A.created = null; return; } // another message replaced it
+  const ms = A.clock.until(c.startsAt);
+  if (ms > 0) {
+    setText(c.el, `starts in ${fmtCountdown(ms)}`);
+  } else if (!c.startedAt) {
+    c.startedAt = Date.now();
+    setText(c.el, 'on sale now');
+  } else if (Date.now() - c.startedAt > 10_000) {
+    A.created = null;
+    announce('');
+  }
+}
+
+// auditFailed shows why the audit is unknown, and clears what an older answer showed.
+function auditFailed(text) {
+  const el = byId('audit-status');
+  setText(el, text);
+  el.className = 'err-text';
+  delete el.dataset.ok;
+  setText(byId('audit-when'), '');
+  setText(byId('audit-numbers'), '');
+  byId('audit-violations').replaceChildren();
 }
 
 async function refreshAudit(gen) {
   if (!A.token) {
-    setText(byId('audit-status'), 'Enter the admin token to see the audit.');
+    auditFailed('Enter the admin token to see the audit.');
+    unknownLists('the admin token is needed to list them.');
     return 3000;
   }
+  if (A.auditBusy) return 3000;
+  A.auditBusy = true;
+  A.auditAt = Date.now();
   let a;
   try {
     a = await adminCall('GET', `/api/v1/sales/${encodeURIComponent(A.selected)}/audit`);
   } catch (e) {
     if (gen !== A.gen) return 0;
-    setText(byId('audit-status'), messageFor(e, 'admin'));
-    byId('audit-status').className = 'err-text';
+    auditFailed(refusal(e) ? 'Refused: the admin token is not the server’s.' : messageFor(e, 'admin'));
+    if (refusal(e)) unknownLists('the admin token was refused.');
     return e.retryAfter ? e.retryAfter * 1000 : 3000;
+  } finally {
+    A.auditBusy = false;
   }
   if (gen !== A.gen) return 0;
   const el = byId('audit-status');
@@ -222,7 +349,7 @@ async function refreshAudit(gen) {
   setText(el, a.ok ? 'OK: no violation' : `${v.length} violation${v.length === 1 ? '' : 's'}`);
   el.className = a.ok ? 'ok-text' : 'err-text';
   el.dataset.ok = String(Boolean(a.ok));
-  setText(byId('audit-when'), `checked ${new Date().toLocaleTimeString()}`);
+  setText(byId('audit-when'), `as of ${clockTime()}`);
   byId('audit-violations').replaceChildren(...v.map((x) => h('li', { class: 'err-text' }, String(x))));
   const e = a.engine || {};
   const d = a.database || {};
@@ -239,11 +366,16 @@ async function refreshFailedRefunds(gen) {
   let r;
   try {
     r = await adminCall('GET', '/api/v1/refunds?status=refund_failed&limit=50');
-  } catch {
+  } catch (e) {
+    if (gen !== A.gen) return;
+    byId('refunds-failed').replaceChildren();
+    setText(byId('refunds-failed-empty'), `Unknown: ${messageFor(e, 'admin')}`);
+    byId('refunds-failed-empty').hidden = false;
     return;
   }
   if (gen !== A.gen) return;
   const list = r.refunds || [];
+  setText(byId('refunds-failed-empty'), 'None: every refund owed is paid back or on its way.');
   byId('refunds-failed-empty').hidden = list.length > 0;
   byId('refunds-failed').replaceChildren(...list.map((f) => h('li', { data: { payment: f.payment_id } },
     `${f.payment_id} · ${f.sale_id || '?'} · ${f.user_id || 'unknown buyer'} · ${fmtMoney(f.amount_cents)} · `
@@ -255,6 +387,9 @@ async function refreshFailedRefunds(gen) {
 async function refreshActivity(gen) {
   if (!A.token) {
     setText(byId('activity-note'), 'Enter the admin token to see the activity.');
+    byId('expiring').replaceChildren();
+    setText(byId('expiring-empty'), 'Unknown: the admin token is needed to list them.');
+    byId('expiring-empty').hidden = false;
     return 3000;
   }
   let r;
@@ -267,7 +402,10 @@ async function refreshActivity(gen) {
       setText(byId('activity-note'), 'This server does not report buy activity (the activity endpoint answered 404).');
       return 10_000;
     }
-    setText(byId('activity-note'), messageFor(e, 'admin'));
+    setText(byId('activity-note'), refusal(e) ? 'Refused: the admin token is not the server’s.' : messageFor(e, 'admin'));
+    byId('expiring').replaceChildren();
+    setText(byId('expiring-empty'), `Unknown: ${refusal(e) ? 'the admin token was refused.' : messageFor(e, 'admin')}`);
+    byId('expiring-empty').hidden = false;
     return e.retryAfter ? e.retryAfter * 1000 : 2000;
   }
   if (gen !== A.gen) return 0;
@@ -308,7 +446,8 @@ function drawActivity(r) {
   const totals = slots.map((s) => Object.values(s).reduce((a, b) => a + b, 0));
   const peak = Math.max(0, ...totals);
   const top = niceCeil(peak);
-  const W = 640, H = 200, L = 40, R = 8, T = 10, B = 22;
+  // One SVG unit per CSS pixel: labels keep their size on a phone.
+  const W = Math.max(280, Math.round(byId('activity-chart').clientWidth || 640)), H = 200, L = 40, R = 8, T = 10, B = 22;
   const cw = (W - L - R) / span;
   const y = (v) => T + (H - T - B) * (1 - v / top);
   const groups = Object.fromEntries(OUTCOMES.map(([k, c]) => [k, svg('g', { fill: c, 'data-outcome': k })]));
@@ -326,8 +465,8 @@ function drawActivity(r) {
     grid.push(svg('line', { class: 'axis', x1: L, x2: W - R, y1: y(v), y2: y(v), 'stroke-dasharray': v ? '3 3' : null }));
     grid.push(svg('text', { x: L - 4, y: y(v) + 3, 'text-anchor': 'end' }, String(Math.round(v * 10) / 10)));
   }
-  const tick = span > 60 ? 60 : 15;
-  for (let ago = span; ago >= 0; ago -= tick) {
+  const tick = (span > 60 ? 60 : 15) * (W < 480 ? 2 : 1); // fewer labels on a narrow chart
+  for (let ago = Math.floor(span / tick) * tick; ago >= 0; ago -= tick) {
     const x = L + (span - ago) * cw;
     const label = ago === 0 ? 'now' : span > 60 ? `−${ago / 60} min` : `−${ago} s`;
     grid.push(svg('text', { x: Math.min(x, W - R), y: H - 6, 'text-anchor': ago === 0 ? 'end' : 'middle' }, label));
@@ -354,6 +493,7 @@ function renderExpiring(list) {
   const rows = list.map((res) => h('tr', { 'data-testid': 'expiring-row', data: { rid: res.id, expires: res.expires_at || '' } },
     h('td', { title: res.id }, `…${String(res.id).slice(-10)}`), h('td', {}, res.user_id), h('td', {}, String(res.quantity)), h('td', { class: 'countdown' })));
   byId('expiring').replaceChildren(...rows);
+  setText(byId('expiring-empty'), 'No unpaid holds.');
   byId('expiring-empty').hidden = rows.length > 0;
   tick();
 }
@@ -365,6 +505,11 @@ for (const btn of document.querySelectorAll('[data-span]')) {
     if (A.activity) drawActivity(A.activity);
   });
 }
+let chartWidth = 0;
+window.addEventListener('resize', () => {
+  const w = byId('activity-chart').clientWidth;
+  if (A.activity && w !== chartWidth) { chartWidth = w; drawActivity(A.activity); }
+});
 
 // ---- actions ------------------------------------------------------------------------------
 
@@ -443,7 +588,10 @@ byId('create-form').addEventListener('submit', async (ev) => {
   btn.disabled = true;
   try {
     const s = await adminCall('POST', '/api/v1/sales', body);
-    announce(`Created sale ${s.id}: ${s.stock_state.sellable} units, starts ${s.status === 'upcoming' ? `in ${fmtCountdown(A.clock.until(s.starts_at))}` : 'now'}.`, 'ok');
+    const when = h('span', { 'data-testid': 'created-when' });
+    A.created = { startsAt: s.starts_at, el: when, startedAt: 0 };
+    announce(h('span', {}, `Created sale ${s.id}: ${s.stock_state.sellable} units, `, when, '.'), 'ok');
+    tickCreated();
     byId('c-id').value = '';
     byId('c-name').value = '';
     await refreshSales();
@@ -459,6 +607,7 @@ byId('create-form').addEventListener('submit', async (ev) => {
 
 window.addEventListener('hashchange', route);
 route();
+if (A.token) adminCall('GET', TOKEN_CHECK).catch(() => {}); // a saved token refused shows at once
 refreshSales();
 setInterval(refreshSales, 1000);
 setInterval(tick, 250);

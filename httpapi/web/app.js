@@ -47,10 +47,16 @@ S.user = jwtSubject(S.token);
 
 // ---- messages -------------------------------------------------------------------------
 
-function announce(text, kind = 'info') {
+// announce shows a message in the status line at the top. With rid, the message is about that
+// reservation and renderCard keeps it in step with the card (bannerFor): one source, the card's
+// reservation, so the line and the card never disagree (a queue position that moved), and the
+// line clears once the card itself tells the outcome (no message shown twice).
+function announce(text, kind = 'info', rid = '') {
   const el = byId('status');
   el.className = `status ${kind}`;
   el.textContent = '';
+  if (rid) el.dataset.rid = rid;
+  else delete el.dataset.rid;
   // A fresh text node is announced by screen readers even when it repeats the last message.
   el.append(text);
 }
@@ -338,7 +344,12 @@ function updateBuyButton() {
   else if (!S.token) text = 'Sign in to buy.';
   else if (S.buying) text = 'Buying…';
   else if (wait > 0) text = `Too many attempts: wait ${Math.ceil(wait / 1000)} s.`;
-  else if (unitsTaken() >= sale.per_user_limit) text = sale.per_user_limit === 1 ? 'You have your unit of this sale.' : `You have the ${sale.per_user_limit} units one buyer may have.`;
+  else if (unitsTaken() >= sale.per_user_limit) {
+    // A buyer in line has no unit yet: the hint must not say otherwise.
+    const inLine = [...S.cards.values()].some((c) => c.res?.status === 'queued');
+    text = inLine ? 'You are in line for this sale: your place is shown below.'
+      : sale.per_user_limit === 1 ? 'You have your unit of this sale.' : `You have the ${sale.per_user_limit} units one buyer may have.`;
+  }
   else {
     ok = true;
     const st = sale.stock_state;
@@ -413,11 +424,9 @@ async function buy() {
         const res = await api('POST', path, { token: S.token, body: { quantity: 1 }, headers: { 'Idempotency-Key': key } });
         S.buyKeys.delete(id);
         track(res);
+        announce('', 'ok', res.id); // the card renders the message (bannerFor)
         onReservation(res, true);
         focusCard(S.cards.get(res.id));
-        if (res.status === 'held') announce('A unit is held for you: pay before the countdown ends.', 'ok');
-        else if (res.status === 'queued') announce(`Every unit is held by someone: you are number ${res.position} in line.`, 'ok');
-        else announce(`Your reservation is ${RES_WORD[res.status] || res.status}.`);
         return;
       } catch (e) {
         if (!(e instanceof ApiError)) throw e;
@@ -520,7 +529,7 @@ function card(rid) {
   c.position = h('strong', { 'data-testid': 'queue-position' });
   c.queueLine = h('p', { class: 'queue', hidden: true }, 'You are number ', c.position, ' in line. A unit is yours as soon as one is freed.');
   c.granted = h('p', { class: 'note ok', 'data-testid': 'granted', hidden: true }, 'Your turn came: a unit is now held for you.');
-  c.result = h('p', { class: 'result', 'data-testid': 'result', hidden: true });
+  c.result = h('p', { class: 'result', 'data-testid': 'result', role: 'status', hidden: true });
   c.pay = h('button', { type: 'button', class: 'primary', 'data-testid': 'pay-button', hidden: true, onclick: () => pay(c) }, 'Pay');
   c.cancel = h('button', { type: 'button', 'data-testid': 'cancel-button', hidden: true, onclick: () => cancel(c) }, 'Cancel');
   c.dismiss = h('button', { type: 'button', class: 'link', hidden: true, onclick: () => untrack(rid) }, 'Dismiss');
@@ -559,10 +568,11 @@ function onReservation(res, initial = false) {
   const st = res.status;
   if (prev === 'queued' && st === 'held') {
     c.grantedNow = true;
-    announce('Your turn came: a unit is now held for you. Pay before the countdown ends.', 'ok');
+    announce('', 'ok', res.id); // the card renders the message (bannerFor)
   }
   if (prev && prev !== st && (FINAL.has(st) || st === 'expired' || st === 'cancelled')) {
-    announce(RESULT[st] || st, st === 'paid' ? 'ok' : 'warn');
+    // The card's result line (a live region) tells the outcome; the status line clears.
+    announce('', 'info', res.id);
   }
   if (st === 'paid' || st === 'refund_required') {
     refreshOrders();
@@ -589,6 +599,18 @@ function payLocked(c) {
 function paymentPending(c) {
   const st = c.res?.status;
   return Boolean(c.paymentId) && !FINAL.has(st) && (st === 'held' || Date.now() - c.payAt < LATE_PAYMENT_WAIT);
+}
+
+// bannerFor is the status line's message about a reservation, [text, kind], from the card's
+// state: '' once the card's own result line says it.
+function bannerFor(c) {
+  const st = c.res?.status;
+  if (st === 'queued') return [`Every unit is held by someone: you are number ${c.res.position ?? '?'} in line.`, 'ok'];
+  if (c.paymentId === 'unknown' && paymentPending(c)) return ['We lost contact while starting the payment. If it went through, this page shows it in a moment.', 'warn'];
+  if (c.paymentId && paymentPending(c)) return ['Payment started. The gateway confirms it in a moment.', 'ok'];
+  if (st === 'held' && c.grantedNow) return ['Your turn came: a unit is now held for you. Pay before the countdown ends.', 'ok'];
+  if (st === 'held') return ['A unit is held for you: pay before the countdown ends.', 'ok'];
+  return ['', 'info'];
 }
 
 function renderCard(c) {
@@ -618,11 +640,16 @@ function renderCard(c) {
     : `${c.paymentId === 'unknown' ? 'Try paying again' : 'Pay'} ${fmtMoney(res.amount_cents)}`);
   c.cancel.hidden = !(st === 'queued' || (st === 'held' && !c.paymentId));
   c.dismiss.hidden = !(FINAL.has(st) || ((st === 'expired' || st === 'cancelled') && !payPending));
-  // The gateway's page: in a frame while the payment is pending, then only as a link.
-  c.gateway.hidden = !c.redirectUrl;
+  // The gateway's page (a frame, and a link to open it apart) while the payment is pending.
+  c.gateway.hidden = !c.redirectUrl || !payPending;
   c.frame.hidden = !payPending;
   if (c.redirectUrl && c.gatewayLink.getAttribute('href') !== c.redirectUrl) c.gatewayLink.setAttribute('href', c.redirectUrl);
   if (c.redirectUrl && payPending && c.frame.getAttribute('src') !== c.redirectUrl) c.frame.setAttribute('src', c.redirectUrl);
+  const banner = byId('status');
+  if (banner.dataset.rid === c.rid) {
+    const [text, kind] = bannerFor(c);
+    if (banner.textContent !== text || !banner.classList.contains(kind)) announce(text, kind, c.rid);
+  }
 }
 
 function tickCards() {
@@ -667,7 +694,7 @@ async function pay(c) {
       try {
         const r = await api('POST', `/api/v1/reservations/${encodeURIComponent(c.rid)}/pay`, { token: S.token });
         paymentStarted(c, r.payment_id || 'started', safeURL(r.redirect_url || ''));
-        announce('Payment started. The gateway confirms it in a moment.', 'ok');
+        announce('', 'ok', c.rid); // the card renders the message (bannerFor)
         return;
       } catch (e) {
         if (!(e instanceof ApiError)) throw e;
@@ -676,7 +703,7 @@ async function pay(c) {
           // The payment may have started (a lost answer, or a proxy's 500/502/504 after the
           // gateway was called): do not start a second one at once (it would be refunded).
           paymentStarted(c, 'unknown', '');
-          announce('We lost contact while starting the payment. If it went through, this page shows it in a moment.', 'warn');
+          announce('', 'warn', c.rid); // the card renders the message (bannerFor)
           return;
         }
         if (e.code === 'unavailable' && attempt < 3) { // a 503 started nothing: safe to retry
