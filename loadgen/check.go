@@ -17,7 +17,20 @@ type Audit struct {
 		PaidUnits  int `json:"paid_units"`
 		Refunds    int `json:"refunds"`
 		PaidOrders int `json:"paid_orders"`
+		// The refunds owed, by where they stand; these move while refunders work, so the
+		// instances' audits are compared without them.
+		RefundsRequired int `json:"refunds_required"`
+		RefundsPending  int `json:"refunds_pending"`
+		Refunded        int `json:"refunded"`
+		RefundsFailed   int `json:"refunds_failed"`
 	} `json:"database"`
+}
+
+// settledCounts are the database's counts that no background work changes once a sale has
+// settled, which every instance's audit must agree on.
+func (a Audit) settledCounts() [4]int {
+	d := a.Database
+	return [4]int{d.Sold, d.PaidUnits, d.Refunds, d.PaidOrders}
 }
 
 // InstanceAudit is one target's audit at the end of a run, or why none could be had.
@@ -89,7 +102,7 @@ func Check(res *Result, sale SaleFacts, audits []InstanceAudit, payers int) Verd
 		if !a.Audit.OK {
 			bad("instance %d: audit not ok: %v", i+1, a.Audit.Violations)
 		}
-		if a.Audit.Database != audits[first].Audit.Database {
+		if a.Audit.settledCounts() != audits[first].Audit.settledCounts() {
 			bad("instances %d and %d disagree on the database's counts: %+v vs %+v", first+1, i+1, audits[first].Audit.Database, a.Audit.Database)
 		}
 	}
@@ -151,6 +164,13 @@ func checkDatabase(v *Verdict, res *Result, sale SaleFacts, audit Audit, payers 
 		bad("false sell-out: %d buyers were told sold_out, but only %d of %d units sold", res.SoldOut, db.Sold, sale.Sellable)
 	} else if payers >= sale.Sellable && db.Sold < sale.Sellable && res.GaveUp == 0 {
 		bad("%d buyers wanted to pay for %d units, but only %d sold", payers, sale.Sellable, db.Sold)
+	}
+
+	if payers > 0 && res.Held > 0 {
+		check("payments could be made (a run in which nobody could pay proves nothing)")
+		if res.PaymentsBegun == 0 {
+			bad("%d buyers held a unit and %d meant to pay, but no payment was ever started", res.Held, payers)
+		}
 	}
 
 	if len(res.Payments) > 0 {

@@ -109,6 +109,9 @@ type Config struct {
 	// payments' webhooks and delivers them to the targets. Without it buyers call POST /pay
 	// and the targets' gateway delivers (the --dev mock gateway).
 	PaymentSecret []byte
+	// Stripe, when set, has buyers pay at Stripe Checkout, and the generator deliver Stripe's
+	// signed events (see StripeConfig).
+	Stripe *StripeConfig
 	// Hold is the sale's hold; late payers pay LateBy after their hold expired (default 300 ms).
 	Hold, LateBy time.Duration
 	// Deadline bounds the whole run; buyers still waiting then give up.
@@ -142,6 +145,9 @@ type Result struct {
 	Abandoned      int64
 	Expired        int64 // holds observed expired
 	PaymentsBegun  int64 // POST /pay answered 200, or webhooks sent
+	// ClosedBeforePaid counts buyers (Stripe mode) who came to pay after their hold expired
+	// and found the payment closed: the late payments that closing on expiry prevented.
+	ClosedBeforePaid int64
 	GaveUp         int64 // buyers who stopped without an outcome (deadline, errors)
 	Elapsed        time.Duration
 	Latency        map[string]*hdrhistogram.Histogram // per step, microseconds
@@ -179,6 +185,75 @@ type Sample struct {
 	Queued      int           `json:"queued"`
 	StockKnown  bool          `json:"stock_known"`
 	TotalBuyers int           `json:"-"`
+	// Crowd is what the buyers are doing at the sample, as the generator sees it: the finished
+	// ones (BuyersDone) alone crawl while the sale moves, then jump at its end.
+	Crowd Crowd `json:"crowd"`
+}
+
+// Crowd counts the buyers by what they are doing. Waiting ones have not started (closed loop:
+// no slot free yet; open loop: not yet arrived); Path ones are fetching the purchase path or
+// waiting for the sale to start; Buying ones are sending their buy (or coming back after
+// queue_full); InQueue ones were answered 202 and wait for a unit; Holding ones hold a unit
+// and are deciding (cancelling, or abandoning it until it expires); Paying ones have started
+// their payment and wait for it to land.
+type Crowd struct {
+	Waiting int `json:"waiting"`
+	Path    int `json:"path"`
+	Buying  int `json:"buying"`
+	InQueue int `json:"in_queue"`
+	Holding int `json:"holding"`
+	Paying  int `json:"paying"`
+}
+
+// phase is a buyer's current step, counted in runner.phases for Crowd.
+type phase int
+
+const (
+	phasePath phase = iota
+	phaseBuy
+	phaseQueue
+	phaseHold
+	phasePay
+	numPhases
+)
+
+// tracker moves one buyer from phase to phase in its runner's counts.
+type tracker struct {
+	r   *runner
+	cur phase
+	in  bool
+}
+
+// track counts a buyer that starts, in phasePath; end uncounts it.
+func (r *runner) track() *tracker {
+	r.started.Add(1)
+	r.phases[phasePath].Add(1)
+	return &tracker{r: r, cur: phasePath, in: true}
+}
+
+func (t *tracker) set(p phase) {
+	if t.in {
+		t.r.phases[t.cur].Add(-1)
+	}
+	t.r.phases[p].Add(1)
+	t.cur, t.in = p, true
+}
+
+func (t *tracker) end() {
+	if t.in {
+		t.r.phases[t.cur].Add(-1)
+		t.in = false
+	}
+}
+
+// crowd reads the phase counts (each exact, together nearly simultaneous).
+func (r *runner) crowd() Crowd {
+	return Crowd{
+		Waiting: max(0, r.cfg.Buyers-int(r.started.Load())),
+		Path:    int(r.phases[phasePath].Load()), Buying: int(r.phases[phaseBuy].Load()),
+		InQueue: int(r.phases[phaseQueue].Load()), Holding: int(r.phases[phaseHold].Load()),
+		Paying: int(r.phases[phasePay].Load()),
+	}
 }
 
 // MarshalJSON writes durations as numbers (ms for at, µs for p99).
@@ -199,6 +274,9 @@ type runner struct {
 	period  *hdrhistogram.Histogram
 	periodN int64
 	done    atomic.Int64
+	started atomic.Int64            // buyers that have begun (track)
+	phases  [numPhases]atomic.Int64 // buyers in each phase (Crowd)
+	stop    context.CancelCauseFunc // ends the run early, with the reason Run returns
 }
 
 func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, 120_000_000, 3) }
@@ -232,7 +310,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Deadline)
 	defer cancel()
-	r := &runner{cfg: cfg, start: time.Now(), period: newHist()}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	r := &runner{cfg: cfg, start: time.Now(), period: newHist(), stop: stop}
 	r.res = Result{Buyers: cfg.Buyers, Latency: map[string]*hdrhistogram.Histogram{}, All: newHist(),
 		Payments: map[string]string{}, PaidUnits: map[string]int{}}
 	for _, s := range Steps {
@@ -252,6 +332,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	r.res.Elapsed = time.Since(r.start)
 	close(stopSampling)
 	sampling.Wait()
+	if err := context.Cause(ctx); errors.Is(err, ErrNoPaymentPath) {
+		return &r.res, err
+	}
 	return &r.res, nil
 }
 
@@ -306,7 +389,7 @@ func (r *runner) sample(ctx context.Context, stop <-chan struct{}) {
 		now := time.Now()
 		r.mu.Lock()
 		s := Sample{At: now.Sub(r.start), BuyersDone: int(r.done.Load()), Requests: r.periodN,
-			P99: time.Duration(r.period.ValueAtQuantile(99)) * time.Microsecond, TotalBuyers: r.cfg.Buyers}
+			P99: time.Duration(r.period.ValueAtQuantile(99)) * time.Microsecond, TotalBuyers: r.cfg.Buyers, Crowd: r.crowd()}
 		r.period.Reset()
 		r.periodN = 0
 		r.mu.Unlock()
@@ -455,6 +538,9 @@ func (r *runner) call(ctx context.Context, t int, step, method, path, token stri
 		if err == nil && a.status != 503 && a.status != 429 {
 			return a, true
 		}
+		if err == nil && step == "pay" && noGateway(a) {
+			return a, false // not a passing overload: retrying cannot help (noPaymentPath)
+		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
 			return a, false
 		}
@@ -490,6 +576,8 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // its intended arrival in the open loop (zero in the closed loop).
 func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
 	user := UserName(i)
+	tr := r.track()
+	defer tr.end()
 	token, err := r.cfg.Token(user)
 	if err != nil {
 		atomic.AddInt64(&r.res.Errors, 1)
@@ -520,6 +608,7 @@ func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
 		break
 	}
 	key := map[string]string{"Idempotency-Key": "k-" + user}
+	tr.set(phaseBuy)
 	var res reservation
 	for attempt := 0; ; attempt++ {
 		a, ok := r.call(ctx, i, "buy", "POST", path.Path, token, map[string]int{"quantity": 1}, key, time.Time{})
@@ -560,6 +649,7 @@ func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
 		}
 	}
 	if res.Status == "queued" {
+		tr.set(phaseQueue)
 		if !r.waitForGrant(ctx, i, token, &res) {
 			return
 		}
@@ -569,6 +659,11 @@ func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
 		return // a replay of something that moved on already
 	}
 	atomic.AddInt64(&r.res.Held, 1)
+	tr.set(phaseHold)
+	if r.cfg.Stripe != nil && b != Cancel {
+		r.stripeBuyer(ctx, i, user, token, b, res, tr)
+		return
+	}
 	switch b {
 	case Cancel:
 		if a, ok := r.call(ctx, i, "cancel", "DELETE", "/api/v1/reservations/"+res.ID, token, nil, nil, time.Time{}); ok && a.status == 200 {
@@ -580,10 +675,14 @@ func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
 		r.waitForEnd(ctx, i, token, res)
 		return
 	}
+	tr.set(phasePay)
 	if r.cfg.PaymentSecret == nil {
 		// The target's own gateway pays (and, for late payers, pays late: see the demo).
-		if a, ok := r.call(ctx, i, "pay", "POST", "/api/v1/reservations/"+res.ID+"/pay", token, nil, nil, time.Time{}); ok && a.status == 200 {
+		a, ok := r.call(ctx, i, "pay", "POST", "/api/v1/reservations/"+res.ID+"/pay", token, nil, nil, time.Time{})
+		if ok && a.status == 200 {
 			atomic.AddInt64(&r.res.PaymentsBegun, 1)
+		} else if r.noPaymentPath(a) {
+			return
 		}
 		if r.waitForEnd(ctx, i, token, res) == "paid" {
 			r.mu.Lock()
@@ -616,14 +715,7 @@ func (r *runner) deliver(ctx context.Context, i int, user, pid string, res reser
 		if err == nil && a.status == 200 {
 			var out struct{ Result string }
 			_ = json.Unmarshal(a.body, &out)
-			r.mu.Lock()
-			if prev, ok := r.res.Payments[pid]; !ok || prev == "duplicate" {
-				r.res.Payments[pid] = out.Result
-			}
-			if out.Result == "applied" || out.Result == "late_applied" {
-				r.res.PaidUnits[user] += res.Quantity
-			}
-			r.mu.Unlock()
+			r.recordPayment(user, pid, out.Result, res)
 			return
 		}
 		if err == nil && a.status != 503 {
@@ -635,6 +727,41 @@ func (r *runner) deliver(ctx context.Context, i int, user, pid string, res reser
 			return
 		}
 	}
+}
+
+// recordPayment keeps what a target answered for a delivered payment: the first answer other
+// than duplicate, and the units a paying one gave the user.
+func (r *runner) recordPayment(user, pid, result string, res reservation) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if prev, ok := r.res.Payments[pid]; !ok || prev == "duplicate" {
+		r.res.Payments[pid] = result
+	}
+	if result == "applied" || result == "late_applied" {
+		r.res.PaidUnits[user] += res.Quantity
+	}
+}
+
+// ErrNoPaymentPath stops a run whose targets cannot start a payment: nobody could ever pay,
+// and holds would only expire in chains until the deadline.
+var ErrNoPaymentPath = errors.New("the targets start no payments: POST /pay answers 503, no payment gateway is configured; " +
+	"run them with --dev (the mock gateway) or --gateway stripe, or pass the bench --payment-secret " +
+	"(the targets' SECKILL_PAYMENT_SECRET) so that it delivers signed payment webhooks itself")
+
+// noPaymentPath reports whether a POST /pay answer says the target has no gateway, and if so
+// stops the run with ErrNoPaymentPath.
+func (r *runner) noPaymentPath(a answer) bool {
+	if !noGateway(a) {
+		return false
+	}
+	r.stop(ErrNoPaymentPath)
+	return true
+}
+
+// noGateway reports whether an answer is the 503 of a target that has no payment gateway
+// (Service.Pay's "no payment gateway is configured").
+func noGateway(a answer) bool {
+	return a.status == http.StatusServiceUnavailable && bytes.Contains(a.body, []byte("no payment gateway"))
 }
 
 // waitForGrant polls a queued reservation until it is held (true) or ends (false).
@@ -709,6 +836,9 @@ func (c Config) Describe() string {
 	pay := "the targets' gateway (POST /pay)"
 	if c.PaymentSecret != nil {
 		pay = "signed webhooks from the generator"
+	}
+	if c.Stripe != nil {
+		pay = "Stripe Checkout on the targets' gateway (POST /pay), Stripe's signed events from the generator"
 	}
 	return fmt.Sprintf("%d buyers on %d instance(s), %s; mix cancel %d%% abandon %d%% late %d%% retry %d%%; payments: %s",
 		c.Buyers, len(c.Targets), loop, c.Mix.Cancel, c.Mix.Abandon, c.Mix.PayLate, c.Mix.Retry, pay)

@@ -30,6 +30,9 @@ type benchOptions struct {
 	adminToken    string
 	authSecret    string
 	paymentSecret string // set: the generator delivers signed webhooks; else POST /pay
+	// stripeSecret and stripeStandIn, both set, have buyers pay at Stripe Checkout on the
+	// targets' Stripe gateway, the generator playing the buyers and Stripe (loadgen.StripeConfig).
+	stripeSecret, stripeStandIn string
 	saleID        string
 	units         int
 	perUser       int
@@ -71,6 +74,8 @@ func bench(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.StringVar(&o.adminToken, "admin-token", env("SECKILL_ADMIN_TOKEN", ""), "admin token of the targets (SECKILL_ADMIN_TOKEN)")
 	fs.StringVar(&o.authSecret, "auth-secret", env("SECKILL_AUTH_SECRET", ""), "auth secret of the targets, to mint buyers' tokens (SECKILL_AUTH_SECRET)")
 	fs.StringVar(&o.paymentSecret, "payment-secret", env("SECKILL_PAYMENT_SECRET", ""), "webhook secret: pay with signed webhooks; without it buyers use POST /pay, the --dev gateway (SECKILL_PAYMENT_SECRET)")
+	fs.StringVar(&o.stripeSecret, "stripe-webhook-secret", env("SECKILL_STRIPE_WEBHOOK_SECRET", ""), "with --stripe-stand-in: the targets run --gateway stripe; the generator signs Stripe's events with this secret (SECKILL_STRIPE_WEBHOOK_SECRET)")
+	fs.StringVar(&o.stripeStandIn, "stripe-stand-in", env("SECKILL_BENCH_STRIPE_STAND_IN", ""), "URL of the Stripe stand-in the targets' --stripe-api-url points at, where buyers pay and refunds are counted (SECKILL_BENCH_STRIPE_STAND_IN)")
 	fs.StringVar(&o.saleID, "sale", "", "id of the sale to create (default bench-<time>)")
 	fs.IntVar(&o.units, "units", 100, "sellable units")
 	fs.IntVar(&o.perUser, "per-user", 1, "per-user limit")
@@ -188,6 +193,9 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 	if o.paymentSecret != "" {
 		cfg.PaymentSecret = []byte(o.paymentSecret)
 	}
+	if o.stripeSecret != "" && o.stripeStandIn != "" {
+		cfg.Stripe = &loadgen.StripeConfig{WebhookSecret: o.stripeSecret, StandIn: strings.TrimRight(o.stripeStandIn, "/")}
+	}
 	title := o.title
 	if title == "" {
 		title = fmt.Sprintf("seckill bench: %d units, %d per user, %s holds", o.units, o.perUser, o.hold)
@@ -204,19 +212,28 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 	}
 	// The last holds expire, late payments land, the streams drain; then every instance's
 	// audit must be ok.
+	fmt.Fprintf(stderr, "crowd done in %s; waiting for the last holds to expire and the last payments to land…\n",
+		res.Elapsed.Round(100*time.Millisecond))
 	if o.settle != nil {
 		o.settle()
 	}
 	sale = settleSale(ctx, o, sale)
+	fmt.Fprintf(stderr, "auditing the sale on %d instance(s) (up to %s)…\n", len(o.targets), o.auditWait)
 	audits := auditAll(ctx, o)
 	facts := loadgen.SaleFacts{Sellable: sale.StockState.Sellable, PerUserLimit: o.perUser, Sold: sale.StockState.Sold}
 	verdict := loadgen.Check(res, facts, audits, loadgen.Payers(o.buyers, o.seed, o.mix))
 	first, haveAudit := loadgen.FirstAudit(audits)
+	if cfg.Stripe != nil {
+		verdict.Checked = append(verdict.Checked, "every refund owed paid back exactly once, and no paid payment refunded (the Stripe stand-in's record)")
+		verdict.Violations = append(verdict.Violations, stripeRefundChecks(ctx, o, res)...)
+		verdict.OK = len(verdict.Violations) == 0 && len(verdict.Unverified) == 0
+	}
 	if o.extraChecks != nil && haveAudit {
 		verdict.Violations = append(verdict.Violations, o.extraChecks(first)...)
 		verdict.OK = len(verdict.Violations) == 0 && len(verdict.Unverified) == 0
 	}
-	rp := loadgen.Report{Title: title, Config: cfg.Describe(), Sale: facts, Result: res, Audit: first, Instances: audits, Verdict: verdict}
+	rp := loadgen.Report{Title: title, Config: cfg.Describe(), Sale: facts, Result: res, Audit: first, Instances: audits, Verdict: verdict,
+		Targets: o.targets, SaleID: o.saleID, Date: start, Version: "seckill " + versionString()}
 	if o.asJSON {
 		err = rp.WriteJSON(stdout)
 	} else {
@@ -241,6 +258,47 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 		return exitError(fmt.Sprintf("the run could not be fully verified: %s", strings.Join(verdict.Unverified, "; ")))
 	}
 	return nil
+}
+
+// stripeRefundChecks waits (up to --audit-wait) until every refund owed in the sale is settled
+// and checks, against the Stripe stand-in's record, that each was paid back exactly once: every
+// payment the targets answered refund_required has one refund at Stripe, no paid one has any,
+// and the database counts each as refunded (none refund_failed, none still open).
+func stripeRefundChecks(ctx context.Context, o benchOptions, res *loadgen.Result) []string {
+	var a loadgen.Audit
+	by := time.Now().Add(o.auditWait)
+	for {
+		var err error
+		a, err = fetchAudit(ctx, o.targets[0], o.saleID, o.adminToken, by)
+		open := a.Database.RefundsRequired + a.Database.RefundsPending
+		if err == nil && open == 0 || time.Now().After(by) || sleepCtx(ctx, 250*time.Millisecond) != nil {
+			break
+		}
+	}
+	var bad []string
+	d := a.Database
+	if d.Refunded != d.Refunds || d.RefundsFailed > 0 {
+		bad = append(bad, fmt.Sprintf("refunds: %d owed, %d refunded, %d failed, %d still open",
+			d.Refunds, d.Refunded, d.RefundsFailed, d.RefundsRequired+d.RefundsPending))
+	}
+	perSession, _, err := loadgen.StripeRefunds(ctx, http.DefaultClient, strings.TrimRight(o.stripeStandIn, "/"))
+	if err != nil {
+		return append(bad, "the Stripe stand-in's refunds could not be read: "+err.Error())
+	}
+	owed := 0
+	for pid, result := range res.Payments {
+		want := 0
+		if result == string(seckill.PaymentRefundRequired) {
+			want, owed = 1, owed+1
+		}
+		if got := perSession[pid]; got != want {
+			bad = append(bad, fmt.Sprintf("payment %s answered %s was refunded %d times at Stripe; want %d", pid, result, got, want))
+		}
+	}
+	if owed != d.Refunds {
+		bad = append(bad, fmt.Sprintf("the targets answered refund_required for %d payments; the database owes %d refunds", owed, d.Refunds))
+	}
+	return bad
 }
 
 // settleSale waits (up to the hold and 30 s more) until the sale has no hold and no queue

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/stripe/stripe-go/v85"
@@ -75,7 +76,8 @@ type Gateway struct {
 	productName   string
 	tolerance     time.Duration
 	logger        *slog.Logger
-	now           func() time.Time // time.Now; tests move it
+	redact        *strings.Replacer // takes the key and the webhook secret out of text that is logged or returned
+	now           func() time.Time  // time.Now; tests move it
 }
 
 var _ payment.Gateway = (*Gateway)(nil)
@@ -105,7 +107,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	bc := &stripe.BackendConfig{
 		HTTPClient:    cfg.HTTPClient,
-		LeveledLogger: leveledLogger{cfg.Logger},
+		LeveledLogger: leveledLogger{l: cfg.Logger, secrets: redactor(cfg.SecretKey, cfg.WebhookSecret)},
 	}
 	if cfg.APIURL != "" {
 		if err := absoluteURL("APIURL", cfg.APIURL); err != nil {
@@ -122,6 +124,7 @@ func New(cfg Config) (*Gateway, error) {
 		productName:   cfg.ProductName,
 		tolerance:     cfg.Tolerance,
 		logger:        cfg.Logger,
+		redact:        redactor(cfg.SecretKey, cfg.WebhookSecret),
 		now:           time.Now,
 	}, nil
 }
@@ -177,7 +180,7 @@ func (g *Gateway) Start(ctx context.Context, req payment.StartRequest) (seckill.
 	params.SetIdempotencyKey(key)
 	s, err := g.client.V1CheckoutSessions.Create(ctx, params)
 	if err != nil {
-		return seckill.PaymentIntent{}, apiError("create checkout session", err)
+		return seckill.PaymentIntent{}, g.apiError("create checkout session", err)
 	}
 	return seckill.PaymentIntent{PaymentID: s.ID, RedirectURL: s.URL}, nil
 }
@@ -216,7 +219,7 @@ func (g *Gateway) Close(ctx context.Context, paymentID string) error {
 		if isNotFound(err) {
 			return nil // Stripe has no such session: nothing can be paid through it
 		}
-		return apiError("read checkout session", err)
+		return g.apiError("read checkout session", err)
 	}
 	switch s.Status {
 	case stripe.CheckoutSessionStatusExpired:
@@ -225,7 +228,7 @@ func (g *Gateway) Close(ctx context.Context, paymentID string) error {
 		return payment.ErrAlreadyPaid
 	}
 	if expireErr != nil {
-		return apiError("expire checkout session", expireErr)
+		return g.apiError("expire checkout session", expireErr)
 	}
 	return fmt.Errorf("stripegw: checkout session %s is still %q after expiring it", paymentID, s.Status)
 }
@@ -241,7 +244,7 @@ func (g *Gateway) State(ctx context.Context, paymentID string) (payment.State, e
 		if isNotFound(err) {
 			return payment.StateUnknown, nil
 		}
-		return "", apiError("read checkout session", err)
+		return "", g.apiError("read checkout session", err)
 	}
 	return sessionState(s), nil
 }
@@ -279,7 +282,7 @@ func (g *Gateway) Refund(ctx context.Context, req payment.RefundRequest) (paymen
 			g.logger.Warn("stripe refund: no such checkout session", "payment_id", req.PaymentID)
 			return payment.RefundResult{Status: payment.RefundFailed}, nil
 		}
-		return payment.RefundResult{}, apiError("read checkout session", err)
+		return payment.RefundResult{}, g.apiError("read checkout session", err)
 	}
 	if s.PaymentIntent == nil || s.PaymentIntent.ID == "" {
 		if s.Status == stripe.CheckoutSessionStatusComplete {
@@ -303,7 +306,7 @@ func (g *Gateway) Refund(ctx context.Context, req payment.RefundRequest) (paymen
 			g.logger.Warn("stripe refund refused", "payment_id", req.PaymentID, "error", err.Error())
 			return payment.RefundResult{Status: payment.RefundFailed}, nil
 		}
-		return payment.RefundResult{}, apiError("create refund", err)
+		return payment.RefundResult{}, g.apiError("create refund", err)
 	}
 	return payment.RefundResult{RefundID: r.ID, Status: refundStatus(r.Status)}, nil
 }
@@ -339,28 +342,43 @@ func permanent(err error) bool {
 }
 
 // apiError wraps a Stripe error as unavailable (a provider failure, to be retried), keeping
-// Stripe's message, which names no secret.
-func apiError(op string, err error) error {
+// Stripe's message with the secrets taken out: Stripe masks a wrong key in its answer, but a
+// stand-in such as stripe-mock echoes the whole Authorization header.
+func (g *Gateway) apiError(op string, err error) error {
 	var se *stripe.Error
 	if errors.As(err, &se) {
-		return seckill.Errorf(seckill.CodeUnavailable, "stripe: %s: %s (HTTP %d, %s)", op, se.Msg, se.HTTPStatusCode, se.Code)
+		return seckill.Errorf(seckill.CodeUnavailable, "stripe: %s: %s (HTTP %d, %s)", op, g.redact.Replace(se.Msg), se.HTTPStatusCode, se.Code)
 	}
-	return seckill.Errorf(seckill.CodeUnavailable, "stripe: %s: %v", op, err)
+	return seckill.Errorf(seckill.CodeUnavailable, "stripe: %s: %s", op, g.redact.Replace(err.Error()))
+}
+
+// redactor replaces each non-empty secret with a placeholder.
+func redactor(secrets ...string) *strings.Replacer {
+	var pairs []string
+	for _, s := range secrets {
+		if s != "" {
+			pairs = append(pairs, s, "[redacted]")
+		}
+	}
+	return strings.NewReplacer(pairs...)
 }
 
 // leveledLogger routes stripe-go's log lines to slog: its errors and warnings as warnings, the
 // rest at debug level.
-type leveledLogger struct{ l *slog.Logger }
+type leveledLogger struct {
+	l       *slog.Logger
+	secrets *strings.Replacer // stripe-go logs the error bodies it gets, which may echo the key
+}
 
 func (l leveledLogger) Debugf(format string, v ...any) {
-	l.l.Debug("stripe: " + fmt.Sprintf(format, v...))
+	l.l.Debug("stripe: " + l.secrets.Replace(fmt.Sprintf(format, v...)))
 }
 func (l leveledLogger) Infof(format string, v ...any) {
-	l.l.Debug("stripe: " + fmt.Sprintf(format, v...))
+	l.l.Debug("stripe: " + l.secrets.Replace(fmt.Sprintf(format, v...)))
 }
 func (l leveledLogger) Warnf(format string, v ...any) {
-	l.l.Warn("stripe: " + fmt.Sprintf(format, v...))
+	l.l.Warn("stripe: " + l.secrets.Replace(fmt.Sprintf(format, v...)))
 }
 func (l leveledLogger) Errorf(format string, v ...any) {
-	l.l.Warn("stripe: " + fmt.Sprintf(format, v...))
+	l.l.Warn("stripe: " + l.secrets.Replace(fmt.Sprintf(format, v...)))
 }

@@ -118,7 +118,52 @@ func (s *Server) Requests() []Request {
 	return append([]Request(nil), s.requests...)
 }
 
+// ControlPrefix starts the paths of the stand-in's own endpoints, for a generator in another
+// process (seckill bench): POST /_stripetest/sessions/{id}/settle is Settle (200, or 409 when
+// the session is not open); GET /_stripetest/refunds answers {"sessions": {id: refunds made},
+// "requests": refund requests answered 200} — the request log a run checks refunds against.
+// They are the stand-in's, never forwarded to stripe-mock.
+const ControlPrefix = "/_stripetest/"
+
+func (s *Server) control(w http.ResponseWriter, r *http.Request) {
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, ControlPrefix), "/")
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case r.Method == http.MethodPost && len(parts) == 3 && parts[0] == "sessions" && parts[2] == "settle":
+		if err := s.Settle(parts[1]); err != nil {
+			w.WriteHeader(http.StatusConflict)
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+			return
+		}
+		_, _ = w.Write([]byte(`{"settled":true}`))
+	case r.Method == http.MethodGet && len(parts) == 1 && parts[0] == "refunds":
+		s.mu.Lock()
+		out := struct {
+			Sessions map[string]int `json:"sessions"`
+			Requests int            `json:"requests"`
+		}{Sessions: map[string]int{}}
+		for id, cs := range s.sessions {
+			if len(cs.refunds) > 0 {
+				out.Sessions[id] = len(cs.refunds)
+			}
+		}
+		for _, q := range s.requests {
+			if q.Method == http.MethodPost && q.Path == "/v1/refunds" && q.Status == http.StatusOK {
+				out.Requests++
+			}
+		}
+		s.mu.Unlock()
+		_ = json.NewEncoder(w).Encode(out)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, ControlPrefix) {
+		s.control(w, r)
+		return
+	}
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	form, _ := url.ParseQuery(string(body))
 	if r.Method == http.MethodGet {

@@ -1,0 +1,184 @@
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/seckill-go/seckill/payment/stripegw"
+)
+
+// StripeConfig has buyers pay at Stripe Checkout: the targets run the Stripe gateway against
+// a Stripe stand-in (package stripegw/stripetest, in front of stripe-mock), and the generator
+// plays both the buyers on the hosted page and Stripe delivering its signed events.
+//
+// Every buyer who does not cancel starts a payment (POST /pay, one Checkout Session per hold).
+// Abandoners walk away from the page: their session is closed by the targets when the hold
+// expires, and Stripe's checkout.session.expired event follows. Payers pay on the page
+// (the stand-in settles the session) and Stripe delivers checkout.session.completed: once, or
+// twice for some (a redelivery); for some as an asynchronous payment, whose
+// async_payment_succeeded comes with, and for half of them before, the unpaid completed event
+// (out of order). Late payers split in two: half paid in time but their event arrives after
+// the hold expired (the late rule decides: paid if a unit is free, else refunded); half reach
+// the page only after the hold expired, when the targets should have closed the session, so
+// that their payment is refused at Stripe (counted in Result.ClosedBeforePaid).
+type StripeConfig struct {
+	WebhookSecret string // the targets' SECKILL_STRIPE_WEBHOOK_SECRET
+	// StandIn is the stand-in's base URL (the targets' SECKILL_STRIPE_API_URL): a buyer pays
+	// with POST {StandIn}/_stripetest/sessions/{id}/settle.
+	StandIn string
+}
+
+// stripeRoute is where the targets receive Stripe's events.
+const stripeRoute = "/api/v1/payments/webhook/stripe"
+
+// stripeBuyer is a held buyer who pays (or not) at Stripe Checkout; see StripeConfig.
+func (r *runner) stripeBuyer(ctx context.Context, i int, user, token string, b Behavior, res reservation, tr *tracker) {
+	a, ok := r.call(ctx, i, "pay", "POST", "/api/v1/reservations/"+res.ID+"/pay", token, nil, nil, time.Time{})
+	if !ok || a.status != 200 {
+		if !r.noPaymentPath(a) {
+			atomic.AddInt64(&r.res.Errors, 1)
+		}
+		return
+	}
+	var intent struct {
+		PaymentID string `json:"payment_id"`
+	}
+	_ = json.Unmarshal(a.body, &intent)
+	atomic.AddInt64(&r.res.PaymentsBegun, 1)
+	session := stripegw.EventSession{ID: intent.PaymentID, ReservationID: res.ID, AmountCents: res.AmountCents}
+	late := b == PayLate && res.ExpiresAt != nil
+	slowBuyer := late && rand.IntN(2) == 0
+
+	switch {
+	case b == Abandon:
+		atomic.AddInt64(&r.res.Abandoned, 1)
+		if r.waitForEnd(ctx, i, token, res) == "expired" {
+			session.Status, session.PaymentStatus = "expired", "unpaid"
+			r.stripeEvent(ctx, i, user, "checkout.session.expired", session, res)
+		}
+		return
+	case slowBuyer:
+		// Reaches the page after the hold expired and the targets closed the session.
+		if !sleep(ctx, time.Until(*res.ExpiresAt)+r.cfg.LateBy+2*time.Second) {
+			atomic.AddInt64(&r.res.GaveUp, 1)
+			return
+		}
+	default:
+		sleep(ctx, time.Duration(rand.IntN(100))*time.Millisecond) // the buyer on the page
+	}
+	tr.set(phasePay)
+	if !r.settleAtStripe(ctx, session.ID) {
+		atomic.AddInt64(&r.res.ClosedBeforePaid, 1)
+		r.waitForEnd(ctx, i, token, res)
+		return
+	}
+	if late && !slowBuyer && !sleep(ctx, time.Until(*res.ExpiresAt)+r.cfg.LateBy) { // Stripe's event is slow
+		atomic.AddInt64(&r.res.GaveUp, 1)
+		return
+	}
+	session.Status, session.PaymentStatus = "complete", "paid"
+	switch n := rand.IntN(10); {
+	case n == 0: // asynchronous payment, its events out of order
+		r.stripeEvent(ctx, i, user, "checkout.session.async_payment_succeeded", session, res)
+		unpaid := session
+		unpaid.PaymentStatus = "unpaid"
+		r.stripeEvent(ctx, i, user, "checkout.session.completed", unpaid, res)
+	case n == 1: // asynchronous payment, in order
+		unpaid := session
+		unpaid.PaymentStatus = "unpaid"
+		r.stripeEvent(ctx, i, user, "checkout.session.completed", unpaid, res)
+		r.stripeEvent(ctx, i, user, "checkout.session.async_payment_succeeded", session, res)
+	case n == 2: // delivered twice
+		r.stripeEvent(ctx, i, user, "checkout.session.completed", session, res)
+		r.stripeEvent(ctx, i, user, "checkout.session.completed", session, res)
+	default:
+		r.stripeEvent(ctx, i, user, "checkout.session.completed", session, res)
+	}
+}
+
+// settleAtStripe pays a session on the stand-in's hosted page; false if it refused (the
+// session was closed, too late to pay).
+func (r *runner) settleAtStripe(ctx context.Context, sessionID string) bool {
+	url := r.cfg.Stripe.StandIn + "/_stripetest/sessions/" + sessionID + "/settle"
+	for attempt := 0; attempt < 5; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+		if err != nil {
+			return false
+		}
+		resp, err := r.cfg.Client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		}
+		if !sleep(ctx, 100*time.Millisecond) {
+			return false
+		}
+	}
+	return false
+}
+
+// stripeEvent delivers one signed Stripe event to any target, retried until one answers 200,
+// and records a paid one's result as deliver does. Each event gets an id of its own; a
+// redelivery of the same session's payment is answered duplicate.
+func (r *runner) stripeEvent(ctx context.Context, i int, user, eventType string, s stripegw.EventSession, res reservation) {
+	eventID := "evt_bench_" + strconv.FormatUint(rand.Uint64(), 36)
+	deadline := time.Now().Add(retryFor)
+	for attempt := 0; ; attempt++ {
+		hdr, body := stripegw.SignedEvent(r.cfg.Stripe.WebhookSecret, eventID, eventType, s, time.Now())
+		a, err := r.do(ctx, i+attempt+1, "pay", "POST", stripeRoute, "", body,
+			map[string]string{stripegw.SignatureHeader: hdr.Get(stripegw.SignatureHeader)}, time.Time{})
+		if err == nil && a.status == 200 {
+			var out struct{ Result string }
+			_ = json.Unmarshal(a.body, &out)
+			if s.PaymentStatus == "paid" {
+				r.recordPayment(user, s.ID, out.Result, res)
+			}
+			return
+		}
+		if err == nil && a.status != 503 {
+			atomic.AddInt64(&r.res.Errors, 1)
+			return
+		}
+		if time.Now().After(deadline) || !sleep(ctx, 100*time.Millisecond) {
+			atomic.AddInt64(&r.res.GaveUp, 1)
+			return
+		}
+	}
+}
+
+// StripeRefunds reads the stand-in's record of refunds: how many were made of each session's
+// payment, and how many refund requests it answered in all (replays of one idempotency key
+// included), so that a run can check every refund owed was paid back exactly once.
+func StripeRefunds(ctx context.Context, client *http.Client, standIn string) (perSession map[string]int, requests int, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, standIn+"/_stripetest/refunds", nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Sessions map[string]int `json:"sessions"`
+		Requests int            `json:"requests"`
+	}
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(http.MaxBytesReader(nil, resp.Body, 64<<20)); err != nil {
+		return nil, 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, 0, fmt.Errorf("stripe stand-in refunds: %s", resp.Status)
+	}
+	if err := json.Unmarshal(buf.Bytes(), &out); err != nil {
+		return nil, 0, fmt.Errorf("stripe stand-in refunds: %w", err)
+	}
+	return out.Sessions, out.Requests, nil
+}
