@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"math"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,7 +22,39 @@ type Report struct {
 	// run: an instance that died or kept answering 503 is named, not a reason to lose it).
 	Instances []InstanceAudit
 	Verdict   Verdict
+
+	// What was measured, so that a report read later says it: the target instances, the sale,
+	// when the run started (shown in UTC) and the seckill that ran it (Version: the generator's
+	// version line; the targets do not report theirs).
+	Targets []string
+	SaleID  string
+	Date    time.Time
+	Version string
 }
+
+// about is the run's identity, as label/value pairs: targets, sale, date (UTC), version.
+func (rp Report) about() [][2]string {
+	var rows [][2]string
+	add := func(k, v string) {
+		if v != "" {
+			rows = append(rows, [2]string{k, v})
+		}
+	}
+	add("target(s)", strings.Join(rp.Targets, ", "))
+	add("sale", rp.SaleID)
+	if !rp.Date.IsZero() {
+		add("date", rp.Date.UTC().Format("2006-01-02 15:04:05 UTC"))
+	}
+	add("seckill", rp.Version)
+	return rows
+}
+
+// refundsNote explains the "refunds owed" figure: money taken for a unit that could not be
+// given, paid back rather than oversold.
+const refundsNote = "Refunds owed are payments that succeeded at the gateway for a hold that had already " +
+	"expired or been cancelled, when no unit was free any more (the mix's late payers, whose payment lands after " +
+	"their hold ran out). Each is recorded refund_required, never as a sale, and the server's refunder pays it back " +
+	"through the gateway that took it; a late payer whose unit was still free is paid (late_applied) instead."
 
 // instanceRows are the targets and their audits: "ok", "not ok", or why there was none.
 func (rp Report) instanceRows() [][2]string {
@@ -65,8 +98,12 @@ func (rp Report) rows() [][2]string {
 func (rp Report) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if rp.Title != "" {
-		fmt.Fprintf(tw, "%s\n%s\n\n", rp.Title, rp.Config)
+		fmt.Fprintf(tw, "%s\n%s\n", rp.Title, rp.Config)
 	}
+	for _, row := range rp.about() {
+		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
+	}
+	fmt.Fprintln(tw)
 	for _, row := range rp.rows() {
 		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 	}
@@ -91,6 +128,11 @@ func (rp Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "\ninvariants\t%s (%d checked)\n", rp.Verdict.Word(), len(rp.Verdict.Checked))
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if rp.Audit.Database.Refunds > 0 {
+		if _, err := fmt.Fprintf(w, "  (%s)\n", refundsNote); err != nil {
+			return err
+		}
 	}
 	for _, v := range rp.Verdict.Violations {
 		if _, err := fmt.Fprintln(w, "  violation:", v); err != nil {
@@ -118,7 +160,8 @@ func (rp Report) WriteJSON(w io.Writer) error {
 	}
 	r := rp.Result
 	out := map[string]any{
-		"title": rp.Title, "config": rp.Config,
+		"title": rp.Title, "config": rp.Config, "targets": rp.Targets, "sale_id": rp.SaleID,
+		"date": rp.Date.UTC().Format(time.RFC3339), "version": rp.Version,
 		"sale":     map[string]int{"sellable": rp.Sale.Sellable, "per_user_limit": rp.Sale.PerUserLimit, "engine_sold": rp.Sale.Sold},
 		"database": rp.Audit.Database,
 		"counts": map[string]int64{"buyers": int64(r.Buyers), "requests": r.Requests, "errors": r.Errors,
@@ -151,7 +194,11 @@ func instancesJSON(ins []InstanceAudit) []map[string]any {
 // WriteSVG next to it).
 func (rp Report) WriteMarkdown(w io.Writer, svgName string) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# %s\n\n%s\n\n", rp.Title, rp.Config)
+	fmt.Fprintf(&b, "# %s\n\n", rp.Title)
+	for _, row := range rp.about() {
+		fmt.Fprintf(&b, "- **%s:** %s\n", row[0], mdEscape(row[1]))
+	}
+	fmt.Fprintf(&b, "- **crowd:** %s\n\n", rp.Config)
 	fmt.Fprintf(&b, "Invariants: **%s** (%d checked).\n\n", rp.Verdict.Word(), len(rp.Verdict.Checked))
 	for _, v := range rp.Verdict.Violations {
 		fmt.Fprintf(&b, "- violation: %s\n", v)
@@ -165,10 +212,11 @@ func (rp Report) WriteMarkdown(w io.Writer, svgName string) error {
 			fmt.Fprintf(&b, "| %s | %s |\n", row[0], strings.ReplaceAll(row[1], "|", "\\|"))
 		}
 	}
-	b.WriteString("\n| | |\n|---|---|\n")
+	b.WriteString("\n| figure | value |\n|---|---|\n")
 	for _, row := range rp.rows() {
 		fmt.Fprintf(&b, "| %s | %s |\n", row[0], row[1])
 	}
+	fmt.Fprintf(&b, "\n%s\n", refundsNote)
 	b.WriteString("\n| latency | count | p50 | p90 | p99 | max |\n|---|---:|---:|---:|---:|---:|\n")
 	for _, step := range append(Steps, "all") {
 		h := rp.Result.All
@@ -180,7 +228,7 @@ func (rp Report) WriteMarkdown(w io.Writer, svgName string) error {
 				ms(h.ValueAtQuantile(90)), ms(h.ValueAtQuantile(99)), ms(h.Max()))
 		}
 	}
-	fmt.Fprintf(&b, "\n![requests/s, p99 and the stock over time](%s)\n\nChecked:\n", svgName)
+	fmt.Fprintf(&b, "\n![requests/s, p99 latency, the stock and the crowd over time](%s)\n\nChecked:\n", svgName)
 	for _, c := range rp.Verdict.Checked {
 		fmt.Fprintf(&b, "- %s\n", c)
 	}
@@ -188,64 +236,149 @@ func (rp Report) WriteMarkdown(w io.Writer, svgName string) error {
 	return err
 }
 
-// WriteSVG draws the time series: requests/s, p99 latency, and the stock (available, held,
-// sold, queued) over time, in three panels that share the time axis.
+// mdEscape keeps a value from being read as Markdown (emphasis, code, a table cell, HTML).
+func mdEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "*", `\*`, "_", `\_`, "`", "\\`", "|", `\|`, "<", "&lt;").Replace(s)
+}
+
+// svgSeries is one line of a chart panel.
+type svgSeries struct {
+	name, color string
+	v           func(Sample) float64
+	stock       bool // from the sale's stock: only samples where it was read
+}
+
+// WriteSVG draws the time series in four panels that share the time axis: requests/s, p99
+// latency, the stock (units: available, held, sold) and the crowd (buyers: the server's queue
+// and what the generator's buyers are doing). Queued buyers are buyers, not units: they have
+// their own panel and axis. Every axis has ticks at round numbers (1, 2 or 5 times a power of
+// ten), gridlines and its unit; every panel has a legend.
 func (rp Report) WriteSVG(w io.Writer) error {
 	s := rp.Result.Series
-	const width, panel, left, gap = 760, 150, 60, 30
-	height := 3*(panel+gap) + 30
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`+"\n", width, height)
-	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
-	end := time.Second
-	if len(s) > 0 {
-		end = max(end, s[len(s)-1].At)
+	const width, left, right, plotH, titleH, axisH = 800, 72, 20, 140, 34, 40
+	panels := []struct {
+		title, unit string
+		series      []svgSeries
+	}{
+		{"requests per second", "requests/s", []svgSeries{{"requests/s", "#1f77b4", func(p Sample) float64 { return p.RequestsPS }, false}}},
+		{"p99 latency of the requests that ended in each period", "ms", []svgSeries{{"p99", "#d62728",
+			func(p Sample) float64 { return float64(p.P99.Microseconds()) / 1000 }, false}}},
+		{"stock of the sale", "units", []svgSeries{
+			{"available", "#2ca02c", func(p Sample) float64 { return float64(p.Available) }, true},
+			{"held", "#ff7f0e", func(p Sample) float64 { return float64(p.Held) }, true},
+			{"sold", "#9467bd", func(p Sample) float64 { return float64(p.Sold) }, true},
+		}},
+		{"the crowd", "buyers", []svgSeries{
+			{"queued (server)", "#8c564b", func(p Sample) float64 { return float64(p.Queued) }, true},
+			{"buying", "#17becf", func(p Sample) float64 { return float64(p.Crowd.Buying) }, false},
+			{"holding", "#ff7f0e", func(p Sample) float64 { return float64(p.Crowd.Holding) }, false},
+			{"paying", "#2ca02c", func(p Sample) float64 { return float64(p.Crowd.Paying) }, false},
+		}},
 	}
-	x := func(t time.Duration) float64 { return left + float64(t)/float64(end)*float64(width-left-20) }
-	draw := func(top int, title, unit string, series []struct {
-		name, color string
-		v           func(Sample) float64
-	}) {
-		top += 20
-		hi := 1.0
-		for _, ser := range series {
+	block := titleH + plotH + axisH
+	height := len(panels)*block + 10
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n", width, height, width, height)
+	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
+	var end time.Duration
+	if len(s) > 0 {
+		end = s[len(s)-1].At
+	}
+	xTicks := niceTicks(max(end.Seconds(), 1), 10)
+	xMax := xTicks[len(xTicks)-1]
+	x := func(sec float64) float64 { return left + sec/xMax*float64(width-left-right) }
+	for i, pn := range panels {
+		top := i*block + titleH
+		bottom := top + plotH
+		hi := 0.0
+		for _, ser := range pn.series {
 			for _, p := range s {
-				hi = max(hi, ser.v(p))
+				if !ser.stock || p.StockKnown {
+					hi = max(hi, ser.v(p))
+				}
 			}
 		}
-		y := func(v float64) float64 { return float64(top+panel) - v/hi*float64(panel) }
-		fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", left, top-6, html.EscapeString(title))
-		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#999"/>`+"\n", left, top+panel, width-20, top+panel)
-		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#999"/>`+"\n", left, top, left, top+panel)
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%.0f%s</text>`+"\n", left-4, top+8, hi, unit)
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">0</text>`+"\n", left-4, top+panel)
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%.1f s</text>`+"\n", width-20, top+panel+14, end.Seconds())
-		for i, ser := range series {
+		yTicks := niceTicks(max(hi, 1e-9), 5)
+		if hi == 0 {
+			yTicks = []float64{0, 1}
+		}
+		yMax := yTicks[len(yTicks)-1]
+		y := func(v float64) float64 { return float64(bottom) - v/yMax*plotH }
+		fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold" font-size="12">%s</text>`+"\n", left, top-14, html.EscapeString(pn.title))
+		// Legend: a swatch and a name per series, right-aligned on the title's line.
+		lx := width - right
+		for j := len(pn.series) - 1; j >= 0; j-- {
+			ser := pn.series[j]
+			lx -= 7*len(ser.name) + 26
+			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="14" height="4" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n",
+				lx, top-20, ser.color, lx+18, top-14, html.EscapeString(ser.name))
+		}
+		// Gridlines and ticks.
+		for _, v := range yTicks {
+			fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e4e4e4"/>`+"\n", left, y(v), width-right, y(v))
+			fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", left-5, y(v)+4, tickLabel(v, yTicks))
+		}
+		for _, v := range xTicks {
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#e4e4e4"/>`+"\n", x(v), top, x(v), bottom)
+			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x(v), bottom+14, tickLabel(v, xTicks))
+		}
+		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#666"/>`+"\n", left, bottom, width-right, bottom)
+		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#666"/>`+"\n", left, top, left, bottom)
+		// Units: the y axis's along it, the x axis's under it.
+		fmt.Fprintf(&b, `<text transform="translate(%d,%d) rotate(-90)" text-anchor="middle">%s</text>`+"\n", 14, top+plotH/2, html.EscapeString(pn.unit))
+		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" fill="#444">seconds since the crowd started</text>`+"\n", left+(width-left-right)/2, bottom+30)
+		for _, ser := range pn.series {
 			var pts []string
 			for _, p := range s {
-				if ser.name != "requests/s" && ser.name != "p99" && !p.StockKnown {
+				if ser.stock && !p.StockKnown {
 					continue
 				}
-				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(p.At), y(ser.v(p))))
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(p.At.Seconds()), y(ser.v(p))))
 			}
 			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n", ser.color, strings.Join(pts, " "))
-			fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s" text-anchor="end">%s</text>`+"\n", width-20-(len(series)-1-i)*80, top-6, ser.color, ser.name)
 		}
 	}
-	type ser = struct {
-		name, color string
-		v           func(Sample) float64
-	}
-	draw(0, "requests per second", "", []ser{{"requests/s", "#1f77b4", func(p Sample) float64 { return p.RequestsPS }}})
-	draw(panel+gap, "p99 latency of the requests that ended in each period", " ms", []ser{{"p99", "#d62728",
-		func(p Sample) float64 { return float64(p.P99.Microseconds()) / 1000 }}})
-	draw(2*(panel+gap), "stock (units)", "", []ser{
-		{"available", "#2ca02c", func(p Sample) float64 { return float64(p.Available) }},
-		{"held", "#ff7f0e", func(p Sample) float64 { return float64(p.Held) }},
-		{"sold", "#9467bd", func(p Sample) float64 { return float64(p.Sold) }},
-		{"queued", "#8c564b", func(p Sample) float64 { return float64(p.Queued) }},
-	})
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// niceTicks are the ticks of an axis from 0 to at least hi (> 0): at most about n+1 of them,
+// a round step apart (1, 2 or 5 times a power of ten), the last one the axis's end.
+func niceTicks(hi float64, n int) []float64 {
+	if !(hi > 0) || math.IsInf(hi, 0) {
+		hi = 1
+	}
+	raw := hi / float64(max(n, 1))
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := 10 * mag
+	for _, m := range []float64{1, 2, 5} {
+		if m*mag >= raw*(1-1e-9) {
+			step = m * mag
+			break
+		}
+	}
+	count := int(math.Ceil(hi/step - 1e-9))
+	ticks := make([]float64, 0, count+1)
+	for i := 0; i <= count; i++ {
+		ticks = append(ticks, float64(i)*step)
+	}
+	return ticks
+}
+
+// tickLabel writes a tick with as many decimals as the ticks' step needs (none for a step of
+// 1 or more), and thousands as "k".
+func tickLabel(v float64, ticks []float64) string {
+	step := 1.0
+	if len(ticks) > 1 {
+		step = ticks[1] - ticks[0]
+	}
+	if step >= 1000 && math.Mod(v, 1000) == 0 {
+		return fmt.Sprintf("%.0fk", v/1000)
+	}
+	decimals := 0
+	if step < 1 {
+		decimals = int(math.Ceil(-math.Log10(step) - 1e-9))
+	}
+	return fmt.Sprintf("%.*f", decimals, v)
 }
