@@ -183,7 +183,12 @@ func printDevSecrets(w io.Writer, cfg config, path string, loaded, generated []s
 	case path == "":
 		fmt.Fprintln(w, "dev mode: generated secrets for this run only (the database is not a SQLite file; set them in the environment to keep them):")
 	case len(generated) == 0:
-		fmt.Fprintf(w, "dev mode: secrets %s read from %s (kept across restarts; delete the file for new ones)\n", strings.Join(loaded, ", "), path)
+		note := ""
+		if slices.Contains(loaded, "SECKILL_ADMIN_TOKEN") {
+			note = "the admin token for /admin is there; "
+		}
+		fmt.Fprintf(w, "dev mode: secrets %s read from %s, kept across restarts (%sdelete the file for new ones)\n",
+			strings.Join(loaded, ", "), path, note)
 	default:
 		fmt.Fprintf(w, "dev mode: generated secrets, kept in %s across restarts (delete the file for new ones):\n", path)
 	}
