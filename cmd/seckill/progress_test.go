@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/httpapi"
+	"github.com/seckill-go/seckill/loadgen"
+)
+
+func progressSample(at time.Duration) loadgen.Sample {
+	return loadgen.Sample{At: at, BuyersDone: 177, TotalBuyers: 5000, RequestsPS: 2345, P99: 12300 * time.Microsecond,
+		Available: 0, Held: 60, Sold: 28, Queued: 210, StockKnown: true,
+		Crowd: loadgen.Crowd{Waiting: 4700, Path: 0, Buying: 3, InQueue: 210, Holding: 60, Paying: 40}}
+}
+
+func TestProgressLineShowsTheCrowd(t *testing.T) {
+	line := progressLine(progressSample(3 * time.Second))
+	for _, want := range []string{"177/5000 done", "4700 waiting", "3 buying", "210 in queue", "60 holding", "40 paying",
+		"0 free, 60 held, 28 sold", "2345 req/s", "p99 12.3ms"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("progress line %q lacks %q", line, want)
+		}
+	}
+	if strings.Contains(line, "at the door") {
+		t.Errorf("progress line %q names an empty step", line)
+	}
+}
+
+func TestProgressPlainLines(t *testing.T) {
+	var b bytes.Buffer
+	p := newProgressBar(&b)
+	if p.tty {
+		t.Fatal("a buffer is not a terminal")
+	}
+	for at := 250 * time.Millisecond; at <= 21*time.Second+500*time.Millisecond; at += 250 * time.Millisecond {
+		p.update(progressSample(at))
+	}
+	p.finish()
+	var times []string
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		if strings.Contains(line, "\r") || strings.Contains(line, "\x1b") {
+			t.Fatalf("plain output has terminal controls: %q", line)
+		}
+		times = append(times, strings.Fields(line)[0])
+	}
+	// A line at once, then every second for ten seconds, then every five, and the last sample.
+	want := []string{"0.2s", "1.0s", "2.0s", "3.0s", "4.0s", "5.0s", "6.0s", "7.0s", "8.0s", "9.0s", "10.0s", "15.0s", "20.0s", "21.5s"}
+	if strings.Join(times, " ") != strings.Join(want, " ") {
+		t.Fatalf("plain lines at %v, want %v:\n%s", times, want, b.String())
+	}
+}
+
+func TestProgressTerminalLineRedrawnAndFits(t *testing.T) {
+	var b bytes.Buffer
+	p := &progressBar{w: &b, tty: true, width: 60}
+	for at := time.Second; at <= 3*time.Second; at += time.Second {
+		p.update(progressSample(at))
+	}
+	p.finish()
+	out := b.String()
+	if strings.Count(out, "\r\x1b[K") != 3 || strings.Count(out, "\n") != 1 || !strings.HasSuffix(out, "\n") {
+		t.Fatalf("want 3 redraws of one line and a final newline, got %q", out)
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\r\x1b[K")[1:] {
+		if n := utf8.RuneCountInString(line); n > 59 {
+			t.Errorf("line of %d characters on a 60-column terminal: %q", n, line)
+		}
+		if !strings.Contains(line, "[") || !strings.Contains(line, "177/5000 done") {
+			t.Errorf("terminal line without its bar or count: %q", line)
+		}
+	}
+}
+
+// TestCrowdMovesInTheSamples runs a small crowd against a real server and checks that the
+// samples show buyers in flight (buying, queued, holding, paying) while the finished count is
+// still low, and none left in flight at the end.
+func TestCrowdMovesInTheSamples(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a flash sale over HTTP")
+	}
+	ctx := context.Background()
+	cfg := config{Addr: "127.0.0.1:0", Engine: "memory", DB: "sqlite://" + filepath.Join(t.TempDir(), "p.db"), Dev: true}
+	if _, err := cfg.secrets(); err != nil {
+		t.Fatal(err)
+	}
+	a, err := startApp(ctx, cfg, appOptions{gatewayDelay: func(seckill.Reservation) time.Duration { return 100 * time.Millisecond }, buyRate: -1}, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close(ctx)
+	start := time.Now().UTC().Add(300 * time.Millisecond)
+	if err := call(ctx, "POST", a.url+"/api/v1/sales", cfg.AdminToken, map[string]any{"id": "p", "price_cents": 500, "stock": 10,
+		"starts_at": start, "ends_at": start.Add(time.Hour), "hold_seconds": 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var samples []loadgen.Sample
+	res, err := loadgen.Run(ctx, loadgen.Config{Targets: []string{a.url}, SaleID: "p", Buyers: 150, Concurrency: 32, Hold: time.Second,
+		Mix: loadgen.DefaultMix, Seed: 3, Sample: 100 * time.Millisecond, Deadline: time.Minute,
+		Token: func(u string) (string, error) {
+			return httpapi.MintToken([]byte(cfg.AuthSecret), u, time.Now(), time.Hour)
+		},
+		Progress: func(s loadgen.Sample) { samples = append(samples, s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(samples) < 3 {
+		t.Fatalf("only %d samples", len(samples))
+	}
+	moving := false
+	for _, s := range samples[:len(samples)-1] {
+		c := s.Crowd
+		if s.BuyersDone < s.TotalBuyers && c.Buying+c.InQueue+c.Holding+c.Paying > 0 {
+			moving = true
+		}
+		if c.Waiting+c.Path+c.Buying+c.InQueue+c.Holding+c.Paying+s.BuyersDone > s.TotalBuyers {
+			t.Errorf("sample at %v counts more buyers than the crowd: %+v, %d done", s.At, c, s.BuyersDone)
+		}
+	}
+	if !moving {
+		t.Errorf("no sample shows a buyer buying, queued, holding or paying: %+v", samples)
+	}
+	last := samples[len(samples)-1]
+	if last.Crowd != (loadgen.Crowd{}) || last.BuyersDone != res.Buyers {
+		t.Errorf("last sample: crowd %+v, %d/%d done; want nobody left in flight", last.Crowd, last.BuyersDone, res.Buyers)
+	}
+}
+
+// TestDemoShowsProgressAndWritesASelfDescribingReport runs the demo with a report: its plain
+// progress lines name the crowd's steps, it says what it waits for after the crowd, and the
+// report names the target, the sale, the date and the version.
+func TestDemoShowsProgressAndWritesASelfDescribingReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a flash sale over HTTP")
+	}
+	report := filepath.Join(t.TempDir(), "demo.md")
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"demo", "--units", "10", "--buyers", "200", "--hold", "1s", "--concurrency", "32", "--report", report}, noEnv, &out, &errb)
+	if code != 0 {
+		t.Fatalf("demo exited %d:\n%s\n%s", code, out.String(), errb.String())
+	}
+	progress := errb.String()
+	if !regexp.MustCompile(`(?m)^ *[0-9.]+s  \d+/200 done`).MatchString(progress) {
+		t.Errorf("no progress line on stderr:\n%s", progress)
+	}
+	for _, want := range []string{"crowd done in", "auditing the sale on 1 instance(s)"} {
+		if !strings.Contains(progress, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, progress)
+		}
+	}
+	md, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	today := time.Now().UTC().Format("2006-01-02")
+	for _, want := range []string{"**target(s):** http://127.0.0.1:", "**sale:** demo", "**date:** " + today, " UTC", "**seckill:** seckill ", "| figure | value |", "Refunds owed are"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	if svg, err := os.ReadFile(strings.TrimSuffix(report, ".md") + ".svg"); err != nil || !strings.Contains(string(svg), ">buyers<") {
+		t.Errorf("chart missing or without its crowd panel: %v", err)
+	}
+}
