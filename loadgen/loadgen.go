@@ -758,8 +758,8 @@ func (r *runner) noPaymentPath(a answer) bool {
 	return true
 }
 
-// noGateway reports whether an answer is the 503 of a target that has no payment gateway
-// (Service.Pay's "no payment gateway is configured").
+// noGateway reports whether an answer is the 503 of a target that has no payment gateway that
+// starts payments (docs/API.md: its detail starts with "no payment gateway").
 func noGateway(a answer) bool {
 	return a.status == http.StatusServiceUnavailable && bytes.Contains(a.body, []byte("no payment gateway"))
 }

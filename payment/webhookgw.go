@@ -18,7 +18,7 @@ const (
 // ErrNoStart is the answer of WebhookGateway.Start: with the built-in scheme, payments are
 // started by the shop's own payment service, never by seckill. It is coded unavailable, so
 // POST /api/v1/reservations/{rid}/pay answers 503 as it did before gateways were configurable.
-var ErrNoStart = seckill.Errorf(seckill.CodeUnavailable, "this gateway does not start payments; the shop's payment service does")
+var ErrNoStart = seckill.Errorf(seckill.CodeUnavailable, "no payment gateway here starts payments; the shop's payment service does")
 
 // WebhookGateway is the built-in signed-webhook scheme, for shops with an in-house payment
 // service: that service takes the money and posts our signed webhook (Sign, Event). Seckill
