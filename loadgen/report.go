@@ -168,7 +168,8 @@ func (rp Report) WriteJSON(w io.Writer) error {
 			"retried_503": r.Retried503, "rate_limited": r.RateLimited, "held": r.Held, "queued": r.Queued,
 			"handoffs": r.Handoffs, "rejected": r.Rejected, "sold_out": r.SoldOut, "queue_full": r.QueueFull,
 			"replays": r.Replays, "replay_mismatch": r.ReplayMismatch, "cancelled": r.Cancelled,
-			"abandoned": r.Abandoned, "expired": r.Expired, "payments_begun": r.PaymentsBegun, "gave_up": r.GaveUp},
+			"abandoned": r.Abandoned, "expired": r.Expired, "payments_begun": r.PaymentsBegun, "gave_up": r.GaveUp,
+			"closed_before_paid": r.ClosedBeforePaid},
 		"elapsed_ms": r.Elapsed.Milliseconds(), "latency": latency, "series": r.Series,
 		"instances": instancesJSON(rp.Instances), "verdict": rp.Verdict,
 	}
