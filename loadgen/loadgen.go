@@ -145,14 +145,15 @@ type Result struct {
 	Abandoned      int64
 	Expired        int64 // holds observed expired
 	PaymentsBegun  int64 // POST /pay answered 200, or webhooks sent
-	// ClosedBeforePaid counts buyers (Stripe mode) who came to pay after their hold expired
-	// and found the payment closed: the late payments that closing on expiry prevented.
-	ClosedBeforePaid int64
 	GaveUp         int64 // buyers who stopped without an outcome (deadline, errors)
 	Elapsed        time.Duration
 	Latency        map[string]*hdrhistogram.Histogram // per step, microseconds
 	All            *hdrhistogram.Histogram            // every request
 	Series         []Sample
+
+	// ClosedBeforePaid counts buyers (Stripe mode) who came to pay after their hold expired
+	// and found the payment closed: the late payments that closing on expiry prevented.
+	ClosedBeforePaid int64
 
 	// Payments are the webhooks a target answered 200, by payment id, with the result it
 	// answered (webhook mode only).
