@@ -30,22 +30,24 @@ type benchOptions struct {
 	adminToken    string
 	authSecret    string
 	paymentSecret string // set: the generator delivers signed webhooks; else POST /pay
+
 	// stripeSecret and stripeStandIn, both set, have buyers pay at Stripe Checkout on the
 	// targets' Stripe gateway, the generator playing the buyers and Stripe (loadgen.StripeConfig).
 	stripeSecret, stripeStandIn string
-	saleID        string
-	units         int
-	perUser       int
-	hold          time.Duration
-	buyers        int
-	concurrency   int
-	rate          float64
-	mix           loadgen.Mix
-	seed          uint64
-	deadline      time.Duration
-	asJSON        bool
-	report        string // Markdown report file (the SVG chart goes next to it)
-	title         string
+
+	saleID      string
+	units       int
+	perUser     int
+	hold        time.Duration
+	buyers      int
+	concurrency int
+	rate        float64
+	mix         loadgen.Mix
+	seed        uint64
+	deadline    time.Duration
+	asJSON      bool
+	report      string // Markdown report file (the SVG chart goes next to it)
+	title       string
 	// auditWait bounds the final audit: how long the instances' audits may take to agree and
 	// be ok, and to answer at all (503s are retried as Retry-After says, an unreachable
 	// instance a few times) before the report names what it could not verify.
@@ -233,7 +235,7 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 		verdict.OK = len(verdict.Violations) == 0 && len(verdict.Unverified) == 0
 	}
 	rp := loadgen.Report{Title: title, Config: cfg.Describe(), Sale: facts, Result: res, Audit: first, Instances: audits, Verdict: verdict,
-		Targets: o.targets, SaleID: o.saleID, Date: start, Version: "seckill " + versionString()}
+		Targets: o.targets, SaleID: o.saleID, Date: start, Version: versionString()}
 	if o.asJSON {
 		err = rp.WriteJSON(stdout)
 	} else {
