@@ -45,9 +45,13 @@ func (rp Report) about() [][2]string {
 	if !rp.Date.IsZero() {
 		add("date", rp.Date.UTC().Format("2006-01-02 15:04:05 UTC"))
 	}
-	add("seckill", rp.Version)
+	add("seckill version", rp.Version)
 	return rows
 }
+
+// refundsShort is refundsNote in one line of the text report.
+const refundsShort = "refunds owed: payments that landed after their hold had expired or been cancelled and its unit was " +
+	"gone (the mix's late payers); recorded refund_required, never sold, and paid back by the server's refunder"
 
 // refundsNote explains the "refunds owed" figure: money taken for a unit that could not be
 // given, paid back rather than oversold.
@@ -107,6 +111,9 @@ func (rp Report) WriteText(w io.Writer) error {
 	for _, row := range rp.rows() {
 		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 	}
+	if rp.Audit.Database.Refunds > 0 {
+		fmt.Fprintf(tw, "(%s)\n", refundsShort)
+	}
 	fmt.Fprintf(tw, "\nlatency\tcount\tp50\tp90\tp99\tmax\n")
 	for _, step := range append(Steps, "all") {
 		h := rp.Result.All
@@ -128,11 +135,6 @@ func (rp Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "\ninvariants\t%s (%d checked)\n", rp.Verdict.Word(), len(rp.Verdict.Checked))
 	if err := tw.Flush(); err != nil {
 		return err
-	}
-	if rp.Audit.Database.Refunds > 0 {
-		if _, err := fmt.Fprintf(w, "  (%s)\n", refundsNote); err != nil {
-			return err
-		}
 	}
 	for _, v := range rp.Verdict.Violations {
 		if _, err := fmt.Fprintln(w, "  violation:", v); err != nil {
@@ -373,6 +375,9 @@ func tickLabel(v float64, ticks []float64) string {
 	step := 1.0
 	if len(ticks) > 1 {
 		step = ticks[1] - ticks[0]
+	}
+	if v == 0 {
+		return "0"
 	}
 	if step >= 1000 && math.Mod(v, 1000) == 0 {
 		return fmt.Sprintf("%.0fk", v/1000)

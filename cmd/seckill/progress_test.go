@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,7 +162,7 @@ func TestDemoShowsProgressAndWritesASelfDescribingReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	today := time.Now().UTC().Format("2006-01-02")
-	for _, want := range []string{"**target(s):** http://127.0.0.1:", "**sale:** demo", "**date:** " + today, " UTC", "**seckill:** seckill ", "| figure | value |", "Refunds owed are"} {
+	for _, want := range []string{"**target(s):** http://127.0.0.1:", "**sale:** demo", "**date:** " + today, " UTC", "**seckill version:** ", "| figure | value |", "Refunds owed are"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
@@ -169,4 +170,46 @@ func TestDemoShowsProgressAndWritesASelfDescribingReport(t *testing.T) {
 	if svg, err := os.ReadFile(strings.TrimSuffix(report, ".md") + ".svg"); err != nil || !strings.Contains(string(svg), ">buyers<") {
 		t.Errorf("chart missing or without its crowd panel: %v", err)
 	}
+}
+
+// TestServeDevPrintsABenchCommandThatWorks starts `serve --dev`, takes the bench command it
+// prints once ready, and runs it (smaller) as a shell would: the environment assignments it
+// starts with are bench's environment.
+func TestServeDevPrintsABenchCommandThatWorks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a flash sale over HTTP")
+	}
+	a := startServe(t)
+	var line string
+	for deadline := time.Now().Add(10 * time.Second); line == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if m := regexp.MustCompile(`(?m)^  (SECKILL_ADMIN_TOKEN=.* bench --target .*)$`).FindStringSubmatch(a.out.String()); m != nil {
+			line = m[1]
+		}
+	}
+	if line == "" {
+		t.Fatalf("serve --dev printed no bench command:\n%s", a.out.String())
+	}
+	if !strings.Contains(a.out.String(), a.url+"/admin") || !strings.Contains(a.out.String(), "admin token") {
+		t.Errorf("serve --dev does not say the admin token goes into %s/admin:\n%s", a.url, a.out.String())
+	}
+	env := map[string]string{}
+	fields := strings.Fields(line)
+	for len(fields) > 0 && strings.Contains(fields[0], "=") {
+		k, v, _ := strings.Cut(fields[0], "=")
+		env[k] = strings.Trim(v, "'")
+		fields = fields[1:]
+	}
+	i := slices.Index(fields, "bench")
+	if i < 0 || env["SECKILL_ADMIN_TOKEN"] == "" || env["SECKILL_AUTH_SECRET"] == "" {
+		t.Fatalf("bench command %q: want SECKILL_ADMIN_TOKEN=… SECKILL_AUTH_SECRET=… … bench …", line)
+	}
+	args := append(fields[i:], "--buyers", "60", "--units", "5", "--hold", "1s", "--concurrency", "16")
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), args, func(k string) string { return env[k] }, &out, &errb); code != 0 {
+		t.Fatalf("%v exited %d:\n%s\n%s", args, code, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), a.url) || !strings.Contains(out.String(), "invariants") {
+		t.Errorf("bench output:\n%s", out.String())
+	}
+	a.stop(t)
 }

@@ -54,6 +54,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		prof.start(log)
 	}
 	log.Info("serving", "url", a.url, "storefront", a.url+"/", "dashboard", a.url+"/admin")
+	if cfg.Dev {
+		printDevReady(stdout, cfg, a.url)
+	}
 	select {
 	case <-ctx.Done():
 	case err := <-a.serveDone:
