@@ -211,3 +211,9 @@ type PaymentIntent struct {
 type Payments interface {
 	CreatePayment(ctx context.Context, r Reservation) (PaymentIntent, error)
 }
+
+// CurrencyPayments is Payments that charges in the sale's currency (the adapter of
+// payment.ForService is one); a Payments without it charges its default currency.
+type CurrencyPayments interface {
+	CreatePaymentIn(ctx context.Context, r Reservation, currency string) (PaymentIntent, error)
+}

@@ -396,7 +396,16 @@ func (s *Service) Pay(ctx context.Context, id, userID string) (PaymentIntent, er
 	if s.payments == nil {
 		return PaymentIntent{}, Errorf(CodeUnavailable, "no payment gateway is configured")
 	}
-	intent, err := s.payments.CreatePayment(ctx, r)
+	var intent PaymentIntent
+	if cp, ok := s.payments.(CurrencyPayments); ok {
+		sale, _, serr := s.inv.Sale(ctx, r.SaleID)
+		if serr != nil {
+			return PaymentIntent{}, serr
+		}
+		intent, err = cp.CreatePaymentIn(ctx, r, sale.Currency)
+	} else {
+		intent, err = s.payments.CreatePayment(ctx, r)
+	}
 	if err != nil {
 		return PaymentIntent{}, fmt.Errorf("create payment: %w", err)
 	}

@@ -110,7 +110,16 @@ func ForService(g Gateway) seckill.Payments { return servicePayments{g} }
 type servicePayments struct{ g Gateway }
 
 func (p servicePayments) CreatePayment(ctx context.Context, r seckill.Reservation) (seckill.PaymentIntent, error) {
-	intent, err := p.g.Start(ctx, StartRequestFor(r))
+	return p.CreatePaymentIn(ctx, r, "")
+}
+
+// CreatePaymentIn starts the payment in the sale's currency ("" for DefaultCurrency).
+func (p servicePayments) CreatePaymentIn(ctx context.Context, r seckill.Reservation, currency string) (seckill.PaymentIntent, error) {
+	req := StartRequestFor(r)
+	if currency != "" {
+		req.Currency = currency
+	}
+	intent, err := p.g.Start(ctx, req)
 	intent.Gateway = p.g.Name() // recorded with the open payment: the gateway that must close it
 	return intent, err
 }

@@ -1,0 +1,55 @@
+package payment
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/seckill-go/seckill"
+)
+
+// startRecorder is a Gateway that records the StartRequests it gets.
+type startRecorder struct{ got []StartRequest }
+
+func (g *startRecorder) Name() string { return "recorder" }
+func (g *startRecorder) Start(_ context.Context, req StartRequest) (seckill.PaymentIntent, error) {
+	g.got = append(g.got, req)
+	return seckill.PaymentIntent{PaymentID: "p-" + req.ReservationID}, nil
+}
+func (g *startRecorder) Parse(http.Header, []byte, time.Time) (Notification, error) {
+	return Notification{}, nil
+}
+func (g *startRecorder) Close(context.Context, string) error { return nil }
+func (g *startRecorder) Refund(context.Context, RefundRequest) (RefundResult, error) {
+	return RefundResult{}, nil
+}
+func (g *startRecorder) State(context.Context, string) (State, error) { return StateUnknown, nil }
+
+// TestForServiceChargesTheSaleCurrency: the adapter starts the payment in the sale's currency
+// (the default when none is given), keyed by the reservation, bound to the hold's expiry, and
+// names its gateway on the intent so that the open payment is recorded with it.
+func TestForServiceChargesTheSaleCurrency(t *testing.T) {
+	g := &startRecorder{}
+	p := ForService(g)
+	cp, ok := p.(seckill.CurrencyPayments)
+	if !ok {
+		t.Fatal("ForService's adapter does not take a currency")
+	}
+	exp := time.Unix(1_800_000_000, 0)
+	r := seckill.Reservation{ID: "s-r1", SaleID: "s", UserID: "u", AmountCents: 700, ExpiresAt: &exp}
+	intent, err := cp.CreatePaymentIn(context.Background(), r, "eur")
+	if err != nil || intent.Gateway != "recorder" || intent.PaymentID != "p-s-r1" {
+		t.Fatalf("CreatePaymentIn: %+v, %v", intent, err)
+	}
+	if _, err := p.CreatePayment(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	want := []StartRequest{
+		{ReservationID: "s-r1", UserID: "u", AmountCents: 700, Currency: "eur", ExpiresAt: exp, IdempotencyKey: "s-r1"},
+		{ReservationID: "s-r1", UserID: "u", AmountCents: 700, Currency: DefaultCurrency, ExpiresAt: exp, IdempotencyKey: "s-r1"},
+	}
+	if len(g.got) != 2 || g.got[0] != want[0] || g.got[1] != want[1] {
+		t.Fatalf("start requests %+v; want %+v", g.got, want)
+	}
+}
