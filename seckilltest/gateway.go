@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/closer"
 	"github.com/seckill-go/seckill/payment"
+	"github.com/seckill-go/seckill/refund"
 )
 
 // GatewayHarness is what TestGateway needs to drive a gateway and to play its provider.
@@ -25,9 +27,9 @@ type GatewayHarness struct {
 	// stops it when the test ends (t.Cleanup).
 	Open func(t *testing.T, clock *ManualClock) GatewayUnderTest
 	// NewService returns a real service (memory engine, SQLite store: the internal servicetest
-	// package) reading clock, whose Pay starts payments with payments. Nil skips the service
-	// stories.
-	NewService func(t *testing.T, clock seckill.Clock, payments seckill.Payments) *seckill.Service
+	// package) reading clock, whose Pay starts payments with payments, and its order store, on
+	// which the refunder and the payment closer run. Nil skips the service stories.
+	NewService func(t *testing.T, clock seckill.Clock, payments seckill.Payments) (*seckill.Service, seckill.OrderStore)
 	// Skip names the stories that the provider (or its local stand-in) cannot play, each with
 	// the reason; such a story is skipped with that reason. Keep it short and honest.
 	Skip map[string]string
@@ -89,6 +91,11 @@ func TestGateway(t *testing.T, h GatewayHarness) {
 		{"Service/Failed", true, gwSvcFailed},
 		{"Service/FailedAfterSucceeded", true, gwSvcOutOfOrder},
 		{"Service/ForgedChangesNothing", true, gwSvcForged},
+		{"Service/ClosedWhenHoldExpires", true, gwSvcClosedOnExpiry},
+		{"Service/ClosedWhenHoldCancelled", true, gwSvcClosedOnCancel},
+		{"Service/RefundPaidBackOnce", true, gwSvcRefundOnce},
+		{"Service/RefunderKilledMidRefund", true, gwSvcRefunderKilled},
+		{"Service/TwoRefundersOnePayment", true, gwSvcTwoRefunders},
 	}
 	for _, s := range stories {
 		t.Run(s.name, func(t *testing.T) {
@@ -101,7 +108,7 @@ func TestGateway(t *testing.T, h GatewayHarness) {
 			clock := NewManualClock(gatewayT0())
 			g := &gatewayStory{clock: clock, ut: h.Open(t, clock)}
 			if s.service {
-				g.svc = h.NewService(t, clock, payment.ForService(g.ut.Gateway))
+				g.svc, g.store = h.NewService(t, clock, payment.ForService(g.ut.Gateway))
 			}
 			s.fn(t, g)
 		})
@@ -113,6 +120,7 @@ type gatewayStory struct {
 	clock *ManualClock
 	ut    GatewayUnderTest
 	svc   *seckill.Service
+	store seckill.OrderStore
 	n     int
 }
 
@@ -524,4 +532,182 @@ func gwSvcForged(t *testing.T, g *gatewayStory) {
 	g.refused(t, "forged", g.ut.Sign(t, body, g.clock.Now(), true), body, seckill.CodeInvalidSignature)
 	g.wantStatus(t, r, seckill.StatusHeld)
 	g.wantResult(t, "the genuine one after", g.deliver(t, r, intent, payment.OutcomeSucceeded), seckill.PaymentApplied)
+}
+
+// ---- background work through the gateway: closing payments, paying refunds back ----
+
+// closeDue runs one pass of a payment closer on the story's store and gateway.
+func (g *gatewayStory) closeDue(t *testing.T) int {
+	t.Helper()
+	cs, ok := g.store.(closer.Store)
+	if !ok {
+		t.Skip("the store records no open payments")
+	}
+	n, err := closer.New(cs, g.gw(), closer.Config{Clock: g.clock}).RunOnce(context.Background())
+	if err != nil {
+		t.Fatalf("closer pass: %v", err)
+	}
+	return n
+}
+
+// wantClosed checks that the provider no longer takes the buyer's money for the payment.
+func (g *gatewayStory) wantClosed(t *testing.T, paymentID string) {
+	t.Helper()
+	if g.ut.TryPay != nil && g.ut.TryPay(paymentID) {
+		t.Fatalf("the buyer could still pay %s after its hold ended", paymentID)
+	}
+	g.state(t, paymentID, payment.StateClosed)
+}
+
+// gwSvcClosedOnExpiry: a payment started for a hold is closed at the provider once the hold
+// has expired (not before), so that the buyer cannot pay for a unit gone to someone else.
+func gwSvcClosedOnExpiry(t *testing.T, g *gatewayStory) {
+	r := g.hold(t, "gw-s1", 1, "alice")
+	intent := g.pay(t, r)
+	if n := g.closeDue(t); n != 0 {
+		t.Fatalf("the closer took %d payments while the hold lived", n)
+	}
+	g.state(t, intent.PaymentID, payment.StateOpen)
+	g.expire()
+	if n := g.closeDue(t); n != 1 {
+		t.Fatalf("the closer took %d payments after the hold expired, want 1", n)
+	}
+	g.wantClosed(t, intent.PaymentID)
+	if n := g.closeDue(t); n != 0 {
+		t.Fatalf("a closed payment was taken again (%d)", n)
+	}
+	g.wantStatus(t, r, seckill.StatusExpired)
+}
+
+// gwSvcClosedOnCancel: a cancelled hold's payment is closed at once, not at the expiry.
+func gwSvcClosedOnCancel(t *testing.T, g *gatewayStory) {
+	r := g.hold(t, "gw-s1", 1, "alice")
+	intent := g.pay(t, r)
+	if _, err := g.svc.Cancel(context.Background(), r.ID, r.UserID); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	if n := g.closeDue(t); n != 1 {
+		t.Fatalf("the closer took %d payments after the cancel, want 1", n)
+	}
+	g.wantClosed(t, intent.PaymentID)
+}
+
+// lateRefundOwed makes a payment that is owed back: alice pays after her hold expired and the
+// unit was sold to bob. It returns her payment id and its amount.
+func (g *gatewayStory) lateRefundOwed(t *testing.T) (string, int64) {
+	t.Helper()
+	r := g.hold(t, "gw-s1", 1, "alice")
+	intent := g.pay(t, r)
+	g.settle(t, intent.PaymentID) // she paid in time at the provider; its notification is late
+	g.expire()
+	rb := g.hold(t, "gw-s1", 1, "bob")
+	g.wantResult(t, "bob pays in time", g.deliver(t, rb, g.pay(t, rb), payment.OutcomeSucceeded), seckill.PaymentApplied)
+	g.wantResult(t, "alice's late payment", g.deliver(t, r, intent, payment.OutcomeSucceeded), seckill.PaymentRefundRequired)
+	return intent.PaymentID, r.AmountCents
+}
+
+// refunder is a refunder on the story's store and gateway, named owner.
+func (g *gatewayStory) refunder(t *testing.T, store refund.Store, owner string) *refund.Refunder {
+	t.Helper()
+	return refund.New(store, g.gw(), refund.Config{Clock: g.clock, Owner: owner})
+}
+
+func (g *gatewayStory) refundStore(t *testing.T) interface {
+	refund.Store
+	seckill.RefundStore
+} {
+	t.Helper()
+	rs, ok := g.store.(interface {
+		refund.Store
+		seckill.RefundStore
+	})
+	if !ok {
+		t.Skip("the store keeps no refund records")
+	}
+	return rs
+}
+
+// wantRefunded checks the refund of paymentID is recorded refunded and the provider made
+// exactly one refund of it.
+func (g *gatewayStory) wantRefunded(t *testing.T, paymentID string) {
+	t.Helper()
+	list, err := g.refundStore(t).Refunds(context.Background(), seckill.Refunded, seckill.MaxRefundList)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range list {
+		found = found || f.PaymentID == paymentID
+	}
+	if !found {
+		t.Fatalf("the refund of %s is not recorded refunded (refunded: %+v)", paymentID, list)
+	}
+	if g.ut.Refunds != nil {
+		if n := g.ut.Refunds(t, paymentID); n != 1 {
+			t.Fatalf("the provider refunded %s %d times, want once", paymentID, n)
+		}
+	}
+	g.state(t, paymentID, payment.StateRefunded)
+}
+
+// gwSvcRefundOnce: a refund owed is paid back through the gateway that took the money,
+// once; another pass finds nothing left to do.
+func gwSvcRefundOnce(t *testing.T, g *gatewayStory) {
+	pid, _ := g.lateRefundOwed(t)
+	rf := g.refunder(t, g.refundStore(t), "refunder-a")
+	if n, err := rf.RunOnce(context.Background()); err != nil || n != 1 {
+		t.Fatalf("refunder pass: %d claimed, %v; want 1", n, err)
+	}
+	g.wantRefunded(t, pid)
+	g.clock.Advance(time.Hour)
+	if n, err := rf.RunOnce(context.Background()); err != nil || n != 0 {
+		t.Fatalf("a second pass claimed %d (%v); a refunded payment is done", n, err)
+	}
+	g.wantRefunded(t, pid)
+}
+
+// lostRecords is a refund store whose records fail: the refunder "dies" after the gateway
+// paid the money back and before the outcome is written.
+type lostRecords struct{ refund.Store }
+
+func (lostRecords) RecordRefund(context.Context, seckill.RefundOutcome) error {
+	return errors.New("killed before the record")
+}
+
+// gwSvcRefunderKilled: a refunder killed between the gateway's refund and its record leaves the
+// refund pending under its lease; once the lease ends another refunder asks the gateway again
+// with the same idempotency key, and the money is paid back exactly once.
+func gwSvcRefunderKilled(t *testing.T, g *gatewayStory) {
+	pid, _ := g.lateRefundOwed(t)
+	rs := g.refundStore(t)
+	if n, err := g.refunder(t, lostRecords{rs}, "refunder-killed").RunOnce(context.Background()); err != nil || n != 1 {
+		t.Fatalf("the doomed refunder's pass: %d claimed, %v; want 1", n, err)
+	}
+	next := g.refunder(t, rs, "refunder-next")
+	if n, _ := next.RunOnce(context.Background()); n != 0 {
+		t.Fatalf("a refund under a live lease was claimed by another refunder")
+	}
+	g.clock.Advance(2 * refund.DefaultLease)
+	if n, err := next.RunOnce(context.Background()); err != nil || n != 1 {
+		t.Fatalf("after the lease: %d claimed, %v; want 1", n, err)
+	}
+	g.wantRefunded(t, pid)
+}
+
+// gwSvcTwoRefunders: two refunders (two instances) pass at the same moment: the refund is
+// claimed by one of them and paid back once.
+func gwSvcTwoRefunders(t *testing.T, g *gatewayStory) {
+	pid, _ := g.lateRefundOwed(t)
+	rs := g.refundStore(t)
+	var claimed [2]int
+	var wg sync.WaitGroup
+	for i := range claimed {
+		rf := g.refunder(t, rs, "refunder-"+strconv.Itoa(i))
+		wg.Go(func() { claimed[i], _ = rf.RunOnce(context.Background()) })
+	}
+	wg.Wait()
+	if claimed[0]+claimed[1] != 1 {
+		t.Fatalf("two refunders claimed %v; want the refund claimed once", claimed)
+	}
+	g.wantRefunded(t, pid)
 }

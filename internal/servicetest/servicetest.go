@@ -20,6 +20,14 @@ const AuthSecret = "servicetest-auth-secret-0123456789abcdef"
 // starts payments with payments (nil: no gateway). The store is closed when t ends.
 func New(t testing.TB, clock seckill.Clock, payments seckill.Payments) *seckill.Service {
 	t.Helper()
+	svc, _ := NewWithStore(t, clock, payments)
+	return svc
+}
+
+// NewWithStore is New that also returns the store, for the background work that runs on it
+// (the refunder, the payment closer).
+func NewWithStore(t testing.TB, clock seckill.Clock, payments seckill.Payments) (*seckill.Service, *sqlstore.Store) {
+	t.Helper()
 	store, err := sqlstore.Open(context.Background(), "sqlite://:memory:")
 	if err != nil {
 		t.Fatalf("open sqlite: %v", err)
@@ -28,5 +36,5 @@ func New(t testing.TB, clock seckill.Clock, payments seckill.Payments) *seckill.
 	return seckill.NewService(seckill.ServiceConfig{
 		Inventory: memory.New(clock, memory.WithArchive(store)), Store: store, Payments: payments,
 		Clock: clock, AuthSecret: []byte(AuthSecret),
-	})
+	}), store
 }

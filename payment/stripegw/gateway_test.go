@@ -51,8 +51,8 @@ func TestGatewayStripe(t *testing.T) {
 				Refunds: func(_ *testing.T, id string) int { return api.Refunds(id) },
 			}
 		},
-		NewService: func(t *testing.T, clock seckill.Clock, payments seckill.Payments) *seckill.Service {
-			return servicetest.New(t, clock, payments)
+		NewService: func(t *testing.T, clock seckill.Clock, payments seckill.Payments) (*seckill.Service, seckill.OrderStore) {
+			return servicetest.NewWithStore(t, clock, payments)
 		},
 	})
 }
