@@ -94,7 +94,7 @@ func TestGatewayWebhook(t *testing.T) {
 		},
 		Skip: map[string]string{
 			"Close/ThenClosed": noProvider, "Close/AfterSuccess": noProvider,
-			"Refund/Once": "refunds are paid by hand: Refund answers failed (TestWebhookGatewayNoAPI)",
+			"Refund/Once":                   "refunds are paid by hand: Refund answers failed (TestWebhookGatewayNoAPI)",
 			"Service/ClosedWhenHoldExpires": noProvider, "Service/ClosedWhenHoldCancelled": noProvider,
 		},
 	})
