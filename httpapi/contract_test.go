@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -412,6 +413,7 @@ func (h *harness) run(rt *rapid.T) {
 		"purchasePath": m.purchasePath, "buy": m.buy, "getReservation": m.getReservation,
 		"cancelReservation": m.cancelReservation, "pay": m.pay, "paymentWebhook": m.webhook,
 		"gatewayPaymentWebhook": m.gatewayWebhook, "listOrders": m.orders, "listRefunds": m.refunds, "audit": m.audit, "addStock": m.addStock, "closeSale": m.closeSale,
+		"updateSale": m.updateSale, "deleteSale": m.deleteSale,
 		"devToken": m.devToken, "healthz": m.simple("healthz", "/healthz"), "readyz": m.simple("readyz", "/readyz"),
 		"openapi": m.simple("openapi", "/openapi.json"), "saleEvents": m.events, "saleActivity": m.activity,
 		"advanceClock": m.advance,
@@ -584,7 +586,48 @@ func (m *model) simple(op, path string) func() {
 }
 
 func (m *model) listSales() {
+	if rapid.Bool().Draw(m.rt, "listAll") { // every sale, for admins
+		// The document cannot make security depend on a parameter: without a token the
+		// request is valid to it, and the answer is its documented 401.
+		auth, _ := m.adminAuth()
+		x := m.send(call{op: "listSales", method: "GET", target: "/api/v1/sales?all=true", auth: auth, valid: verdict(true)})
+		if auth == "" && x.Status != http.StatusUnauthorized {
+			m.rt.Fatalf("[%s engine] the list of every sale without a token was answered %d, want 401: %s", m.h.st.name, x.Status, x)
+		}
+		return
+	}
 	m.send(call{op: "listSales", method: "GET", target: "/api/v1/sales", valid: verdict(true)})
+}
+
+func (m *model) updateSale() {
+	rt := m.rt
+	id, ok := m.saleRef()
+	auth, present := m.adminAuth()
+	body, valid := fmt.Appendf(nil, `{"listed":%t}`, rapid.Bool().Draw(rt, "listed")), true
+	if rapid.IntRange(0, 4).Draw(rt, "badUpdate") == 0 {
+		body, valid = []byte(rapid.SampledFrom([]string{`{}`, `{"listed":"no"}`, `{"listed":1}`, `null`,
+			`{"listed":true,"currency":"eur"}`, `{"listed":null}`}).Draw(rt, "badUpdateBody")), false
+	}
+	x := m.send(call{op: "updateSale", method: "PATCH", target: "/api/v1/sales/" + url.PathEscape(id), auth: auth,
+		body: body, hasBody: true, valid: verdict(ok && present && valid)})
+	if !valid && auth == "Bearer "+adminToken && x.Status != http.StatusBadRequest {
+		m.rt.Fatalf("[%s engine] an invalid sale update was answered %d, want 400: %s", m.h.st.name, x.Status, x)
+	}
+}
+
+// deleteSale deletes rarely (a deleted sale is gone for the rest of the run); a sale someone
+// reserved in must be refused, and one that is deleted leaves the run's list of sales.
+func (m *model) deleteSale() {
+	if rapid.IntRange(0, 2).Draw(m.rt, "reallyDelete") > 0 {
+		return
+	}
+	id, ok := m.saleRef()
+	auth, present := m.adminAuth()
+	x := m.send(call{op: "deleteSale", method: "DELETE", target: "/api/v1/sales/" + url.PathEscape(id), auth: auth, valid: verdict(ok && present)})
+	if x.Status == http.StatusNoContent {
+		m.sales = slices.DeleteFunc(m.sales, func(s string) bool { return s == id })
+		delete(m.created, id)
+	}
 }
 
 func (m *model) getSale() {
@@ -706,6 +749,12 @@ func (m *model) drawSale() saleBody {
 	if rapid.Bool().Draw(rt, "hasQueue") {
 		f["queue_limit"] = rapid.IntRange(0, 8).Draw(rt, "queue")
 	}
+	if rapid.Bool().Draw(rt, "hasCurrency") {
+		f["currency"] = rapid.SampledFrom([]string{"usd", "eur", "jpy", "xts"}).Draw(rt, "currency")
+	}
+	if rapid.Bool().Draw(rt, "hasListed") {
+		f["listed"] = rapid.Bool().Draw(rt, "listed")
+	}
 	if rapid.IntRange(0, 2).Draw(rt, "breakIt") > 0 {
 		return b.withFields(f)
 	}
@@ -726,6 +775,8 @@ func (m *model) drawSale() saleBody {
 		func() { f["hold_seconds"] = rapid.SampledFrom([]int64{0, -5, 604801}).Draw(rt, "badHold") },
 		func() { f["queue_limit"] = rapid.SampledFrom([]int64{-1, 10_000_000_001}).Draw(rt, "badQueue") },
 		func() { f["surprise"] = 1 },
+		func() { f["currency"] = rapid.SampledFrom([]any{"USD", "eu", "euro", "", "u$d", 840}).Draw(rt, "badCurrency") },
+		func() { f["listed"] = rapid.SampledFrom([]any{"true", 1, "no"}).Draw(rt, "badListed") },
 		func() { f["stock"] = "10" },
 		func() { delete(f, "price_cents") },
 		func() {
@@ -1146,7 +1197,7 @@ func TestContractCheckerCatchesDrift(t *testing.T) {
 		return fmt.Appendf(nil, `{"type":"about:blank","title":"T","status":%d,"code":%q}`, status, code)
 	}
 	sale := `{"id":"s","name":"s","price_cents":1,"stock":1,"holdback":0,"starts_at":"2030-01-01T00:00:00Z",` +
-		`"ends_at":"2030-01-01T01:00:00Z","per_user_limit":1,"hold_seconds":60,"queue_limit":10,"status":"active",` +
+		`"ends_at":"2030-01-01T01:00:00Z","per_user_limit":1,"hold_seconds":60,"queue_limit":10,"currency":"usd","listed":true,"status":"active",` +
 		`"stock_state":{"sellable":1,"available":1,"held":0,"sold":0,"queued":0},"server_time":"2030-01-01T00:00:00Z"}`
 	type answer struct {
 		status int

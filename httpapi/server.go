@@ -146,6 +146,8 @@ func (s *Server) routes() []route {
 		{"POST", "/api/v1/sales", s.createSale},
 		{"GET", "/api/v1/sales", s.listSales},
 		{"GET", "/api/v1/sales/{id}", s.getSale},
+		{"PATCH", "/api/v1/sales/{id}", s.updateSale},
+		{"DELETE", "/api/v1/sales/{id}", s.deleteSale},
 		{"GET", "/api/v1/sales/{id}/path", s.purchasePath},
 		{"GET", "/api/v1/sales/{id}/events", s.saleEvents},
 		{"GET", "/api/v1/sales/{id}/activity", s.saleActivity},

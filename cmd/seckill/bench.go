@@ -182,6 +182,7 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 		"id": o.saleID, "name": "seckill bench " + o.saleID, "price_cents": 999, "stock": o.units,
 		"starts_at": start, "ends_at": start.Add(10 * time.Minute),
 		"per_user_limit": o.perUser, "hold_seconds": int(o.hold.Seconds()),
+		"listed": false, // a load test's sale is not for shoppers: kept off the storefront's list
 	}, &sale); err != nil {
 		return fmt.Errorf("create sale: %w", err)
 	}
@@ -453,6 +454,7 @@ func calibrate(ctx context.Context, o benchOptions, d time.Duration, rounds, cli
 		var sale seckill.SaleView
 		if err := call(ctx, "POST", o.targets[0]+"/api/v1/sales", o.adminToken, map[string]any{
 			"id": id, "price_cents": 1, "stock": path.stock, "hold_seconds": 3600, "queue_limit": 0,
+			"listed": false,
 		}, &sale); err != nil {
 			return fmt.Errorf("create calibration sale: %w", err)
 		}
