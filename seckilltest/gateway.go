@@ -96,6 +96,8 @@ func TestGateway(t *testing.T, h GatewayHarness) {
 		{"Service/RefundPaidBackOnce", true, gwSvcRefundOnce},
 		{"Service/RefunderKilledMidRefund", true, gwSvcRefunderKilled},
 		{"Service/TwoRefundersOnePayment", true, gwSvcTwoRefunders},
+		{"Service/UnknownReservationRefunded", true, gwSvcUnknownRefunded},
+		{"Service/WrongAmountRefunded", true, gwSvcWrongAmountRefunded},
 	}
 	for _, s := range stories {
 		t.Run(s.name, func(t *testing.T) {
@@ -710,4 +712,71 @@ func gwSvcTwoRefunders(t *testing.T, g *gatewayStory) {
 		t.Fatalf("two refunders claimed %v; want the refund claimed once", claimed)
 	}
 	g.wantRefunded(t, pid)
+}
+
+// applyNotified has the provider notify a success for req (which may differ from what was
+// started: another amount, a reservation nobody holds) and applies it as the webhook handler
+// does.
+func (g *gatewayStory) applyNotified(t *testing.T, req payment.StartRequest, intent seckill.PaymentIntent) seckill.PaymentResult {
+	t.Helper()
+	header, body := g.notification(t, req, intent, payment.OutcomeSucceeded)
+	n := g.parse(t, header, body)
+	if n.Outcome != payment.OutcomeSucceeded {
+		t.Fatalf("a paid notification parsed as %s", n.Outcome)
+	}
+	result, err := g.svc.ApplyPayment(context.Background(), n.Confirmation(), true)
+	if err != nil {
+		t.Fatalf("apply payment %s: %v", intent.PaymentID, err)
+	}
+	return result
+}
+
+// takeMoney has the provider take the money of a started payment, where the harness can (the
+// payment is then refunded by payBack); a gateway whose provider seckill cannot drive (the
+// built-in scheme) only reports payments.
+func (g *gatewayStory) takeMoney(t *testing.T, paymentID string) {
+	t.Helper()
+	if g.ut.Settle != nil {
+		g.ut.Settle(t, paymentID)
+	}
+}
+
+// payBack runs a refunder pass and checks the payment was paid back once (where the harness
+// can make the provider take money at all: see takeMoney).
+func (g *gatewayStory) payBack(t *testing.T, paymentID string) {
+	t.Helper()
+	if g.ut.Settle == nil {
+		return
+	}
+	if n, err := g.refunder(t, g.refundStore(t), "refunder-a").RunOnce(context.Background()); err != nil || n != 1 {
+		t.Fatalf("refunder pass: %d claimed, %v; want 1", n, err)
+	}
+	g.wantRefunded(t, paymentID)
+}
+
+// gwSvcUnknownRefunded: money taken for a reservation nobody holds is recorded as owed and
+// paid back, never applied.
+func gwSvcUnknownRefunded(t *testing.T, g *gatewayStory) {
+	g.hold(t, "gw-s1", 1, "alice") // the sale exists; the payment names another reservation
+	req := g.request()
+	intent := g.start(t, req)
+	g.takeMoney(t, intent.PaymentID)
+	g.wantResult(t, "payment for an unknown reservation", g.applyNotified(t, req, intent), seckill.PaymentRefundRequired)
+	g.payBack(t, intent.PaymentID)
+}
+
+// gwSvcWrongAmountRefunded: money taken for a hold in another amount than the hold's (a payment
+// started wrongly, e.g. by a shop's own service) is owed back, in the amount taken, and the
+// hold stays held: it can still be paid correctly.
+func gwSvcWrongAmountRefunded(t *testing.T, g *gatewayStory) {
+	r := g.hold(t, "gw-s1", 1, "alice")
+	req := payment.StartRequestFor(r)
+	req.AmountCents++
+	req.IdempotencyKey = r.ID + "/wrong-amount"
+	intent := g.start(t, req)
+	g.takeMoney(t, intent.PaymentID)
+	g.wantResult(t, "payment of the wrong amount", g.applyNotified(t, req, intent), seckill.PaymentRefundRequired)
+	g.wantStatus(t, r, seckill.StatusHeld)
+	g.payBack(t, intent.PaymentID)
+	g.wantResult(t, "then the right payment", g.deliver(t, r, g.pay(t, r), payment.OutcomeSucceeded), seckill.PaymentApplied)
 }
