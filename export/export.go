@@ -1,0 +1,106 @@
+// Package export delivers reservation events to the shop's other systems — its order,
+// fulfilment, notification and accounting services — through the channels shops already run:
+// signed HTTP callbacks, RabbitMQ, NATS JetStream and Kafka (docs/EVENTS.md).
+//
+// Delivery is at least once: a sink may deliver an event twice (a retry after a timeout whose
+// first attempt did land), never zero times once Publish returned nil. Every event carries a
+// stable id, the same on every delivery, on which consumers dedupe. Events of one reservation
+// are published in order, and every sink keeps that order at its destination.
+package export
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// SchemaVersion is the version of the Event JSON schema (docs/EVENTS.md). A change that a
+// consumer could trip over (a field removed or redefined) makes a new version; new fields do not.
+const SchemaVersion = 1
+
+// Event types, the values of Event.Type.
+const (
+	TypeHeld           = "held"            // a buyer got a hold (directly)
+	TypeQueued         = "queued"          // a buyer was queued for a unit
+	TypeGranted        = "granted"         // a queued buyer got a hold
+	TypePaid           = "paid"            // a hold was paid in time
+	TypeLatePaid       = "late_paid"       // a payment after the hold ended was honoured
+	TypeCancelled      = "cancelled"       // the buyer cancelled
+	TypeExpired        = "expired"         // the hold timed out unpaid (the "timeout callback")
+	TypeRejected       = "rejected"        // a queued buyer was turned away (sold out, sale ended)
+	TypeRefundRequired = "refund_required" // money arrived that cannot be honoured; it is owed back
+	TypeRefunded       = "refunded"        // the money owed was paid back
+	TypeRefundFailed   = "refund_failed"   // paying it back failed for good; an operator acts
+)
+
+// Types lists every event type, in the order of docs/EVENTS.md.
+var Types = []string{TypeHeld, TypeQueued, TypeGranted, TypePaid, TypeLatePaid, TypeCancelled, TypeExpired,
+	TypeRejected, TypeRefundRequired, TypeRefunded, TypeRefundFailed}
+
+// Event is one reservation event as exported (schema version 1, docs/EVENTS.md).
+type Event struct {
+	// ID is stable: the same event has the same id on every delivery, from every instance, so
+	// consumers dedupe on it.
+	ID            string     `json:"id"`
+	Type          string     `json:"type"`
+	SchemaVersion int        `json:"schema_version"`
+	SaleID        string     `json:"sale_id"`
+	ReservationID string     `json:"reservation_id"`
+	UserID        string     `json:"user_id"`
+	Quantity      int        `json:"quantity"`
+	AmountCents   int64      `json:"amount_cents"`
+	Status        string     `json:"status"`               // the reservation's status after the event
+	ExpiresAt     *time.Time `json:"expires_at,omitempty"` // while held
+	PaymentID     string     `json:"payment_id,omitempty"` // paid, late_paid, refund_*
+	At            time.Time  `json:"at"`                   // when it happened, UTC
+}
+
+// Sink delivers events to one destination.
+type Sink interface {
+	// Name identifies the sink in logs and metrics: its URL without credentials or secrets.
+	Name() string
+	// Publish delivers events, in the order given, and returns nil only once every one of them
+	// is durable at the destination (acknowledged by the endpoint, confirmed by the broker).
+	// On an error some may have been delivered: the caller publishes them all again, and
+	// consumers dedupe by id. Publish honours ctx: a destination that is down makes it return
+	// an error when ctx ends (or sooner), never hang.
+	Publish(ctx context.Context, events []Event) error
+	// Close releases the sink's connections. Publish must not be called after it.
+	Close() error
+}
+
+// ErrBadURL is returned (wrapped) for a sink URL that cannot be used (package export/sinks
+// opens sinks from their URLs, each kind in its own package: httpsink, amqpsink, natssink,
+// kafkasink).
+var ErrBadURL = errors.New("export: bad sink URL")
+
+// Options are what every sink may need from the server.
+type Options struct {
+	// Secret signs HTTP callbacks (the Seckill-Signature scheme of incoming webhooks).
+	Secret []byte
+}
+
+// Redact is a sink URL fit for logs and errors: its password (amqp://user:pass@…) and any
+// query option whose name suggests a secret replaced.
+func Redact(raw string) string {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	if u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "redacted")
+		}
+	}
+	q := u.Query()
+	for k := range q {
+		lk := strings.ToLower(k)
+		if strings.Contains(lk, "secret") || strings.Contains(lk, "token") || strings.Contains(lk, "password") || strings.Contains(lk, "key") {
+			q.Set(k, "redacted")
+		}
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
