@@ -12,8 +12,8 @@ import (
 )
 
 // progressBar shows what the crowd is doing while it runs, from every sample: how many buyers
-// are done, and how many are fetching the path (or waiting for the sale to start), buying, in
-// the queue, holding a unit and paying, with the sale's stock and the request rate. Counting
+// are done, the units sold, and how many buyers are in the queue, holding a unit, paying,
+// buying, fetching the path (or waiting for the sale to start), with the request rate. Counting
 // only the finished buyers would look stalled: most of them finish together at the end.
 //
 // On a terminal it is one line redrawn in place, with a bar, cut to the terminal's width (a
@@ -42,21 +42,24 @@ func newProgressBar(w io.Writer) *progressBar {
 	return p
 }
 
-// progressLine is a sample in words: time, buyers done, the crowd by step, stock, rate.
+// progressLine is a sample in words, the most telling first (a terminal cuts the end): buyers
+// done, units sold of the sellable, the crowd by step, then the request rate.
 func progressLine(s loadgen.Sample) string {
 	c := s.Crowd
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d/%d done", s.BuyersDone, s.TotalBuyers)
+	if s.StockKnown {
+		fmt.Fprintf(&b, " | sold %d/%d", s.Sold, s.Available+s.Held+s.Sold)
+	}
+	sep := " | "
 	for _, part := range []struct {
 		n    int
 		what string
-	}{{c.Waiting, "waiting"}, {c.Path, "at the door"}, {c.Buying, "buying"}, {c.InQueue, "in queue"}, {c.Holding, "holding"}, {c.Paying, "paying"}} {
+	}{{c.InQueue, "in queue"}, {c.Holding, "holding"}, {c.Paying, "paying"}, {c.Buying, "buying"}, {c.Path, "at the door"}, {c.Waiting, "waiting"}} {
 		if part.n > 0 {
-			fmt.Fprintf(&b, ", %d %s", part.n, part.what)
+			fmt.Fprintf(&b, "%s%d %s", sep, part.n, part.what)
+			sep = ", "
 		}
-	}
-	if s.StockKnown {
-		fmt.Fprintf(&b, " | stock %d free, %d held, %d sold", s.Available, s.Held, s.Sold)
 	}
 	fmt.Fprintf(&b, " | %.0f req/s, p99 %v", s.RequestsPS, s.P99.Round(100*time.Microsecond))
 	return b.String()
