@@ -294,6 +294,29 @@ func testWatchdog[L Lease](t *testing.T, s Suite[L]) {
 func testWake[L Lease](t *testing.T, s Suite[L]) {
 	name := Name(t)
 	a, b := s.New(t, name), s.New(t, name)
+	// The median shows the mechanism (a waiter that polled or slept on its TTL would take the
+	// poll interval or the lease); the worst case only has to stay clear of polling, since a
+	// loaded CI machine can delay any single wake-up. A machine busy for a whole round can
+	// delay five in a row, so a round that misses the bound is measured again, up to three
+	// rounds: a poller misses every one (its delay is the mechanism, not the load).
+	var median, worst time.Duration
+	for round := 1; round <= 3; round++ {
+		var ok bool
+		if median, worst, ok = wakeRound(t, a, b); !ok {
+			return
+		}
+		t.Logf("round %d: wake-up after Unlock: median %v, worst %v (bound %v)", round, median, worst, s.WakeBound)
+		if median <= s.WakeBound && worst <= 4*s.WakeBound {
+			return
+		}
+	}
+	t.Fatalf("waiters took median %v, worst %v to get a released lock, in each of three rounds; bound %v (worst %v)",
+		median, worst, s.WakeBound, 4*s.WakeBound)
+}
+
+// wakeRound measures five hand-overs from a to a waiting b: the median and the worst delay
+// between a's Unlock and b holding the lock. ok is false if b failed (reported with t.Error).
+func wakeRound[L Lease](t *testing.T, a, b Mutex[L]) (median, worst time.Duration, ok bool) {
 	var lat []time.Duration
 	for i := 0; i < 5; i++ {
 		mustLock(t, a)
@@ -311,21 +334,13 @@ func testWake[L Lease](t *testing.T, s Suite[L]) {
 		mustUnlock(t, a)
 		at, ok := <-got
 		if !ok {
-			return
+			return 0, 0, false
 		}
 		lat = append(lat, at.Sub(released))
 		mustUnlock(t, b)
 	}
 	slices.Sort(lat)
-	median, worst := lat[len(lat)/2], lat[len(lat)-1]
-	t.Logf("wake-up after Unlock: median %v, worst %v (bound %v)", median, worst, s.WakeBound)
-	// The median shows the mechanism (a waiter that polled or slept on its TTL would take the
-	// poll interval or the lease); the worst case only has to stay clear of polling, since a
-	// loaded CI machine can delay any single wake-up.
-	if median > s.WakeBound || worst > 4*s.WakeBound {
-		t.Fatalf("waiters took median %v, worst %v to get a released lock; bound %v (worst %v)",
-			median, worst, s.WakeBound, 4*s.WakeBound)
-	}
+	return lat[len(lat)/2], lat[len(lat)-1], true
 }
 
 func testCancel[L Lease](t *testing.T, s Suite[L]) {
