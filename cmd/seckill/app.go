@@ -152,7 +152,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 		// The mock gateway's "payment page": a real gateway would show a form here.
 		mux := http.NewServeMux()
 		mux.Handle("/", handler)
-		mux.HandleFunc("GET /mock-gateway/pay/{id}", gatewayPage)
+		mux.HandleFunc("GET /mock-gateway/pay/{id}", gatewayPage(a.gateway))
 		handler = mux
 	}
 	a.http = newHTTPServer(lim, handler, log)

@@ -3,17 +3,20 @@ package main
 import (
 	"html/template"
 	"net/http"
+
+	"github.com/seckill-go/seckill/payment"
 )
 
 // gatewayPageTmpl is the dev mock gateway's payment page. A real gateway would show a payment
-// form here; the mock one has already settled the payment and only says so. It is shown in the
-// storefront's frame or in a tab of its own, so its link back to the shop leaves any frame.
+// form here; the mock one has already settled the payment (or is about to) and only says so. It is shown in the storefront's frame or in a tab of its own, so its link back to the
+// shop leaves any frame. A payment id the mock did not issue gets the same page with "not
+// found" and status 404, as a real gateway answers a made-up checkout link.
 var gatewayPageTmpl = template.Must(template.New("gateway").Parse(`<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Mock payment gateway</title>
+<title>{{if .Known}}Mock payment gateway{{else}}Payment not found — mock payment gateway{{end}}</title>
 <style>
  body{font:16px/1.45 system-ui,sans-serif;margin:0;padding:1rem;color:#1d2126;background:#fffbea}
  h1{font-size:1.1rem;margin:0 0 .4rem} p{margin:.4rem 0} code{overflow-wrap:anywhere}
@@ -23,16 +26,28 @@ var gatewayPageTmpl = template.Must(template.New("gateway").Parse(`<!doctype htm
 </head>
 <body>
 <h1>Mock payment gateway</h1>
-<p data-testid="gateway-message">Payment <code>{{.ID}}</code> is being processed; its signed webhook will confirm it.</p>
-<p><a href="/" target="_top">Back to the shop</a></p>
+{{if .Known}}<p data-testid="gateway-message">Payment <code>{{.ID}}</code> is being processed; its signed webhook will confirm it.</p>
+{{else}}<p data-testid="gateway-message">Payment not found: this gateway started no payment with this link.</p>
+{{end}}<p><a href="/" target="_top">Back to the shop</a></p>
 </body>
 </html>
 `))
 
 // gatewayPage serves GET /mock-gateway/pay/{id} (--dev only): the page the storefront shows
 // after /pay, at the mock gateway's redirect_url.
-func gatewayPage(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	_ = gatewayPageTmpl.Execute(w, struct{ ID string }{r.PathValue("id")})
+func gatewayPage(g *payment.MockGateway) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		st, err := g.State(r.Context(), id)
+		known := err == nil && st != payment.StateUnknown
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		if !known {
+			w.WriteHeader(http.StatusNotFound)
+		}
+		_ = gatewayPageTmpl.Execute(w, struct {
+			Known bool
+			ID    string
+		}{known, id})
+	}
 }

@@ -3,7 +3,7 @@
 // chart drawn here) and the holds about to expire.
 
 import {
-  api, ApiError, byId, fmtCountdown, fmtMoney, h, messageFor, parseTime, ServerClock, setText, store, svg,
+  api, ApiError, byId, fmtCountdown, fmtMoney, fmtPrice, h, messageFor, parseTime, plural, ServerClock, setText, store, svg,
 } from 'seckill/common';
 import { SaleFeed } from 'seckill/sse';
 
@@ -123,7 +123,12 @@ byId('admin-forget').addEventListener('click', () => {
 async function refreshSales() {
   let r;
   try {
-    r = await api('GET', '/api/v1/sales');
+    // With a token, every sale (unlisted ones included: bench sales, hidden ones); without
+    // one, or with one the server refuses, the storefront's list.
+    r = A.token ? await adminCall('GET', '/api/v1/sales?all=true').catch((e) => {
+      if (refusal(e)) return api('GET', '/api/v1/sales');
+      throw e;
+    }) : await api('GET', '/api/v1/sales');
   } catch (e) {
     announce(messageFor(e), 'error');
     return;
@@ -166,6 +171,12 @@ function setRow(row, s) {
   setText(row.name, s.name && !s.name.includes(s.id) ? s.name : '');
   row.clip.title = s.name && s.name !== s.id ? `${s.id}: ${s.name}` : s.id;
   setText(row.cells.status, s.status);
+  if (!row.unlisted) { // a sale kept off the storefront's list says so, before its id
+    row.unlisted = h('span', { class: 'badge unlisted', 'data-testid': 'unlisted-badge', title: 'Not on the storefront’s list' }, 'unlisted');
+    row.clip.prepend(row.unlisted, ' ');
+  }
+  row.unlisted.hidden = s.listed !== false;
+  row.tr.dataset.listed = String(s.listed !== false);
   for (const k of ['sellable', 'available', 'held', 'sold', 'queued']) setText(row.cells[k], s.stock_state[k]);
   const on = s.id === A.selected;
   row.tr.classList.toggle('selected', on);
@@ -251,7 +262,9 @@ function renderSale(s) {
     el.parentElement.querySelector('.seg').style.width = `${Math.min(100, (100 * st[k]) / n)}%`;
   }
   setText(byId('g-sellable'), `${st.sellable} sellable (stock ${s.stock}, holdback ${s.holdback}) · available + held + sold = ${st.available + st.held + st.sold}`);
-  setText(byId('d-terms'), `${fmtMoney(s.price_cents)} · limit ${s.per_user_limit} per user · holds ${s.hold_seconds} s · queue ≤ ${s.queue_limit} buyers`);
+  setText(byId('d-terms'), `${fmtPrice(s.price_cents, s.currency)} · limit ${plural(s.per_user_limit, 'unit')} per user · holds ${plural(s.hold_seconds, 'second')} · queue ≤ ${plural(s.queue_limit, 'buyer')}`
+    + (s.listed === false ? ' · not on the storefront’s list' : ' · on the storefront'));
+  setText(byId('listed-button'), s.listed === false ? 'Show on storefront' : 'Hide from storefront');
   const row = A.rows.get(s.id);
   if (row) setRow(row, s);
   tick();
@@ -520,7 +533,7 @@ byId('restock-form').addEventListener('submit', async (ev) => {
   try {
     const s = await adminCall('POST', `/api/v1/sales/${encodeURIComponent(A.selected)}/stock`, { add: Math.floor(add) });
     renderSale(s);
-    announce(`Added ${Math.floor(add)} units to ${s.id}.`, 'ok');
+    announce(`Added ${plural(Math.floor(add), 'unit')} to ${s.id}.`, 'ok');
   } catch (e) {
     announce(messageFor(e, 'admin'), 'error');
   }
@@ -546,6 +559,59 @@ byId('close-button').addEventListener('click', async () => {
   } catch (e) {
     announce(messageFor(e, 'admin'), 'error');
   }
+});
+
+// Listing on the storefront and deleting: a sale nobody has reserved in can be deleted; any
+// other is refused by the server (409), and can be hidden instead.
+byId('listed-button').addEventListener('click', async () => {
+  if (!A.selected || !A.sale) return;
+  const listed = A.sale.listed === false;
+  try {
+    const s = await adminCall('PATCH', `/api/v1/sales/${encodeURIComponent(A.selected)}`, { listed });
+    renderSale(s);
+    announce(listed ? `Sale ${s.id} is on the storefront again.` : `Sale ${s.id} is hidden from the storefront (its own link still works).`, 'ok');
+  } catch (e) {
+    announce(messageFor(e, 'admin'), 'error');
+  }
+});
+
+function disarmDelete() {
+  A.deleteArmed = 0;
+  setText(byId('delete-button'), 'Delete sale');
+}
+
+byId('delete-button').addEventListener('click', async () => {
+  const id = A.selected;
+  if (!id) return;
+  if (!A.deleteArmed || Date.now() > A.deleteArmed) { // two clicks: deleting cannot be undone
+    A.deleteArmed = Date.now() + 5000;
+    setText(byId('delete-button'), 'Click again to delete');
+    return;
+  }
+  disarmDelete();
+  try {
+    await adminCall('DELETE', `/api/v1/sales/${encodeURIComponent(id)}`);
+  } catch (e) {
+    announce(e.code === 'conflict'
+      ? `Sale ${id} cannot be deleted: buyers have reserved in it. Hide it from the storefront instead.`
+      : messageFor(e, 'admin'), 'error');
+    return;
+  }
+  if (A.selected === id) { // the panel of a sale that is gone: closed, and its loops stopped
+    A.feed?.stop();
+    A.feed = null;
+    A.timers.forEach(clearTimeout);
+    A.timers = [];
+    A.gen++;
+    A.selected = '';
+    A.sale = null;
+    byId('detail').hidden = true;
+    history.replaceState(null, '', location.pathname);
+  }
+  A.rows.get(id)?.tr.remove();
+  A.rows.delete(id);
+  announce(`Sale ${id} is deleted.`, 'ok');
+  refreshSales();
 });
 
 function intField(id) {
@@ -590,7 +656,7 @@ byId('create-form').addEventListener('submit', async (ev) => {
     const s = await adminCall('POST', '/api/v1/sales', body);
     const when = h('span', { 'data-testid': 'created-when' });
     A.created = { startsAt: s.starts_at, el: when, startedAt: 0 };
-    announce(h('span', {}, `Created sale ${s.id}: ${s.stock_state.sellable} units, `, when, '.'), 'ok');
+    announce(h('span', {}, `Created sale ${s.id}: ${plural(s.stock_state.sellable, 'unit')}, `, when, '.'), 'ok');
     tickCreated();
     byId('c-id').value = '';
     byId('c-name').value = '';

@@ -3,8 +3,8 @@
 // Every server string goes into the page as text (textContent / attributes), never as markup.
 
 import {
-  api, ApiError, byId, fmtCountdown, fmtDateTime, fmtMoney, fmtSeconds, h, jwtSubject, messageFor,
-  randomKey, ServerClock, setText, sleep, store,
+  api, ApiError, byId, fmtCountdown, fmtDateTime, fmtPrice, fmtSeconds, h, jwtSubject, messageFor,
+  plural, randomKey, ServerClock, setText, sleep, store,
 } from 'seckill/common';
 import { SaleFeed } from 'seckill/sse';
 
@@ -13,6 +13,8 @@ const FINAL = new Set(['paid', 'rejected', 'refund_required']);
 const STATUS_WORD = {
   upcoming: 'Coming soon', active: 'On sale', sold_out: 'Sold out', ended: 'Ended',
 };
+// CURRENCY is each sale's currency seen so far (sale id → ISO 4217 code), for the orders list.
+const CURRENCY = new Map();
 const RES_WORD = {
   queued: 'In line', held: 'Held for you', paid: 'Paid', cancelled: 'Cancelled',
   expired: 'Expired', rejected: 'Not served', refund_required: 'Refund owed',
@@ -186,6 +188,7 @@ function showList() {
   S.saleId = '';
   S.sale = null;
   byId('view-sale').hidden = true;
+  byId('view-missing').hidden = true;
   byId('view-list').hidden = false;
   byId('feed-mode').hidden = true;
   document.title = 'seckill — flash sales';
@@ -227,7 +230,8 @@ async function refreshList() {
     }
     it.sale = s;
     setText(it.name, s.name);
-    setText(it.price, fmtMoney(s.price_cents));
+    CURRENCY.set(s.id, s.currency);
+    setText(it.price, fmtPrice(s.price_cents, s.currency));
     setText(it.badge, STATUS_WORD[s.status] || s.status);
     it.badge.className = `badge s-${s.status}`;
     it.gauge.set(s.stock_state);
@@ -272,6 +276,7 @@ function showSale(id) {
   S.saleId = id;
   S.sale = null;
   byId('view-list').hidden = true;
+  byId('view-missing').hidden = true;
   byId('view-sale').hidden = false;
   setText(byId('sale-name'), id);
   for (const k of ['sale-price', 'sale-status', 'sale-countdown', 'sale-terms', 'buy-hint']) setText(byId(k), '');
@@ -294,16 +299,30 @@ function showSale(id) {
     onError: (e, rid) => {
       if (userError(e)) return;
       if (rid && e.code === 'not_found') { untrack(rid); return; }
-      if (!rid && e.code === 'not_found') announce(messageFor(e, 'sale'), 'error');
+      if (!rid && e.code === 'not_found') showMissing(id);
     },
   });
   // The first state directly (it also tells a missing sale), then the feed keeps it current.
   api('GET', `/api/v1/sales/${encodeURIComponent(id)}`).then(onSale, (e) => {
-    if (S.saleId === id) announce(messageFor(e, 'sale'), 'error');
+    if (S.saleId !== id) return;
+    if (e.code === 'not_found') showMissing(id);
+    else announce(messageFor(e, 'sale'), 'error');
   });
   reloadReservations();
   S.feed.start();
   refreshOrders();
+}
+
+// showMissing replaces the sale page by "Sale not found" when the server knows no sale of this
+// id (a mistyped link, or a sale deleted since), rather than a page of dashes.
+function showMissing(id) {
+  if (S.saleId !== id) return;
+  leave();
+  byId('view-sale').hidden = true;
+  byId('feed-mode').hidden = true;
+  byId('view-missing').hidden = false;
+  document.title = 'Sale not found — seckill';
+  announce('', 'info');
 }
 
 function onSale(sale) {
@@ -314,7 +333,8 @@ function onSale(sale) {
   S.names.set(sale.id, sale.name);
   document.title = `${sale.name} — seckill`;
   setText(byId('sale-name'), sale.name);
-  setText(byId('sale-price'), fmtMoney(sale.price_cents));
+  CURRENCY.set(sale.id, sale.currency);
+  setText(byId('sale-price'), fmtPrice(sale.price_cents, sale.currency));
   const badge = byId('sale-status');
   setText(badge, STATUS_WORD[sale.status] || sale.status);
   badge.className = `badge s-${sale.status}`;
@@ -356,7 +376,7 @@ function updateBuyButton() {
     if (st.available === 0 || st.queued > 0) text = 'Every unit is held right now: buying puts you in line for the next one freed.';
   }
   btn.disabled = !ok;
-  setText(btn, S.buying ? 'Buying…' : sale ? `Buy now · ${fmtMoney(sale.price_cents)}` : 'Buy now');
+  setText(btn, S.buying ? 'Buying…' : sale ? `Buy now · ${fmtPrice(sale.price_cents, sale.currency)}` : 'Buy now');
   setText(hint, text);
 }
 
@@ -637,7 +657,7 @@ function renderCard(c) {
   c.pay.hidden = st !== 'held' || payLocked(c);
   c.pay.disabled = c.paying;
   setText(c.pay, c.paying ? 'Starting payment…'
-    : `${c.paymentId === 'unknown' ? 'Try paying again' : 'Pay'} ${fmtMoney(res.amount_cents)}`);
+    : `${c.paymentId === 'unknown' ? 'Try paying again' : 'Pay'} ${fmtPrice(res.amount_cents, S.sale?.currency)}`);
   c.cancel.hidden = !(st === 'queued' || (st === 'held' && !c.paymentId));
   c.dismiss.hidden = !(FINAL.has(st) || ((st === 'expired' || st === 'cancelled') && !payPending));
   // The gateway's page (a frame, and a link to open it apart) while the payment is pending.
@@ -760,12 +780,19 @@ async function refreshOrders() {
     const r = await api('GET', '/api/v1/orders', { token });
     if (seq !== ordersSeq || token !== S.token) return;
     const orders = r.orders || [];
+    // The name and currency of a sale this page has not shown (a fresh page, an unlisted sale).
+    await Promise.all([...new Set(orders.map((o) => o.sale_id))].filter((id) => !CURRENCY.has(id)).map((id) =>
+      api('GET', `/api/v1/sales/${encodeURIComponent(id)}`).then((v) => {
+        CURRENCY.set(id, v.currency);
+        S.names.set(id, v.name);
+      }, () => { CURRENCY.set(id, ''); })));
+    if (seq !== ordersSeq || token !== S.token) return;
     byId('orders-empty').hidden = orders.length > 0;
     byId('orders').replaceChildren(...orders.map((o) => h('li', {
       class: `order o-${o.status}`, 'data-testid': 'order-row', data: { rid: o.reservation_id, status: o.status, sale: o.sale_id },
     },
     h('span', { class: 'order-name' }, S.names.get(o.sale_id) || o.sale_id),
-    h('span', {}, `${o.quantity} × · ${fmtMoney(o.amount_cents)}`),
+    h('span', {}, `${plural(o.quantity, 'unit')} · ${fmtPrice(o.amount_cents, CURRENCY.get(o.sale_id))}`),
     h('span', { class: `badge o-${o.status}` }, o.status === 'paid' ? 'Paid' : (REFUND_LABEL[o.refund_status] || 'Refund owed')),
     h('span', { class: 'muted small' }, fmtDateTime(o.created_at)))));
   } catch (e) {

@@ -91,6 +91,29 @@ export function fmtMoney(cents) {
   return `${n < 0 ? '−' : ''}${whole}.${String(Math.abs(n) % 100).padStart(2, '0')}`;
 }
 
+// plural: plural(1, 'unit') → "1 unit", plural(2, 'unit') → "2 units", plural(3, 'buyer',
+// 'buyers') → "3 buyers". Counts are grouped for reading (10,000).
+export function plural(n, one, many = `${one}s`) {
+  const k = Number(n) || 0;
+  return `${k.toLocaleString('en-US')} ${k === 1 ? one : many}`;
+}
+
+// fmtPrice formats an amount in the smallest unit of an ISO 4217 currency (the sale's
+// `currency`, lower case on the wire): fmtPrice(99900, 'usd') → "$999.00", fmtPrice(500,
+// 'jpy') → "¥500". The number of decimals is the currency's own (Intl knows them); a currency
+// the browser does not know, or none, shows the plain amount with two decimals and the code.
+export function fmtPrice(cents, currency) {
+  const code = typeof currency === 'string' && /^[a-z]{3}$/.test(currency) ? currency.toUpperCase() : '';
+  if (code) {
+    try {
+      const f = new Intl.NumberFormat('en-US', { style: 'currency', currency: code });
+      const digits = f.resolvedOptions().maximumFractionDigits;
+      return f.format((Number(cents) || 0) / 10 ** digits);
+    } catch { /* an unknown code: below */ }
+  }
+  return code ? `${fmtMoney(cents)} ${code}` : fmtMoney(cents);
+}
+
 export function fmtDateTime(s) {
   const t = parseTime(s);
   return Number.isFinite(t) ? new Date(t).toLocaleString() : String(s ?? '');
@@ -141,35 +164,44 @@ export async function api(method, path, { token, body, headers = {}, signal } = 
     const secs = ra !== null && /^\d+$/.test(ra.trim()) ? Number(ra) : null;
     throw new ApiError(resp.status, data && typeof data === 'object' ? data : {}, secs);
   }
-  // Every success of this API has a JSON body: one that cannot be read (a connection cut after
-  // the status line) leaves the outcome unknown, as a network error does.
+  // Every success of this API but 204 (a deleted sale) has a JSON body: one that cannot be
+  // read (a connection cut after the status line) leaves the outcome unknown, as a network
+  // error does.
+  if (resp.status === 204) data = {};
   if (!data || typeof data !== 'object') throw new ApiError(0);
   Object.defineProperty(data, '_status', { value: resp.status });
   return data;
 }
 
-// messageFor turns an error into a sentence for a person.
+// messageFor turns an error into a sentence for a person. Every code of docs/API.md has its
+// own sentence, so a shopper never sees a raw code or the server's detail text (which names ids
+// and fields); the dashboard (context 'admin') adds the detail where it tells an operator what
+// to fix.
 export function messageFor(err, context = '') {
-  if (!(err instanceof ApiError)) return `Something went wrong: ${err && err.message ? err.message : err}`;
+  if (!(err instanceof ApiError)) return 'Something went wrong in this page. Reload it and try again.';
   const wait = err.retryAfter ?? 1;
+  const admin = context === 'admin';
+  const detail = admin && err.detail ? ` (${err.detail})` : '';
   switch (err.code) {
     case 'network': return 'Cannot reach the shop. Check your connection; we keep trying.';
-    case 'sold_out': return err.detail && /\d/.test(err.detail) ? `Sold out: ${err.detail}.` : 'Sold out: every unit has been sold.';
+    case 'sold_out': return 'Sold out: every unit has been sold.';
     case 'limit_exceeded': return 'You already have as many units of this sale as one buyer may have.';
     case 'queue_full': return 'Every unit is held by other buyers and the waiting line is full. Unpaid holds come back: try again in a moment.';
-    case 'rate_limited': return `Too many attempts. Wait ${wait} s before trying again.`;
+    case 'rate_limited': return `Too many attempts. Wait ${plural(wait, 'second')} before trying again.`;
     case 'ended': return 'This sale has ended.';
     case 'not_started': return 'This sale has not started yet.';
     case 'hold_expired': return 'Your hold has ended, so it can no longer be paid.';
     case 'invalid_token': return 'Your purchase link does not belong to this account. Try again.';
-    case 'unauthorized': return context === 'admin' ? 'Enter the admin token first.' : 'Please sign in (your session is missing or has expired).';
-    case 'forbidden': return 'The admin token was refused.';
-    case 'unavailable': return `The shop is busy recovering. Retrying in ${wait} s…`;
-    case 'not_found': return context === 'sale' ? 'There is no such sale.' : 'Not found.';
-    case 'conflict': return err.detail ? `Not possible: ${err.detail}.` : 'Not possible in the current state.';
+    case 'unauthorized': return admin ? 'Enter the admin token first.' : 'Please sign in (your session is missing or has expired).';
+    case 'forbidden': return admin ? 'The admin token was refused.' : 'You are not allowed to do that.';
+    case 'unavailable': return `The shop is busy recovering. Retrying in ${plural(wait, 'second')}…`;
+    case 'not_found': return context === 'sale' ? 'Sale not found: there is no sale at this address.' : `Not found: it may have been removed.${detail}`;
+    case 'conflict': return admin ? `Not possible in the current state${detail}.` : 'That is not possible any more: the page shows what changed.';
     case 'too_large': return 'The request is too large.';
-    case 'invalid_argument': return `Invalid input: ${err.detail || 'check the fields'}.`;
-    default: return err.detail || `The server answered ${err.status}.`;
+    case 'invalid_argument': return admin ? `Invalid input${detail || ': check the fields'}.` : 'That request was not valid. Reload the page and try again.';
+    case 'invalid_signature': return 'The payment notice could not be verified.';
+    case 'internal': return 'The shop hit an error. Try again in a moment.';
+    default: return err.status ? `The shop could not do that (error ${err.status}). Try again in a moment.` : 'Something went wrong. Try again in a moment.';
   }
 }
 
