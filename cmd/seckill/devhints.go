@@ -5,23 +5,59 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
 // printDevReady tells a `serve --dev` user, once the server answers, where the storefront and
 // the dashboard are, that the admin token goes into the dashboard, and a `seckill bench`
-// command to paste into another terminal: the secrets ride in environment variables on the
-// command line (bench reads SECKILL_ADMIN_TOKEN and SECKILL_AUTH_SECRET), and no payment flag
-// is needed because the dev mock gateway pays every POST /pay.
-func printDevReady(w io.Writer, cfg config, url string) {
-	fmt.Fprintf(w, "\nready: storefront %s/ and dashboard %s/admin (paste the admin token, SECKILL_ADMIN_TOKEN below, into /admin)\n", url, url)
-	self, where := selfCommand(), ""
+// command to paste into another terminal. Bench reads SECKILL_ADMIN_TOKEN and
+// SECKILL_AUTH_SECRET from its environment; the command sets them without showing a secret that
+// was not just printed: from the dev secrets file (sourced in a subshell) when the secrets are
+// kept there, inline only when they were generated for this run alone (and so printed above),
+// and not at all when the user gave them (the environment or a flag). No payment flag is
+// needed: the dev mock gateway pays every POST /pay.
+func printDevReady(w io.Writer, cfg config, url, secretsFile string, loaded, generated []string, saveErr error) {
+	file := secretsFile
+	if abs, err := filepath.Abs(file); err == nil && file != "" {
+		file = abs
+	}
+	self := selfCommand()
+	cmd := fmt.Sprintf("%s bench --target %s", self, url)
+	var inline, given []string
+	fromFile := false
+	adminWhere := ""
+	for _, name := range []string{"SECKILL_ADMIN_TOKEN", "SECKILL_AUTH_SECRET"} {
+		where := ""
+		switch {
+		case secretsFile != "" && saveErr == nil && (slices.Contains(loaded, name) || slices.Contains(generated, name)):
+			fromFile, where = true, "in the dev secrets file named above"
+		case slices.Contains(generated, name):
+			inline, where = append(inline, name+"="+shellQuote(secretValue(cfg, name))), "printed above"
+		default:
+			given, where = append(given, name), "as you gave it to serve"
+		}
+		if name == "SECKILL_ADMIN_TOKEN" {
+			adminWhere = where
+		}
+	}
+	fmt.Fprintf(w, "\nready: storefront %s/ and dashboard %s/admin\n", url, url)
+	fmt.Fprintf(w, "  the dashboard asks for the admin token: paste SECKILL_ADMIN_TOKEN's value (%s) into /admin\n", adminWhere)
+	if len(inline) > 0 {
+		cmd = strings.Join(inline, " ") + " " + cmd
+	}
+	if fromFile {
+		cmd = fmt.Sprintf("(set -a; . %s; set +a; %s)", shellQuote(file), cmd)
+	}
+	where := ""
 	if strings.HasPrefix(self, "go run") {
 		where = " (in this directory)"
 	}
-	fmt.Fprintf(w, "to send it a crowd of buyers, paste this into another terminal%s:\n", where)
-	fmt.Fprintf(w, "  SECKILL_ADMIN_TOKEN=%s SECKILL_AUTH_SECRET=%s %s bench --target %s\n\n",
-		shellQuote(cfg.AdminToken), shellQuote(cfg.AuthSecret), self, url)
+	fmt.Fprintf(w, "to send it a crowd of buyers, paste this into another terminal%s:\n  %s\n", where, cmd)
+	if len(given) > 0 {
+		fmt.Fprintf(w, "  with %s set as you gave them to serve\n", strings.Join(given, " and "))
+	}
+	fmt.Fprintln(w)
 }
 
 // selfCommand is how the user started this binary, to start it again: "go run ./cmd/seckill"

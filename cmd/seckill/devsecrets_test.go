@@ -67,8 +67,11 @@ func TestServeDevKeepsSecretsAcrossRestarts(t *testing.T) {
 		}
 		assertNoSecret(t, "the log", first.log.String()+second.log.String(), v)
 	}
-	if strings.Count(out2, file) != 1 {
-		t.Errorf("the secrets file's path is printed %d times, want once:\n%s", strings.Count(out2, file), out2)
+	// The secrets message names the file once; the bench command printed once the server is
+	// ready sources it (printDevReady), so that one names it too.
+	secretsMsg, _, _ := strings.Cut(out2, "\nready:")
+	if strings.Count(secretsMsg, file) != 1 {
+		t.Errorf("the secrets file's path is printed %d times, want once:\n%s", strings.Count(secretsMsg, file), secretsMsg)
 	}
 	if err := call(ctx, "GET", second.url+"/api/v1/refunds?limit=1", values["SECKILL_ADMIN_TOKEN"], nil, nil); err != nil {
 		t.Errorf("the first start's admin token after the restart: %v", err)

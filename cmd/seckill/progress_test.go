@@ -173,8 +173,8 @@ func TestDemoShowsProgressAndWritesASelfDescribingReport(t *testing.T) {
 }
 
 // TestServeDevPrintsABenchCommandThatWorks starts `serve --dev`, takes the bench command it
-// prints once ready, and runs it (smaller) as a shell would: the environment assignments it
-// starts with are bench's environment.
+// prints once ready, and runs it (smaller) as a shell would: the dev secrets file it sources
+// and the assignments in front of bench are bench's environment.
 func TestServeDevPrintsABenchCommandThatWorks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a flash sale over HTTP")
@@ -182,7 +182,7 @@ func TestServeDevPrintsABenchCommandThatWorks(t *testing.T) {
 	a := startServe(t)
 	var line string
 	for deadline := time.Now().Add(10 * time.Second); line == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if m := regexp.MustCompile(`(?m)^  (SECKILL_ADMIN_TOKEN=.* bench --target .*)$`).FindStringSubmatch(a.out.String()); m != nil {
+		if m := regexp.MustCompile(`(?m)^  (.* bench --target .*)$`).FindStringSubmatch(a.out.String()); m != nil {
 			line = m[1]
 		}
 	}
@@ -192,16 +192,14 @@ func TestServeDevPrintsABenchCommandThatWorks(t *testing.T) {
 	if !strings.Contains(a.out.String(), a.url+"/admin") || !strings.Contains(a.out.String(), "admin token") {
 		t.Errorf("serve --dev does not say the admin token goes into %s/admin:\n%s", a.url, a.out.String())
 	}
-	env := map[string]string{}
-	fields := strings.Fields(line)
-	for len(fields) > 0 && strings.Contains(fields[0], "=") {
-		k, v, _ := strings.Cut(fields[0], "=")
-		env[k] = strings.Trim(v, "'")
-		fields = fields[1:]
+	env, cmd := benchEnv(t, line)
+	if env["SECKILL_ADMIN_TOKEN"] == "" || env["SECKILL_AUTH_SECRET"] == "" {
+		t.Fatalf("bench command %q gives bench no admin token or auth secret", line)
 	}
+	fields := strings.Fields(cmd)
 	i := slices.Index(fields, "bench")
-	if i < 0 || env["SECKILL_ADMIN_TOKEN"] == "" || env["SECKILL_AUTH_SECRET"] == "" {
-		t.Fatalf("bench command %q: want SECKILL_ADMIN_TOKEN=… SECKILL_AUTH_SECRET=… … bench …", line)
+	if i < 0 {
+		t.Fatalf("no bench in %q", line)
 	}
 	args := append(fields[i:], "--buyers", "60", "--units", "5", "--hold", "1s", "--concurrency", "16")
 	var out, errb bytes.Buffer
@@ -212,4 +210,65 @@ func TestServeDevPrintsABenchCommandThatWorks(t *testing.T) {
 		t.Errorf("bench output:\n%s", out.String())
 	}
 	a.stop(t)
+}
+
+// benchEnv is the environment a POSIX shell gives bench in a printed command line,
+// "(set -a; . FILE; set +a; K=V … cmd …)" or "K=V … cmd …", and the command after the
+// assignments.
+func benchEnv(t *testing.T, line string) (map[string]string, string) {
+	t.Helper()
+	env := map[string]string{}
+	if m := regexp.MustCompile(`^\(set -a; \. (\S+); set \+a; (.*)\)$`).FindStringSubmatch(line); m != nil {
+		b, err := os.ReadFile(strings.Trim(m[1], "'"))
+		if err != nil {
+			t.Fatalf("the command sources %s: %v", m[1], err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, "="); ok && !strings.HasPrefix(l, "#") {
+				env[k] = v
+			}
+		}
+		line = m[2]
+	}
+	fields := strings.Fields(line)
+	for len(fields) > 0 {
+		k, v, ok := strings.Cut(fields[0], "=")
+		if !ok || strings.HasPrefix(fields[0], "-") {
+			break
+		}
+		env[k] = strings.Trim(v, "'")
+		fields = fields[1:]
+	}
+	return env, strings.Join(fields, " ")
+}
+
+// TestDevReadyShowsOnlySecretsJustPrinted: a secret kept in the dev secrets file is sourced
+// from it, one generated for this run alone is written inline (it was printed just above), and
+// one the user gave is never shown.
+func TestDevReadyShowsOnlySecretsJustPrinted(t *testing.T) {
+	cfg := config{AdminToken: "admin-secret-value", AuthSecret: "auth-secret-value"}
+	all := []string{"SECKILL_AUTH_SECRET", "SECKILL_ADMIN_TOKEN"}
+	for _, c := range []struct {
+		name              string
+		file              string
+		loaded, generated []string
+		want, wantNot     []string
+	}{
+		{"kept in the file", "/x/seckill.db.dev-secrets", all, nil, []string{"(set -a; . /x/seckill.db.dev-secrets; set +a; ", "bench --target http://h:1)", "(in the dev secrets file named above) into /admin"}, []string{"admin-secret-value", "auth-secret-value"}},
+		{"generated for this run", "", nil, all, []string{"SECKILL_ADMIN_TOKEN=admin-secret-value SECKILL_AUTH_SECRET=auth-secret-value ", "(printed above) into /admin"}, []string{"set -a"}},
+		{"given by the user", "/x/seckill.db.dev-secrets", nil, nil, []string{"  " + selfCommand() + " bench --target http://h:1\n", "as you gave"}, []string{"admin-secret-value", "auth-secret-value", "set -a"}},
+	} {
+		var b bytes.Buffer
+		printDevReady(&b, cfg, "http://h:1", c.file, c.loaded, c.generated, nil)
+		for _, w := range c.want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%s: output lacks %q:\n%s", c.name, w, b.String())
+			}
+		}
+		for _, w := range c.wantNot {
+			if strings.Contains(b.String(), w) {
+				t.Errorf("%s: output shows %q:\n%s", c.name, w, b.String())
+			}
+		}
+	}
 }

@@ -55,7 +55,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	log.Info("serving", "url", a.url, "storefront", a.url+"/", "dashboard", a.url+"/admin")
 	if cfg.Dev {
-		printDevReady(stdout, cfg, a.url)
+		printDevReady(stdout, cfg, a.url, secretsFile, loaded, generated, saveErr)
 	}
 	select {
 	case <-ctx.Done():
