@@ -775,7 +775,9 @@ func (m *model) drawSale() saleBody {
 		func() { f["hold_seconds"] = rapid.SampledFrom([]int64{0, -5, 604801}).Draw(rt, "badHold") },
 		func() { f["queue_limit"] = rapid.SampledFrom([]int64{-1, 10_000_000_001}).Draw(rt, "badQueue") },
 		func() { f["surprise"] = 1 },
-		func() { f["currency"] = rapid.SampledFrom([]any{"USD", "eu", "euro", "", "u$d", 840}).Draw(rt, "badCurrency") },
+		func() {
+			f["currency"] = rapid.SampledFrom([]any{"USD", "eu", "euro", "", "u$d", 840}).Draw(rt, "badCurrency")
+		},
 		func() { f["listed"] = rapid.SampledFrom([]any{"true", 1, "no"}).Draw(rt, "badListed") },
 		func() { f["stock"] = "10" },
 		func() { delete(f, "price_cents") },
