@@ -165,7 +165,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 		return usageError{fmt.Errorf("%s: %w (see \"seckill %s -h\")", fs.Name(), err, fs.Name())}
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+		return usageError{fmt.Errorf("%s: unexpected arguments %q (see \"seckill %s -h\")", fs.Name(), fs.Args(), fs.Name())}
 	}
 	return nil
 }

@@ -229,3 +229,17 @@ func TestVersionLine(t *testing.T) {
 		t.Errorf("seckill version: exit %d, %q", code, out.String())
 	}
 }
+
+func TestHelpCommandAndStrayArguments(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"help", "worker"}, noEnv, &out, &errb); code != 0 ||
+		!strings.HasPrefix(out.String()+errb.String(), "usage: seckill worker ") {
+		t.Errorf("seckill help worker: exit %d, %q", code, out.String()+errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	code := run(context.Background(), []string{"serve", "--dev", "stray"}, noEnv, &out, &errb)
+	if code != 2 || strings.Count(errb.String(), "stray") != 1 || !strings.Contains(errb.String(), `"seckill serve -h"`) {
+		t.Errorf("serve with a stray argument: exit %d, %q; want exit 2 and one line pointing to -h", code, errb.String())
+	}
+}

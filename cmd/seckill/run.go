@@ -7,6 +7,7 @@ import (
 	"io"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"syscall"
 )
 
@@ -25,7 +26,7 @@ commands:
   demo      run a complete flash sale in process (a preset of bench) and print what happened
   version   print the version: module version, VCS revision and time, local changes
 
-Run "seckill <command> -h" for the command's flags.
+Run "seckill <command> -h" (or "seckill help <command>") for the command's flags.
 `
 
 // run is the whole program: it owns signals, so SIGINT/SIGTERM cancel ctx and each command
@@ -53,6 +54,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stdout, "seckill", versionString())
 		return 0
 	case "help", "-h", "--help":
+		if len(args) > 1 && args[0] == "help" { // seckill help serve: serve's -h
+			return run(ctx, append(slices.Clone(args[1:]), "-h"), getenv, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
