@@ -1,5 +1,7 @@
-// Command seckill runs the flash-sale backend: `serve` the HTTP API, `demo` a complete flash
-// sale in process, `version`. See the README for configuration.
+// Command seckill runs the flash-sale backend: `serve` the HTTP API, `worker` the Redis
+// engine's stream consumers without HTTP, `bench` a crowd of buyers against running instances
+// (and `bench strategies`), `demo` a complete flash sale in process, `version`. `seckill
+// <command> -h` lists a command's flags; the README has the configuration.
 package main
 
 import (
