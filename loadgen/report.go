@@ -202,7 +202,10 @@ func (rp Report) WriteMarkdown(w io.Writer, svgName string) error {
 		fmt.Fprintf(&b, "- **%s:** %s\n", row[0], mdEscape(row[1]))
 	}
 	fmt.Fprintf(&b, "- **crowd:** %s\n\n", rp.Config)
-	fmt.Fprintf(&b, "Invariants: **%s** (%d checked).\n\n", rp.Verdict.Word(), len(rp.Verdict.Checked))
+	fmt.Fprintf(&b, "Invariants: **%s** (%d checked).\n", rp.Verdict.Word(), len(rp.Verdict.Checked))
+	if len(rp.Verdict.Violations)+len(rp.Verdict.Unverified) > 0 {
+		b.WriteString("\n")
+	}
 	for _, v := range rp.Verdict.Violations {
 		fmt.Fprintf(&b, "- violation: %s\n", v)
 	}

@@ -184,3 +184,23 @@ func TestReportSVGReadable(t *testing.T) {
 		t.Errorf("crowd panel: y ticks %v, want up to 200 buyers", buyers)
 	}
 }
+
+func TestReportMarkdownHasNoDoubleBlankLine(t *testing.T) {
+	for _, v := range []Verdict{{OK: true}, {Violations: []string{"oversold 1"}}, {Unverified: []string{"instance 2"}}} {
+		rp := sampleReport()
+		rp.Verdict = v
+		rp.Instances = []InstanceAudit{{Target: "http://10.0.0.1:8080"}}
+		var md bytes.Buffer
+		if err := rp.WriteMarkdown(&md, "r.svg"); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(md.String(), "\n\n\n") {
+			t.Errorf("verdict %+v: the Markdown has a double blank line:\n%s", v, md.String())
+		}
+		for _, want := range append(v.Violations, v.Unverified...) {
+			if !strings.Contains(md.String(), "\n\n- ") || !strings.Contains(md.String(), want) {
+				t.Errorf("verdict %+v: %q is not listed after a blank line:\n%s", v, want, md.String())
+			}
+		}
+	}
+}
