@@ -184,6 +184,9 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 		"per_user_limit": o.perUser, "hold_seconds": int(o.hold.Seconds()),
 		"listed": false, // a load test's sale is not for shoppers: kept off the storefront's list
 	}, &sale); err != nil {
+		if _, isNetErr := errors.AsType[net.Error](err); isNetErr {
+			return fmt.Errorf("create sale: no server answers at %s (start one with seckill serve --dev, or point --target at yours): %w", o.targets[0], err)
+		}
 		return fmt.Errorf("create sale: %w", err)
 	}
 	cfg := loadgen.Config{

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"regexp"
 	"runtime/debug"
@@ -241,5 +242,19 @@ func TestHelpCommandAndStrayArguments(t *testing.T) {
 	code := run(context.Background(), []string{"serve", "--dev", "stray"}, noEnv, &out, &errb)
 	if code != 2 || strings.Count(errb.String(), "stray") != 1 || !strings.Contains(errb.String(), `"seckill serve -h"`) {
 		t.Errorf("serve with a stray argument: exit %d, %q; want exit 2 and one line pointing to -h", code, errb.String())
+	}
+}
+
+func TestBenchSaysWhenNoServerAnswers(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + l.Addr().String()
+	l.Close()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"bench", "--target", url, "--admin-token", "x", "--auth-secret", "y"}, noEnv, &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "no server answers at "+url) || !strings.Contains(errb.String(), "seckill serve --dev") {
+		t.Errorf("bench against nothing: exit %d, %q", code, errb.String())
 	}
 }
