@@ -171,6 +171,25 @@ func TestBrowserSalesOnStorefront(t *testing.T) {
 		t.Fatalf("the sale whose delete was refused: %v", err)
 	}
 
+	// The create form takes a currency (the price in its own unit: yen have no decimals) and
+	// can keep the new sale off the storefront.
+	adm.do("create a sale in yen, unlisted",
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=create-id]`), "yen"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=create-price]`), "500"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=create-currency]`), "jpy"),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=create-starts-in]`), "0"),
+		chromedp.Click(chromedp.CSS(`[data-testid=create-listed]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid=create-button]`)))
+	adm.wait("the yen sale is shown", `document.getElementById('d-terms').textContent.startsWith('¥500 ')`)
+	var yen seckill.SaleView
+	if err := call(context.Background(), "GET", a.url+"/api/v1/sales/yen", "", nil, &yen); err != nil {
+		t.Fatal(err)
+	}
+	if yen.PriceCents != 500 || yen.Currency != "jpy" || yen.Listed {
+		t.Fatalf("the form created %+v, want 500 jpy, unlisted", yen.Sale)
+	}
+	adm.shot("created-in-yen")
+
 	adm.do("select the lamp", chromedp.Evaluate[chromedp.Void](`location.hash = '#/sale/lamp'`))
 	adm.wait("the lamp is shown", `document.getElementById('detail-title').textContent.includes('lamp') && `+
 		jsQ(`[data-testid=listed-button]`)+`.textContent === 'Hide from storefront'`)

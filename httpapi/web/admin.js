@@ -619,13 +619,31 @@ function intField(id) {
   return v === '' ? undefined : Math.floor(Number(v));
 }
 
+// minorDigits is how many decimals a currency's amounts have (2 for usd, 0 for jpy).
+function minorDigits(currency) {
+  try {
+    return new Intl.NumberFormat('en-US', { style: 'currency', currency: currency.toUpperCase() }).resolvedOptions().maximumFractionDigits;
+  } catch {
+    return 2;
+  }
+}
+
 byId('create-form').addEventListener('submit', async (ev) => {
   ev.preventDefault();
-  const price = /^(\d+)(?:\.(\d{1,2}))?$/.exec(byId('c-price').value.trim());
-  if (!price) { announce('Price: a number with at most two decimals, e.g. 9.99.', 'error'); return; }
+  // The price is in the currency's own unit; price_cents is in its smallest (cents, or yen).
+  const currency = byId('c-currency').value.trim().toLowerCase();
+  if (currency && !/^[a-z]{3}$/.test(currency)) { announce('Currency: an ISO 4217 code of 3 letters, e.g. usd or eur.', 'error'); return; }
+  const digits = minorDigits(currency || 'usd');
+  const price = new RegExp(`^(\\d+)(?:\\.(\\d{1,${Math.max(digits, 1)}}))?$`).exec(byId('c-price').value.trim());
+  if (!price || (digits === 0 && price[2])) {
+    announce(digits ? `Price: a number with at most ${plural(digits, 'decimal')}, e.g. 9.99.` : 'Price: a whole number in this currency, e.g. 500.', 'error');
+    return;
+  }
   if (!A.clock.known) await refreshSales();
   const body = {
-    price_cents: Number(price[1]) * 100 + Number((price[2] || '').padEnd(2, '0')),
+    price_cents: Number(price[1]) * 10 ** digits + Number((price[2] || '').padEnd(digits, '0') || 0),
+    currency: currency || undefined,
+    listed: byId('c-listed').checked,
     stock: intField('c-stock'),
     per_user_limit: intField('c-limit'),
     hold_seconds: intField('c-hold'),
