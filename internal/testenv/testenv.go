@@ -17,6 +17,8 @@ const (
 	// StripeMockVar names a running stripe-mock (github.com/stripe/stripe-mock), the Stripe API
 	// the Stripe gateway's tests call instead of Stripe's own.
 	StripeMockVar = "SECKILL_TEST_STRIPE_MOCK" // e.g. http://127.0.0.1:12111
+	AMQPVar       = "SECKILL_TEST_AMQP"        // e.g. amqp://guest:guest@127.0.0.1:5672/
+	NATSVar       = "SECKILL_TEST_NATS"        // e.g. nats://127.0.0.1:4222 (JetStream enabled)
 )
 
 // Redis returns the test Redis URL or skips (fails under CI=true).
@@ -33,6 +35,12 @@ func Postgres(t testing.TB) string { return lookup(t, PostgresVar) }
 
 // StripeMock returns the test stripe-mock's base URL or skips (fails under CI=true).
 func StripeMock(t testing.TB) string { return lookup(t, StripeMockVar) }
+
+// AMQP returns the test RabbitMQ URL or skips (fails under CI=true).
+func AMQP(t testing.TB) string { return lookup(t, AMQPVar) }
+
+// NATS returns the test NATS server's URL (JetStream enabled) or skips (fails under CI=true).
+func NATS(t testing.TB) string { return lookup(t, NATSVar) }
 
 // InCI reports whether the tests run under CI=true.
 func InCI() bool { return os.Getenv("CI") == "true" }
