@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/seckill-go/seckill/export"
+	"github.com/seckill-go/seckill/export/kafkasink"
 )
 
 // Open builds a sink from one entry of SECKILL_EXPORT. An unknown scheme or option is an
@@ -20,6 +21,8 @@ func Open(ctx context.Context, raw string, opts export.Options) (export.Sink, er
 		return nil, fmt.Errorf("%w: %q: want scheme://host[:port][/path][?options]", export.ErrBadURL, export.Redact(raw))
 	}
 	switch strings.ToLower(u.Scheme) {
+	case "kafka":
+		return kafkasink.Open(raw)
 	}
 	return nil, fmt.Errorf("%w: %q: unknown scheme %q (want http, https, amqp, amqps, nats or kafka)",
 		export.ErrBadURL, export.Redact(raw), u.Scheme)
