@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // helpOf runs `seckill <cmd...> -h` and returns what it printed; it must exit 0.
@@ -256,5 +257,26 @@ func TestBenchSaysWhenNoServerAnswers(t *testing.T) {
 	code := run(context.Background(), []string{"bench", "--target", url, "--admin-token", "x", "--auth-secret", "y"}, noEnv, &out, &errb)
 	if code != 1 || !strings.Contains(errb.String(), "no server answers at "+url) || !strings.Contains(errb.String(), "seckill serve --dev") {
 		t.Errorf("bench against nothing: exit %d, %q", code, errb.String())
+	}
+}
+
+func TestHelpFitsEightyColumns(t *testing.T) {
+	for _, cmd := range append([][]string{{"help"}}, helpCommands...) {
+		var help string
+		if cmd[0] == "help" {
+			var out, errb bytes.Buffer
+			run(context.Background(), cmd, noEnv, &out, &errb)
+			help = out.String()
+		} else {
+			help = helpOf(t, noEnv, cmd...)
+		}
+		for _, line := range strings.Split(help, "\n") {
+			if n := utf8.RuneCountInString(strings.ReplaceAll(line, "\t", "    ")); n > 80 {
+				t.Errorf("%v -h: a line of %d columns: %q", cmd, n, line)
+			}
+		}
+	}
+	if got := wrapWords("a bb ccc dddd", 6); !slices.Equal(got, []string{"a bb", "ccc", "dddd"}) {
+		t.Errorf("wrapWords = %q", got)
 	}
 }

@@ -18,15 +18,19 @@ var version = ""
 const usage = `usage: seckill <command> [flags]
 
 commands:
-  serve     serve the HTTP API (memory engine and SQLite by default; --dev for a playground)
-  worker    redis engine: store the event streams in the database and sweep, without HTTP
-  bench     drive running instances with a crowd of buyers, report and check the invariants
-            (bench --calibrate: the buy path against a bare handler; bench strategies: the
-            ways to take stock, side by side)
-  demo      run a complete flash sale in process (a preset of bench) and print what happened
-  version   print the version: module version, VCS revision and time, local changes
+  serve     serve the HTTP API, the storefront and the dashboard (memory engine
+            and SQLite by default; --dev for a playground)
+  worker    redis engine: store the event streams in the database and sweep,
+            without HTTP
+  bench     drive running instances with a crowd of buyers, report and check
+            the invariants (bench --calibrate: the buy path against a bare
+            handler; bench strategies: the ways to take stock, side by side)
+  demo      run a complete flash sale in process (a preset of bench) and print
+            what happened
+  version   print the version: module version, VCS revision and time, local
+            changes
 
-Run "seckill <command> -h" (or "seckill help <command>") for the command's flags.
+Run "seckill <command> -h" (or "seckill help <command>") for its flags.
 `
 
 // run is the whole program: it owns signals, so SIGINT/SIGTERM cancel ctx and each command

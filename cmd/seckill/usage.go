@@ -5,33 +5,38 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 )
 
 // commandHelp is what `seckill <command> -h` says above a command's flags, by flag set name.
 // Every subcommand's flag set is printed by printUsage, so that all of them show flags the
 // way the README writes them (--flag) and none is left without a description.
 var commandHelp = map[string]struct{ args, about string }{
-	"serve": {"[flags]", `Serve the HTTP API, the storefront (/) and the dashboard (/admin).
-Flags override the environment (SECKILL_*), which overrides the defaults.
---dev makes a playground: missing secrets generated and printed, the mock payment gateway,
-and a ready-to-paste "seckill bench" command once the server is up.`},
-	"worker": {"[flags]", `Redis engine only: store every sale's event stream in the database and sweep expired
-holds, without HTTP, for shops that run the API instances with --consume=false. Any
+	"serve": {"[flags]", `Serve the HTTP API, the storefront (/) and the dashboard (/admin). Flags
+override the environment (SECKILL_*), which overrides the defaults.
+
+--dev makes a playground: missing secrets generated, printed and kept next to the database,
+the mock payment gateway, and a ready-to-paste "seckill bench" command once the server is up.`},
+	"worker": {"[flags]", `Redis engine only: store every sale's event stream in the database and sweep
+expired holds, without HTTP, for shops that run the API instances with --consume=false. Any
 number of workers may run; they share the streams through one consumer group.`},
-	"bench": {"[flags]\n       seckill bench strategies [flags]", `Drive running seckill instances with a crowd of buyers: create a sale on the target(s),
-mint the buyers' tokens from the auth secret, buy, pay, cancel, abandon, pay late and
-retry (--mix), then audit every instance and check the invariants (exit 1 on a violation).
-Prints a live progress line, per-step latencies, and with --report a Markdown report with
-an SVG chart.
+	"bench": {"[flags]\n       seckill bench strategies [flags]", `Drive running seckill instances with a crowd of buyers: create a sale on the
+target(s), mint the buyers' tokens from the auth secret, buy, pay, cancel, abandon, pay late
+and retry (--mix), then audit every instance and check the invariants (exit 1 on a
+violation). Prints a live progress line, per-step latencies, and with --report a Markdown
+report with an SVG chart.
+
 --calibrate instead compares the buy path's rate with a bare net/http handler.
+
 "seckill bench strategies -h": the five ways of taking stock against one Redis, side by side.`},
-	"bench strategies": {"[flags]", `Run the ways of taking stock that flash-sale write-ups walk through (no lock, SETNX, the
-lock package, the Lua script, the embedded engine) on one load against one Redis, and
-print them in one table. The no-lock strategy must oversell: it is the negative control.`},
-	"demo": {"[flags]", `Run a complete flash sale in process: a real server on a loopback port (memory engine,
-SQLite in a temp dir, mock payment gateway) and "seckill bench"'s crowd against it over
-HTTP. Prints the crowd's progress, the bench report, and exits 1 if an invariant fails.`},
-	"bench-reference": {"[flags]", `The bare net/http handler that "seckill bench --calibrate" measures against (internal).`},
+	"bench strategies": {"[flags]", `Run the ways of taking stock that flash-sale write-ups walk through (no lock,
+SETNX, the lock package, the Lua script, the embedded engine) on one load against one Redis,
+and print them in one table. The no-lock strategy must oversell: it is the negative control.`},
+	"demo": {"[flags]", `Run a complete flash sale in process: a real server on a loopback port (memory
+engine, SQLite in a temp dir, mock payment gateway) and "seckill bench"'s crowd against it
+over HTTP. Prints the crowd's progress, the bench report, and exits 1 if an invariant fails.`},
+	"bench-reference": {"[flags]", `The bare net/http handler that "seckill bench --calibrate" measures against
+(internal).`},
 }
 
 // secretFlags are flags whose default comes from a secret in the environment: -h says that
@@ -49,8 +54,10 @@ func printUsage(w io.Writer, fs *flag.FlagSet) {
 		h.args = "[flags]"
 	}
 	fmt.Fprintf(w, "usage: seckill %s %s\n", fs.Name(), h.args)
-	if h.about != "" {
-		fmt.Fprintf(w, "\n%s\n", h.about)
+	for _, para := range strings.Split(h.about, "\n\n") {
+		if para != "" {
+			fmt.Fprintf(w, "\n%s\n", strings.Join(wrapWords(para, 78), "\n"))
+		}
 	}
 	fmt.Fprintf(w, "\nflags:\n")
 	fs.VisitAll(func(f *flag.Flag) {
@@ -59,10 +66,31 @@ func printUsage(w io.Writer, fs *flag.FlagSet) {
 		if def != "" {
 			usage += " (default " + def + ")"
 		}
-		for _, line := range strings.Split(usage, "\n") {
-			fmt.Fprintf(w, "    \t%s\n", line)
+		for _, para := range strings.Split(usage, "\n") {
+			for _, line := range wrapWords(para, 72) {
+				fmt.Fprintf(w, "    \t%s\n", line)
+			}
 		}
 	})
+}
+
+// wrapWords breaks s into lines of at most width characters at spaces (a longer word keeps a
+// line of its own), so that -h reads on an 80-column terminal.
+func wrapWords(s string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = word
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) <= width:
+			line += " " + word
+		default:
+			lines = append(lines, line)
+			line = word
+		}
+	}
+	return append(lines, line)
 }
 
 // flagName is how a flag is written: --name, or -v for a one-letter name.
