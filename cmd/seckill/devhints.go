@@ -16,7 +16,8 @@ import (
 // was not just printed: from the dev secrets file (sourced in a subshell) when the secrets are
 // kept there, inline only when they were generated for this run alone (and so printed above),
 // and not at all when the user gave them (the environment or a flag). No payment flag is
-// needed: the dev mock gateway pays every POST /pay.
+// needed: the sourced file gives bench the payment secret too (it then delivers signed
+// webhooks itself), and without it the dev mock gateway pays every POST /pay.
 func printDevReady(w io.Writer, cfg config, url, secretsFile string, loaded, generated []string, saveErr error) {
 	file := secretsFile
 	if abs, err := filepath.Abs(file); err == nil && file != "" {
