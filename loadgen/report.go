@@ -6,6 +6,7 @@ import (
 	"html"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -252,6 +253,7 @@ type svgSeries struct {
 	name, color string
 	v           func(Sample) float64
 	stock       bool // from the sale's stock: only samples where it was read
+	perPeriod   bool // a rate or a quantile of the sample's period: not drawn for a sliver of one
 }
 
 // WriteSVG draws the time series in four panels that share the time axis: requests/s, p99
@@ -266,19 +268,19 @@ func (rp Report) WriteSVG(w io.Writer) error {
 		title, unit string
 		series      []svgSeries
 	}{
-		{"requests per second", "requests/s", []svgSeries{{"requests/s", "#1f77b4", func(p Sample) float64 { return p.RequestsPS }, false}}},
+		{"requests per second", "requests/s", []svgSeries{{"requests/s", "#1f77b4", func(p Sample) float64 { return p.RequestsPS }, false, true}}},
 		{"p99 latency of the requests that ended in each period", "ms", []svgSeries{{"p99", "#d62728",
-			func(p Sample) float64 { return float64(p.P99.Microseconds()) / 1000 }, false}}},
+			func(p Sample) float64 { return float64(p.P99.Microseconds()) / 1000 }, false, true}}},
 		{"stock of the sale", "units", []svgSeries{
-			{"available", "#2ca02c", func(p Sample) float64 { return float64(p.Available) }, true},
-			{"held", "#ff7f0e", func(p Sample) float64 { return float64(p.Held) }, true},
-			{"sold", "#9467bd", func(p Sample) float64 { return float64(p.Sold) }, true},
+			{"available", "#2ca02c", func(p Sample) float64 { return float64(p.Available) }, true, false},
+			{"held", "#ff7f0e", func(p Sample) float64 { return float64(p.Held) }, true, false},
+			{"sold", "#9467bd", func(p Sample) float64 { return float64(p.Sold) }, true, false},
 		}},
 		{"the crowd", "buyers", []svgSeries{
-			{"queued (server)", "#8c564b", func(p Sample) float64 { return float64(p.Queued) }, true},
-			{"buying", "#17becf", func(p Sample) float64 { return float64(p.Crowd.Buying) }, false},
-			{"holding", "#ff7f0e", func(p Sample) float64 { return float64(p.Crowd.Holding) }, false},
-			{"paying", "#2ca02c", func(p Sample) float64 { return float64(p.Crowd.Paying) }, false},
+			{"queued (server)", "#8c564b", func(p Sample) float64 { return float64(p.Queued) }, true, false},
+			{"buying", "#17becf", func(p Sample) float64 { return float64(p.Crowd.Buying) }, false, false},
+			{"holding", "#ff7f0e", func(p Sample) float64 { return float64(p.Crowd.Holding) }, false, false},
+			{"paying", "#2ca02c", func(p Sample) float64 { return float64(p.Crowd.Paying) }, false, false},
 		}},
 	}
 	block := titleH + plotH + axisH
@@ -290,6 +292,7 @@ func (rp Report) WriteSVG(w io.Writer) error {
 	if len(s) > 0 {
 		end = s[len(s)-1].At
 	}
+	sliver := slivers(s)
 	xTicks := niceTicks(max(end.Seconds(), 1), 10)
 	xMax := xTicks[len(xTicks)-1]
 	x := func(sec float64) float64 { return left + sec/xMax*float64(width-left-right) }
@@ -298,8 +301,8 @@ func (rp Report) WriteSVG(w io.Writer) error {
 		bottom := top + plotH
 		hi := 0.0
 		for _, ser := range pn.series {
-			for _, p := range s {
-				if !ser.stock || p.StockKnown {
+			for k, p := range s {
+				if (!ser.stock || p.StockKnown) && !(ser.perPeriod && sliver[k]) {
 					hi = max(hi, ser.v(p))
 				}
 			}
@@ -335,8 +338,8 @@ func (rp Report) WriteSVG(w io.Writer) error {
 		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" fill="#444">seconds since the crowd started</text>`+"\n", left+(width-left-right)/2, bottom+30)
 		for _, ser := range pn.series {
 			var pts []string
-			for _, p := range s {
-				if ser.stock && !p.StockKnown {
+			for k, p := range s {
+				if ser.stock && !p.StockKnown || ser.perPeriod && sliver[k] {
 					continue
 				}
 				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(p.At.Seconds()), y(ser.v(p))))
@@ -347,6 +350,28 @@ func (rp Report) WriteSVG(w io.Writer) error {
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// slivers marks the samples whose period is under a quarter of the usual one (the median gap
+// between samples): a sampler that fell behind takes its next sample at once, and the final
+// sample ends a partial period. Their rate and p99 come from a few requests, or none, and
+// would draw spikes and drops to zero that did not happen.
+func slivers(s []Sample) []bool {
+	out := make([]bool, len(s))
+	if len(s) < 3 {
+		return out
+	}
+	gaps := make([]time.Duration, 0, len(s)-1)
+	for k := 1; k < len(s); k++ {
+		gaps = append(gaps, s[k].At-s[k-1].At)
+	}
+	sorted := slices.Clone(gaps)
+	slices.Sort(sorted)
+	usual := sorted[len(sorted)/2]
+	for k := 1; k < len(s); k++ {
+		out[k] = gaps[k-1] < usual/4
+	}
+	return out
 }
 
 // niceTicks are the ticks of an axis from 0 to at least hi (> 0): at most about n+1 of them,
