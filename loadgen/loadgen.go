@@ -709,23 +709,33 @@ func (r *runner) deliver(ctx context.Context, i int, user, pid string, res reser
 	body, _ := json.Marshal(map[string]any{"payment_id": pid, "reservation_id": res.ID,
 		"amount_cents": res.AmountCents, "status": "succeeded"})
 	atomic.AddInt64(&r.res.PaymentsBegun, 1)
+	if result, ok := r.notify(ctx, i, "/api/v1/payments/webhook", func() ([]byte, map[string]string) {
+		return body, map[string]string{"Seckill-Signature": payment.Sign(r.cfg.PaymentSecret, time.Now(), body)}
+	}); ok {
+		r.recordPayment(user, pid, result, res)
+	}
+}
+
+// notify is the gateway delivering a notification to path on any target: signed anew by sign
+// for every attempt, retried until a target answers 200 (whose result it returns) or refuses
+// it for good (counted as an error), or retryFor has passed (counted as given up).
+func (r *runner) notify(ctx context.Context, i int, path string, sign func() ([]byte, map[string]string)) (string, bool) {
 	deadline := time.Now().Add(retryFor)
 	for attempt := 0; ; attempt++ {
-		hdr := map[string]string{"Seckill-Signature": payment.Sign(r.cfg.PaymentSecret, time.Now(), body)}
-		a, err := r.do(ctx, i+attempt+1, "pay", "POST", "/api/v1/payments/webhook", "", body, hdr, time.Time{})
+		body, hdr := sign()
+		a, err := r.do(ctx, i+attempt+1, "pay", "POST", path, "", body, hdr, time.Time{})
 		if err == nil && a.status == 200 {
 			var out struct{ Result string }
 			_ = json.Unmarshal(a.body, &out)
-			r.recordPayment(user, pid, out.Result, res)
-			return
+			return out.Result, true
 		}
 		if err == nil && a.status != 503 {
 			atomic.AddInt64(&r.res.Errors, 1)
-			return
+			return "", false
 		}
 		if time.Now().After(deadline) || !sleep(ctx, 100*time.Millisecond) {
 			atomic.AddInt64(&r.res.GaveUp, 1)
-			return
+			return "", false
 		}
 	}
 }

@@ -129,27 +129,12 @@ func (r *runner) settleAtStripe(ctx context.Context, sessionID string) bool {
 // redelivery of the same session's payment is answered duplicate.
 func (r *runner) stripeEvent(ctx context.Context, i int, user, eventType string, s stripegw.EventSession, res reservation) {
 	eventID := "evt_bench_" + strconv.FormatUint(rand.Uint64(), 36)
-	deadline := time.Now().Add(retryFor)
-	for attempt := 0; ; attempt++ {
+	result, ok := r.notify(ctx, i, stripeRoute, func() ([]byte, map[string]string) {
 		hdr, body := stripegw.SignedEvent(r.cfg.Stripe.WebhookSecret, eventID, eventType, s, time.Now())
-		a, err := r.do(ctx, i+attempt+1, "pay", "POST", stripeRoute, "", body,
-			map[string]string{stripegw.SignatureHeader: hdr.Get(stripegw.SignatureHeader)}, time.Time{})
-		if err == nil && a.status == 200 {
-			var out struct{ Result string }
-			_ = json.Unmarshal(a.body, &out)
-			if s.PaymentStatus == "paid" {
-				r.recordPayment(user, s.ID, out.Result, res)
-			}
-			return
-		}
-		if err == nil && a.status != 503 {
-			atomic.AddInt64(&r.res.Errors, 1)
-			return
-		}
-		if time.Now().After(deadline) || !sleep(ctx, 100*time.Millisecond) {
-			atomic.AddInt64(&r.res.GaveUp, 1)
-			return
-		}
+		return body, map[string]string{stripegw.SignatureHeader: hdr.Get(stripegw.SignatureHeader)}
+	})
+	if ok && s.PaymentStatus == "paid" {
+		r.recordPayment(user, s.ID, result, res)
 	}
 }
 
