@@ -1,0 +1,278 @@
+// Package natssink exports events to NATS JetStream (docs/EVENTS.md, "NATS JetStream"): each
+// event published to the subject "<prefix>.<type>" of one stream with the header Nats-Msg-Id =
+// event id, so that JetStream itself drops a retry's copy within the stream's duplicate window,
+// and Publish answers nil only once JetStream acknowledged (stored) every event.
+package natssink
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/seckill-go/seckill/export"
+)
+
+// Defaults of the URL options.
+const (
+	DefaultStream          = "SECKILL_EVENTS"
+	DefaultSubject         = "seckill.events"
+	DefaultDuplicateWindow = 2 * time.Minute
+	DefaultMaxAge          = 7 * 24 * time.Hour
+)
+
+const (
+	// connectWait bounds how long Publish waits for a connection that is reconnecting when
+	// ctx allows longer: the exporter learns of the outage and backs off on its own.
+	connectWait = 5 * time.Second
+	// reconnectWait (plus up to reconnectJitter) is the pause between reconnection attempts of
+	// the client, which reconnects by itself, forever.
+	reconnectWait   = 500 * time.Millisecond
+	reconnectJitter = 500 * time.Millisecond
+)
+
+// Sink publishes to one stream. Publish calls are serialised and each event waits for its
+// acknowledgement before the next is sent, so that a failure mid-batch never leaves a later
+// event stored before an earlier one that is lost: the retry stores the missing event first
+// (the ones already stored are dropped as duplicates), and every reservation's order holds.
+type Sink struct {
+	name      string
+	stream    string
+	prefix    string
+	dupWindow time.Duration
+	maxAge    time.Duration
+
+	nc *nats.Conn
+	js jetstream.JetStream
+
+	mu     sync.Mutex // serialises Publish; guards ready and closed
+	ready  bool       // the stream was found or created
+	closed bool
+}
+
+// Open checks the URL (nats://[user:pass@]host:port?stream=…&subject=…&duplicate_window=…&max_age=…)
+// and returns a sink. The client connects in the background and reconnects by itself: a server
+// that is down when seckill starts delays nothing (the exporter's retries and lag show it). The
+// stream is looked up (or created) by the first Publish.
+func Open(ctx context.Context, raw string, _ export.Options) (*Sink, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %q: "+format, append([]any{export.ErrBadURL, export.Redact(raw)}, args...)...)
+	}
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	if !strings.EqualFold(u.Scheme, "nats") {
+		return nil, bad("scheme %q is not nats", u.Scheme)
+	}
+	if u.Host == "" {
+		return nil, bad("no host")
+	}
+	if u.Path != "" && u.Path != "/" {
+		return nil, bad("a NATS URL has no path (name the stream with ?stream=)")
+	}
+	s := &Sink{name: export.Redact(raw), stream: DefaultStream, prefix: DefaultSubject,
+		dupWindow: DefaultDuplicateWindow, maxAge: DefaultMaxAge}
+	for k, v := range u.Query() {
+		if len(v) != 1 {
+			return nil, bad("option %s given %d times", k, len(v))
+		}
+		switch k {
+		case "stream":
+			s.stream = v[0]
+		case "subject":
+			s.prefix = v[0]
+		case "duplicate_window", "max_age":
+			d, err := time.ParseDuration(v[0])
+			if err != nil || d < 0 || (k == "duplicate_window" && d == 0) {
+				return nil, bad("%s=%q: want a positive duration such as 2m or 168h", k, v[0])
+			}
+			if k == "duplicate_window" {
+				s.dupWindow = d
+			} else {
+				s.maxAge = d
+			}
+		default:
+			return nil, bad("unknown option %q (want stream, subject, duplicate_window or max_age)", k)
+		}
+	}
+	if err := checkStream(s.stream); err != nil {
+		return nil, bad("stream: %v", err)
+	}
+	if err := checkSubject(s.prefix); err != nil {
+		return nil, bad("subject: %v", err)
+	}
+	if s.maxAge != 0 && s.dupWindow > s.maxAge {
+		return nil, bad("duplicate_window %v is longer than max_age %v", s.dupWindow, s.maxAge)
+	}
+	server := *u
+	server.RawQuery, server.Fragment, server.Path = "", "", ""
+	nc, err := nats.Connect(server.String(),
+		nats.Name("seckill export"),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(reconnectWait),
+		nats.ReconnectJitter(reconnectJitter, reconnectJitter),
+		// No reconnect buffer: while disconnected a publish fails at once instead of being
+		// held in memory, unacknowledged, for a server that may not come back.
+		nats.ReconnectBufSize(-1),
+	)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, bad("%v", err)
+	}
+	s.nc, s.js = nc, js
+	return s, nil
+}
+
+// checkStream refuses what JetStream refuses in a stream name.
+func checkStream(name string) error {
+	if name == "" {
+		return errors.New("empty")
+	}
+	if strings.ContainsAny(name, " \t\r\n.*>/\\") {
+		return errors.New("must not contain whitespace, '.', '*', '>', '/' or '\\'")
+	}
+	return nil
+}
+
+// checkSubject refuses a prefix that is not a literal subject (tokens separated by dots).
+func checkSubject(prefix string) error {
+	for tok := range strings.SplitSeq(prefix, ".") {
+		if tok == "" {
+			return errors.New("empty token (leading, trailing or double dot, or empty)")
+		}
+		if strings.ContainsAny(tok, " \t\r\n*>") {
+			return errors.New("must be a literal subject: no whitespace, '*' or '>'")
+		}
+	}
+	return nil
+}
+
+// Name is the URL without its password.
+func (s *Sink) Name() string { return s.name }
+
+// Stream is the stream the sink publishes to.
+func (s *Sink) Stream() string { return s.stream }
+
+// Subject is the subject an event of type eventType is published to.
+func (s *Sink) Subject(eventType string) string { return s.prefix + "." + eventType }
+
+// Publish stores every event, in order, and returns nil once JetStream acknowledged each one
+// (a copy dropped as a duplicate is acknowledged too). A connection that is down (waited for
+// until ctx ends, or connectWait), a stream that does not take the subject, or a missing
+// acknowledgement is an error; the exporter publishes the batch again.
+func (s *Sink) Publish(ctx context.Context, events []export.Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("nats sink %s: closed", s.name)
+	}
+	if err := s.waitConnected(ctx); err != nil {
+		return fmt.Errorf("nats sink %s: %w", s.name, err)
+	}
+	if err := s.ensureStream(ctx); err != nil {
+		return fmt.Errorf("nats sink %s: stream %s: %w", s.name, s.stream, err)
+	}
+	for _, e := range events {
+		body, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("nats sink %s: event %s: %w", s.name, e.ID, err)
+		}
+		m := nats.NewMsg(s.Subject(e.Type))
+		m.Data = body
+		m.Header.Set("Content-Type", "application/json")
+		m.Header.Set("Seckill-Event-Type", e.Type)
+		m.Header.Set("Seckill-Schema-Version", fmt.Sprint(e.SchemaVersion))
+		// WithExpectStream: the server refuses the message if the subject is captured by
+		// another stream than ours, rather than store it where no consumer looks.
+		ack, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(e.ID), jetstream.WithExpectStream(s.stream))
+		if err != nil {
+			return fmt.Errorf("nats sink %s: publish event %s to %s: %w", s.name, e.ID, m.Subject, err)
+		}
+		if ack.Stream != s.stream {
+			return fmt.Errorf("nats sink %s: event %s was stored in stream %s, not %s", s.name, e.ID, ack.Stream, s.stream)
+		}
+	}
+	return nil
+}
+
+// waitConnected returns once the client is connected, or an error when ctx ends or after
+// connectWait.
+func (s *Sink) waitConnected(ctx context.Context) error {
+	if s.nc.IsConnected() {
+		return nil
+	}
+	limit := time.NewTimer(connectWait)
+	defer limit.Stop()
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not connected (%s): %w", s.nc.Status(), ctx.Err())
+		case <-limit.C:
+			return fmt.Errorf("not connected (%s) after %v", s.nc.Status(), connectWait)
+		case <-tick.C:
+			if s.nc.IsConnected() {
+				return nil
+			}
+			if s.nc.IsClosed() {
+				return errors.New("the connection is closed")
+			}
+		}
+	}
+}
+
+// ensureStream finds the stream or creates it. An existing stream is used as it is, its
+// configuration never changed: it belongs to whoever made it (an operator may have set
+// replicas, limits or more subjects). If it does not capture "<prefix>.>" every publish fails
+// (WithExpectStream), saying so.
+func (s *Sink) ensureStream(ctx context.Context) error {
+	if s.ready {
+		return nil
+	}
+	_, err := s.js.Stream(ctx, s.stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = s.js.CreateStream(ctx, jetstream.StreamConfig{
+			Name:        s.stream,
+			Description: "seckill reservation events (docs/EVENTS.md)",
+			Subjects:    []string{s.prefix + ".>"},
+			Storage:     jetstream.FileStorage,
+			Retention:   jetstream.LimitsPolicy,
+			MaxAge:      s.maxAge,
+			Duplicates:  s.dupWindow,
+		})
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			err = nil // another instance created it meanwhile
+		}
+	}
+	if err != nil {
+		return err
+	}
+	s.ready = true
+	return nil
+}
+
+// Close closes the connection. Publish must not be called after it.
+func (s *Sink) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	s.nc.Close()
+	return nil
+}
