@@ -85,10 +85,15 @@ func (rp Report) rows() [][2]string {
 	r, db := rp.Result, rp.Audit.Database
 	reqPS := float64(r.Requests) / max(r.Elapsed.Seconds(), 1e-9)
 	oversold := max(0, rp.Sale.Sold-rp.Sale.Sellable, db.Sold-rp.Sale.Sellable)
-	return [][2]string{
+	refunds := fmt.Sprintf("%d / %d", db.PaidOrders, db.Refunds)
+	if db.Refunds > 0 {
+		refunds += fmt.Sprintf(" (paid back %d, failed %d, open %d when audited)",
+			db.Refunded, db.RefundsFailed, db.RefundsRequired+db.RefundsPending)
+	}
+	rows := [][2]string{
 		{"units sold (engine / database)", fmt.Sprintf("%d / %d of %d", rp.Sale.Sold, db.Sold, rp.Sale.Sellable)},
 		{"oversold", fmt.Sprint(oversold)},
-		{"paid orders / refunds owed", fmt.Sprintf("%d / %d", db.PaidOrders, db.Refunds)},
+		{"paid orders / refunds owed", refunds},
 		{"buyers held / queued / handed off / rejected", fmt.Sprintf("%d / %d / %d / %d", r.Held, r.Queued, r.Handoffs, r.Rejected)},
 		{"cancelled / abandoned / expired", fmt.Sprintf("%d / %d / %d", r.Cancelled, r.Abandoned, r.Expired)},
 		{"told sold out / queue full (retried)", fmt.Sprintf("%d / %d", r.SoldOut, r.QueueFull)},
@@ -97,6 +102,11 @@ func (rp Report) rows() [][2]string {
 		{"503 retried / 429 retried / errors / gave up", fmt.Sprintf("%d / %d / %d / %d", r.Retried503, r.RateLimited, r.Errors, r.GaveUp)},
 		{"elapsed", r.Elapsed.Round(time.Millisecond).String()},
 	}
+	if r.ClosedBeforePaid > 0 {
+		// Stripe mode: late buyers who found their payment closed, a late refund each avoided.
+		rows = append(rows[:7:7], append([][2]string{{"payments closed before the buyer paid", fmt.Sprint(r.ClosedBeforePaid)}}, rows[7:]...)...)
+	}
+	return rows
 }
 
 // WriteText writes the report as an aligned text table.
