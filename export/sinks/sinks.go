@@ -9,7 +9,9 @@ import (
 	"strings"
 
 	"github.com/seckill-go/seckill/export"
+	"github.com/seckill-go/seckill/export/amqpsink"
 	"github.com/seckill-go/seckill/export/kafkasink"
+	"github.com/seckill-go/seckill/export/natssink"
 )
 
 // Open builds a sink from one entry of SECKILL_EXPORT. An unknown scheme or option is an
@@ -23,6 +25,18 @@ func Open(ctx context.Context, raw string, opts export.Options) (export.Sink, er
 	switch strings.ToLower(u.Scheme) {
 	case "kafka":
 		return kafkasink.Open(raw)
+	case "amqp", "amqps":
+		s, err := amqpsink.Open(ctx, raw, opts)
+		if err != nil {
+			return nil, err // not a typed nil in the interface
+		}
+		return s, nil
+	case "nats":
+		s, err := natssink.Open(ctx, raw, opts)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	return nil, fmt.Errorf("%w: %q: unknown scheme %q (want http, https, amqp, amqps, nats or kafka)",
 		export.ErrBadURL, export.Redact(raw), u.Scheme)
