@@ -161,6 +161,8 @@ func TestBrowserSalesOnStorefront(t *testing.T) {
 	deleteFrom("benchrun")
 	adm.wait("the delete is refused", `document.getElementById('status').textContent.includes('cannot be deleted')`)
 	adm.shot("delete-refused")
+	adm.wait("the bench's activity has a legend", jsQ(`[data-testid=activity-legend] li`)+` !== null`)
+	adm.noRawWords("the dashboard of the bench's sale")
 	deleteFrom("draft")
 	adm.wait("the deleted sale leaves the table", row("draft")+` === null && document.getElementById('status').textContent.includes('deleted')`)
 	adm.shot("deleted")

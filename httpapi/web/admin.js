@@ -14,6 +14,14 @@ const OUTCOMES = [
   ['invalid_token', '#8d6e63'], ['replayed', '#5dade2'], ['other', '#1d2126'],
 ];
 const COLOR = Object.fromEntries(OUTCOMES);
+// WORD is how the page names a buy's outcome or a sale's status: words, not the API's codes
+// (the codes stay in data-* attributes and the legend's test ids).
+const WORD = {
+  held: 'held', queued: 'queued', sold_out: 'sold out', limit_exceeded: 'over the per-user limit',
+  queue_full: 'queue full', rate_limited: 'rate limited', ended: 'ended', not_started: 'not started yet',
+  invalid_token: 'bad purchase link', replayed: 'retried (same key)', other: 'other', upcoming: 'upcoming', active: 'active',
+};
+const word = (k) => WORD[k] || String(k).replace(/_/g, ' ');
 const WINDOW = 300; // seconds of activity the server keeps
 
 const A = {
@@ -170,7 +178,7 @@ function setRow(row, s) {
   setText(row.label, shortId(s.id));
   setText(row.name, s.name && !s.name.includes(s.id) ? s.name : '');
   row.clip.title = s.name && s.name !== s.id ? `${s.id}: ${s.name}` : s.id;
-  setText(row.cells.status, s.status);
+  setText(row.cells.status, word(s.status));
   if (!row.unlisted) { // a sale kept off the storefront's list says so, before its id
     row.unlisted = h('span', { class: 'badge unlisted', 'data-testid': 'unlisted-badge', title: 'Not on the storefront’s list' }, 'unlisted');
     row.clip.prepend(row.unlisted, ' ');
@@ -250,7 +258,7 @@ function renderSale(s) {
   A.sale = s;
   setText(byId('detail-title'), s.name === s.id ? `Sale ${s.id}` : `${s.name} (${s.id})`);
   const badge = byId('d-status');
-  setText(badge, s.status);
+  setText(badge, word(s.status));
   badge.className = `badge s-${s.status}`;
   badge.dataset.status = s.status;
   const st = s.stock_state;
@@ -493,13 +501,13 @@ function drawActivity(r) {
   const all = last(span);
   const now10 = totals.slice(-10).reduce((a, b) => a + b, 0) / 10;
   const summary = `Buys per second over the last ${span > 60 ? `${span / 60} minutes` : `${span} seconds`}: now ${now10.toFixed(1)}/s, peak ${peak}/s. Last minute: `
-    + (OUTCOMES.filter(([k]) => minute[k]).map(([k]) => `${minute[k]} ${k}`).join(', ') || 'none');
+    + (OUTCOMES.filter(([k]) => minute[k]).map(([k]) => `${minute[k]} ${word(k)}`).join(', ') || 'none');
   const chart = svg('svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': summary, 'data-peak': peak, 'data-bars': totals.filter(Boolean).length },
     svg('title', {}, summary), ...grid, ...Object.values(groups));
   byId('activity-chart').replaceChildren(chart);
   setText(byId('activity-note'), `now ${now10.toFixed(1)} buys/s (last 10 s) · peak ${peak}/s`);
   byId('activity-legend').replaceChildren(...OUTCOMES.filter(([k]) => all[k]).map(([k, c]) => h('li', { 'data-testid': `legend-${k}` },
-    h('span', { class: 'dot', style: `background:${c}` }), span > 60 ? `${k}: ${minute[k] || 0} in the last minute, ${all[k]} in ${span / 60} min` : `${k}: ${all[k]} in the last minute`)));
+    h('span', { class: 'dot', style: `background:${c}` }), span > 60 ? `${word(k)}: ${minute[k] || 0} in the last minute, ${all[k]} in ${span / 60} min` : `${word(k)}: ${all[k]} in the last minute`)));
 }
 
 function renderExpiring(list) {
