@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime/debug"
 	"slices"
@@ -278,5 +280,40 @@ func TestHelpFitsEightyColumns(t *testing.T) {
 	}
 	if got := wrapWords("a bb ccc dddd", 6); !slices.Equal(got, []string{"a bb", "ccc", "dddd"}) {
 		t.Errorf("wrapWords = %q", got)
+	}
+}
+
+// TestReadmeLayoutNamesEveryPackageTree checks that the README's Layout table has a row for
+// every top-level directory that holds Go code, so a new package is not left out of it.
+func TestReadmeLayoutNamesEveryPackageTree(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, layout, ok := strings.Cut(string(readme), "\n## Layout\n")
+	if !ok {
+		t.Fatal("README has no Layout section")
+	}
+	layout, _, _ = strings.Cut(layout, "\n## ")
+	entries, err := os.ReadDir("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || strings.HasPrefix(name, ".") || name == "docs" || name == "testdata" {
+			continue
+		}
+		hasGo := false
+		_ = filepath.WalkDir(filepath.Join("../..", name), func(path string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.HasSuffix(path, ".go") {
+				hasGo = true
+				return filepath.SkipAll
+			}
+			return nil
+		})
+		if hasGo && !strings.Contains(layout, "`"+name+"/") {
+			t.Errorf("README's Layout table has no row for %s/", name)
+		}
 	}
 }
