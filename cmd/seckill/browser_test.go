@@ -604,6 +604,8 @@ func TestBrowserQueuePositionOnPhone(t *testing.T) {
 	tb := b.newTab("carl", time.Now().Add(60*time.Second), false)
 	tb.do("open the storefront on a phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),
 		chromedp.Navigate(a.url+"/"), chromedp.WaitVisible(chromedp.CSS(`#view-list`)))
+	tb.wait("the sign-in form shows", jsQ(`[data-testid=signin-user]`)+`.offsetParent !== null`)
+	tb.noOverflow("the storefront signed out on a 390 px phone")
 	tb.signIn("carl")
 	tb.wait("both sales are listed", jsQ(`[data-testid="sale-link-line"]`)+` !== null && `+jsQ(`[data-testid="sale-link-`+benchID+`"]`)+` !== null`)
 	tb.noOverflow("the list of sales on a 390 px phone")
