@@ -63,6 +63,7 @@ type Sink struct {
 
 	mu      sync.Mutex // serialises Publish and Close; guards the fields below
 	conn    *amqp.Connection
+	raw     net.Conn // conn's socket, to break a write a blocked broker never reads
 	ch      *amqp.Channel
 	chDone  chan *amqp.Error // the channel's NotifyClose: closed when the channel is gone
 	returns chan amqp.Return // unroutable mandatory messages
@@ -156,6 +157,16 @@ func (s *Sink) Publish(ctx context.Context, events []export.Event) error {
 	if err := s.connect(ctx); err != nil {
 		return fmt.Errorf("amqp sink %s: %w", s.name, err)
 	}
+	// A broker that blocks publishers (a memory or disk alarm) stops reading, and a publish
+	// would then wait in its socket write, which knows no ctx: when ctx ends the socket's
+	// deadline is set to now, which fails that write and the connection with it.
+	raw := s.raw
+	stop := context.AfterFunc(ctx, func() { _ = raw.SetDeadline(time.Now()) })
+	defer func() {
+		if !stop() {
+			s.drop() // ctx ended meanwhile: the socket may be past its deadline
+		}
+	}()
 	for i := 0; i < len(events); i += chunk {
 		if err := s.publishChunk(ctx, events[i:min(i+chunk, len(events))]); err != nil {
 			// Confirms and returns still in flight would be mixed with the retry's: start
@@ -238,7 +249,7 @@ func (s *Sink) drop() {
 	if s.conn != nil {
 		_ = s.conn.Close()
 	}
-	s.conn, s.ch, s.chDone, s.returns = nil, nil, nil, nil
+	s.conn, s.raw, s.ch, s.chDone, s.returns = nil, nil, nil, nil, nil
 }
 
 // connect makes sure there is an open channel in confirm mode with the exchange declared,
@@ -274,6 +285,7 @@ func (s *Sink) dial(ctx context.Context) error {
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
+	var raw net.Conn
 	conn, err := amqp.DialConfig(s.dialURL, amqp.Config{
 		Properties: amqp.Table{"connection_name": "seckill export"},
 		// The whole handshake (TCP, TLS, AMQP) is bounded by the deadline, which the client
@@ -289,6 +301,7 @@ func (s *Sink) dial(ctx context.Context) error {
 				_ = c.Close()
 				return nil, err
 			}
+			raw = c
 			return c, nil
 		},
 	})
@@ -306,7 +319,7 @@ func (s *Sink) dial(ctx context.Context) error {
 		_ = conn.Close()
 		return err
 	}
-	s.conn, s.ch = conn, ch
+	s.conn, s.raw, s.ch = conn, raw, ch
 	s.chDone = ch.NotifyClose(make(chan *amqp.Error, 1))
 	s.returns = ch.NotifyReturn(make(chan amqp.Return, chunk))
 	return nil
@@ -321,7 +334,7 @@ func (s *Sink) Close() error {
 	if s.conn != nil && !s.conn.IsClosed() {
 		err = s.conn.Close()
 	}
-	s.conn, s.ch, s.chDone, s.returns = nil, nil, nil, nil
+	s.conn, s.raw, s.ch, s.chDone, s.returns = nil, nil, nil, nil, nil
 	if errors.Is(err, amqp.ErrClosed) {
 		err = nil
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/export"
 	"github.com/seckill-go/seckill/export/amqpsink"
+	"github.com/seckill-go/seckill/export/sinks"
 	"github.com/seckill-go/seckill/internal/tcpproxy"
 	"github.com/seckill-go/seckill/internal/testenv"
 	"github.com/seckill-go/seckill/seckilltest"
@@ -225,5 +226,23 @@ func TestNameHidesThePassword(t *testing.T) {
 	d, _ := amqpsink.Open(context.Background(), "amqp://h/", export.Options{})
 	if d.Exchange() != amqpsink.DefaultExchange {
 		t.Fatalf("default exchange %q, want %q", d.Exchange(), amqpsink.DefaultExchange)
+	}
+}
+
+// TestOpenedBySinks: export/sinks opens amqp and amqps URLs as this package's sinks, and a bad
+// one as an error with no sink (not a nil *Sink in the interface).
+func TestOpenedBySinks(t *testing.T) {
+	for _, raw := range []string{"amqp://u:p@h:5672/?exchange=x", "AMQPS://u:p@h/"} {
+		s, err := sinks.Open(context.Background(), raw, export.Options{})
+		if err != nil {
+			t.Fatalf("sinks.Open(%q): %v", raw, err)
+		}
+		if _, ok := s.(*amqpsink.Sink); !ok {
+			t.Fatalf("sinks.Open(%q) = %T, want *amqpsink.Sink", raw, s)
+		}
+	}
+	s, err := sinks.Open(context.Background(), "amqp://h/?exchnage=x", export.Options{})
+	if !errors.Is(err, export.ErrBadURL) || s != nil {
+		t.Fatalf("sinks.Open of a bad amqp URL = %v, %v; want nil, ErrBadURL", s, err)
 	}
 }

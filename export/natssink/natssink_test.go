@@ -16,6 +16,7 @@ import (
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/export"
 	"github.com/seckill-go/seckill/export/natssink"
+	"github.com/seckill-go/seckill/export/sinks"
 	"github.com/seckill-go/seckill/internal/tcpproxy"
 	"github.com/seckill-go/seckill/internal/testenv"
 	"github.com/seckill-go/seckill/seckilltest"
@@ -273,5 +274,22 @@ func TestNameAndDefaults(t *testing.T) {
 	}
 	if s.Stream() != natssink.DefaultStream || s.Subject(export.TypeExpired) != natssink.DefaultSubject+".expired" {
 		t.Fatalf("defaults: stream %q, subject %q", s.Stream(), s.Subject(export.TypeExpired))
+	}
+}
+
+// TestOpenedBySinks: export/sinks opens nats URLs as this package's sinks, and a bad one as an
+// error with no sink (not a nil *Sink in the interface).
+func TestOpenedBySinks(t *testing.T) {
+	s, err := sinks.Open(context.Background(), "nats://127.0.0.1:1?stream=X", export.Options{})
+	if err != nil {
+		t.Fatalf("sinks.Open: %v", err)
+	}
+	defer s.Close()
+	if _, ok := s.(*natssink.Sink); !ok {
+		t.Fatalf("sinks.Open = %T, want *natssink.Sink", s)
+	}
+	bad, err := sinks.Open(context.Background(), "nats://h:4222?steam=X", export.Options{})
+	if !errors.Is(err, export.ErrBadURL) || bad != nil {
+		t.Fatalf("sinks.Open of a bad nats URL = %v, %v; want nil, ErrBadURL", bad, err)
 	}
 }
