@@ -246,3 +246,41 @@ func TestOpenedBySinks(t *testing.T) {
 		t.Fatalf("sinks.Open of a bad amqp URL = %v, %v; want nil, ErrBadURL", s, err)
 	}
 }
+
+// TestNackIsAnError: a queue that refuses what overflows it (x-overflow reject-publish) makes
+// the broker nack; Publish reports it rather than count the batch delivered.
+func TestNackIsAnError(t *testing.T) {
+	base := testenv.AMQP(t)
+	exchange := "seckill.test." + seckill.NewID()[:12]
+	conn, err := amqp.Dial(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.ExchangeDeclare(exchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ch.ExchangeDelete(exchange, false, false) })
+	q, err := ch.QueueDeclare("", false, true, true, false, amqp.Table{"x-max-length": int32(1), "x-overflow": "reject-publish"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(q.Name, "#", exchange, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, via(t, base, hostPort(t, base))+"?exchange="+exchange)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	events := []export.Event{
+		{ID: "n1", Type: export.TypeHeld, SchemaVersion: 1, At: time.Now().UTC()},
+		{ID: "n2", Type: export.TypePaid, SchemaVersion: 1, At: time.Now().UTC()},
+	}
+	err = s.Publish(ctx, events)
+	if err == nil || !strings.Contains(err.Error(), "nacked") {
+		t.Fatalf("Publish into a full reject-publish queue: %v, want a nack error", err)
+	}
+}

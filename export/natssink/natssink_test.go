@@ -293,3 +293,23 @@ func TestOpenedBySinks(t *testing.T) {
 		t.Fatalf("sinks.Open of a bad nats URL = %v, %v; want nil, ErrBadURL", bad, err)
 	}
 }
+
+// TestRefusedIsAnError: a stream that refuses new messages (full, discard new) answers with an
+// error instead of an ack; Publish reports it rather than count the batch delivered.
+func TestRefusedIsAnError(t *testing.T) {
+	base := testenv.NATS(t)
+	id := seckill.NewID()[:12]
+	stream, prefix := "SECKILL_TEST_"+id, "seckill.test."+id
+	js := client(t, base)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"},
+		Storage: jetstream.MemoryStorage, MaxMsgs: 1, Discard: jetstream.DiscardNew}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), stream) })
+	s := open(t, base+"?stream="+stream+"&subject="+prefix)
+	if err := s.Publish(ctx, testEvents(2)); err == nil {
+		t.Fatal("Publish answered nil though the stream refused the second event")
+	}
+}
