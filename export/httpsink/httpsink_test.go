@@ -17,6 +17,7 @@ import (
 
 	"github.com/seckill-go/seckill/export"
 	"github.com/seckill-go/seckill/export/httpsink"
+	"github.com/seckill-go/seckill/export/sinks"
 	"github.com/seckill-go/seckill/internal/tcpproxy"
 	"github.com/seckill-go/seckill/payment"
 	"github.com/seckill-go/seckill/seckilltest"
@@ -459,6 +460,28 @@ func TestBadURLs(t *testing.T) {
 	_, err := httpsink.Open("http://shop.example/hooks", export.Options{})
 	if !errors.Is(err, export.ErrBadURL) || !strings.Contains(err.Error(), "SECKILL_PAYMENT_SECRET") || !strings.Contains(err.Error(), "secret_env") {
 		t.Fatalf("Open without a secret: %v", err)
+	}
+}
+
+// TestOpenedBySinks: export/sinks opens http and https URLs as this package's sinks, with the
+// server's secret, and refuses them without one.
+func TestOpenedBySinks(t *testing.T) {
+	sh, srv := newShop(t)
+	ss, err := sinks.OpenAll(context.Background(), srv.URL+"/hooks/seckill?max_batch=2, https://shop.example/hooks", export.Options{Secret: testSecret})
+	if err != nil || len(ss) != 2 {
+		t.Fatalf("OpenAll: %d sinks, %v", len(ss), err)
+	}
+	for _, s := range ss {
+		t.Cleanup(func() { _ = s.Close() })
+	}
+	if err := ss[0].Publish(context.Background(), events(3)); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(sh.received()); got != 3 {
+		t.Fatalf("the shop has %d events, want 3", got)
+	}
+	if _, err := sinks.Open(context.Background(), "https://shop.example/hooks", export.Options{}); !errors.Is(err, export.ErrBadURL) {
+		t.Fatalf("sinks.Open without a secret: %v, want ErrBadURL", err)
 	}
 }
 

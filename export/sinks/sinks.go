@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill-go/seckill/export"
 	"github.com/seckill-go/seckill/export/amqpsink"
+	"github.com/seckill-go/seckill/export/httpsink"
 	"github.com/seckill-go/seckill/export/kafkasink"
 	"github.com/seckill-go/seckill/export/natssink"
 )
@@ -23,6 +24,8 @@ func Open(ctx context.Context, raw string, opts export.Options) (export.Sink, er
 		return nil, fmt.Errorf("%w: %q: want scheme://host[:port][/path][?options]", export.ErrBadURL, export.Redact(raw))
 	}
 	switch strings.ToLower(u.Scheme) {
+	case "http", "https":
+		return httpsink.Open(raw, opts)
 	case "kafka":
 		return kafkasink.Open(raw)
 	case "amqp", "amqps":
