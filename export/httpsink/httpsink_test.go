@@ -148,6 +148,30 @@ func TestSink(t *testing.T) {
 	})
 }
 
+// TestHTTPS: an https:// endpoint gets the same signed callbacks over TLS.
+func TestHTTPS(t *testing.T) {
+	sh := &shop{t: t, secret: testSecret}
+	srv := httptest.NewTLSServer(sh)
+	t.Cleanup(srv.Close)
+	if !strings.HasPrefix(srv.URL, "https://") {
+		t.Fatalf("test bug: %s is not https", srv.URL)
+	}
+	s := open(t, srv.URL+"/hooks/seckill", testSecret)
+	httpsink.SetTransport(s, srv.Client().Transport)
+	sent := events(5)
+	if err := s.Publish(context.Background(), sent); err != nil {
+		t.Fatal(err)
+	}
+	if got := sh.received(); len(got) != len(sent) || got[4].ID != sent[4].ID {
+		t.Fatalf("the shop has %d events, want the %d sent", len(got), len(sent))
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.refused != 0 {
+		t.Fatalf("the shop refused %d callbacks", sh.refused)
+	}
+}
+
 // TestServerErrorIsAnError: an endpoint answering 503 (up, but not taking events) fails
 // Publish with the status, as the outage story's cut connection does.
 func TestServerErrorIsAnError(t *testing.T) {
