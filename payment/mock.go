@@ -84,8 +84,8 @@ type MockConfig struct {
 // MockStats counts what a MockGateway did. Every field only grows, except Pending.
 type MockStats struct {
 	Created           int64 // payments created
-	PaymentsSucceeded int64 // payments whose outcome is "succeeded"
-	PaymentsFailed    int64 // payments whose outcome is "failed"
+	PaymentsSucceeded int64 // payments settled "succeeded": money taken (a payment closed first is not)
+	PaymentsFailed    int64 // payments settled "failed"
 	Delivered         int64 // deliveries acknowledged with a 2xx answer, duplicates included
 	DeliveryFailures  int64 // deliveries abandoned: attempts exhausted or shut down
 	Retries           int64 // attempts after the first one of a delivery
@@ -239,11 +239,6 @@ func (g *MockGateway) CreatePayment(ctx context.Context, r seckill.Reservation) 
 	g.mu.Unlock()
 
 	g.created.Add(1)
-	if ev.Succeeded() {
-		g.succeeded.Add(1)
-	} else {
-		g.failed.Add(1)
-	}
 	go g.run(ev, delay, duplicate)
 	return seckill.PaymentIntent{PaymentID: id, RedirectURL: g.cfg.RedirectBase + "/" + id}, nil
 }
@@ -269,6 +264,12 @@ func (g *MockGateway) run(ev Event, delay time.Duration, duplicate bool) {
 		g.closedUnsent.Add(1)
 		log.Info("mock payment gateway: payment closed before it settled; no webhook sent")
 		return
+	}
+	// Counted once settled: a payment closed first (its hold ended) never took money.
+	if ev.Succeeded() {
+		g.succeeded.Add(1)
+	} else {
+		g.failed.Add(1)
 	}
 	if !g.deliver(log, body) || !duplicate {
 		return
