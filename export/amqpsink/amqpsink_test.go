@@ -284,3 +284,58 @@ func TestNackIsAnError(t *testing.T) {
 		t.Fatalf("Publish into a full reject-publish queue: %v, want a nack error", err)
 	}
 }
+
+// BenchmarkPublish: events per second through one sink, in batches of 100, each batch waiting
+// for its confirms.
+func BenchmarkPublish(b *testing.B) {
+	base := testenv.AMQP(b)
+	exchange := "seckill.bench." + seckill.NewID()[:12]
+	conn, err := amqp.Dial(base)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := ch.ExchangeDeclare(exchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = ch.ExchangeDelete(exchange, false, false) }()
+	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := ch.QueueBind(q.Name, "#", exchange, false, nil); err != nil {
+		b.Fatal(err)
+	}
+	deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		for range deliveries { // drain, so the queue does not grow
+		}
+	}()
+	u, _ := url.Parse(base)
+	u.RawQuery = "exchange=" + exchange
+	s, err := amqpsink.Open(context.Background(), u.String(), export.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	batch := make([]export.Event, 100)
+	for i := range batch {
+		batch[i] = export.Event{ID: "b" + string(rune('0'+i%10)), Type: export.TypeHeld, SchemaVersion: 1,
+			SaleID: "bench", ReservationID: "bench-r", UserID: "u", Quantity: 1, AmountCents: 999, Status: "held", At: time.Now().UTC()}
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		if err := s.Publish(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "events/s")
+}

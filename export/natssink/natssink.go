@@ -36,12 +36,19 @@ const (
 	// the client, which reconnects by itself, forever.
 	reconnectWait   = 500 * time.Millisecond
 	reconnectJitter = 500 * time.Millisecond
+	// ackWait bounds the wait for a wave's acknowledgements when ctx has no deadline.
+	ackWait = 5 * time.Second
+	// maxWave is the most messages in flight at once (see Sink).
+	maxWave = 256
 )
 
-// Sink publishes to one stream. Publish calls are serialised and each event waits for its
-// acknowledgement before the next is sent, so that a failure mid-batch never leaves a later
-// event stored before an earlier one that is lost: the retry stores the missing event first
-// (the ones already stored are dropped as duplicates), and every reservation's order holds.
+// Sink publishes to one stream. Publish calls are serialised, and a batch is sent in waves:
+// consecutive events of distinct reservations (at most maxWave), published without waiting,
+// then every acknowledgement of the wave awaited before the next wave goes. So a reservation
+// never has two events in flight, and a failure never leaves one of its events stored after an
+// earlier one that was lost: Publish stops at the first wave with a failure, the retry stores
+// the missing event first (those already stored are dropped as duplicates), and every
+// reservation's order holds, while a rush's events, of many reservations, are pipelined.
 type Sink struct {
 	name      string
 	stream    string
@@ -127,7 +134,9 @@ func Open(ctx context.Context, raw string, _ export.Options) (*Sink, error) {
 	if err != nil {
 		return nil, bad("%v", err)
 	}
-	js, err := jetstream.New(nc)
+	// Acknowledgements that never come (a connection lost mid-wave) are given up after the
+	// timeout, so they are not kept forever.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(ackWait))
 	if err != nil {
 		nc.Close()
 		return nil, bad("%v", err)
@@ -188,10 +197,43 @@ func (s *Sink) Publish(ctx context.Context, events []export.Event) error {
 	if err := s.ensureStream(ctx); err != nil {
 		return fmt.Errorf("nats sink %s: stream %s: %w", s.name, s.stream, err)
 	}
+	for len(events) > 0 {
+		n := wave(events)
+		if err := s.publishWave(ctx, events[:n]); err != nil {
+			return fmt.Errorf("nats sink %s: %w", s.name, err)
+		}
+		events = events[n:]
+	}
+	return nil
+}
+
+// wave is how many events from the start of events form the next wave: consecutive events of
+// distinct reservations, at most maxWave.
+func wave(events []export.Event) int {
+	seen := make(map[string]bool, min(len(events), maxWave))
+	for i, e := range events {
+		if i == maxWave || seen[e.ReservationID] {
+			return i
+		}
+		seen[e.ReservationID] = true
+	}
+	return len(events)
+}
+
+// publishWave publishes events without waiting, then waits for every acknowledgement.
+func (s *Sink) publishWave(ctx context.Context, events []export.Event) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, ackWait)
+		defer cancel()
+	}
+	futures := make([]jetstream.PubAckFuture, 0, len(events))
+	var sendErr error
 	for _, e := range events {
 		body, err := json.Marshal(e)
 		if err != nil {
-			return fmt.Errorf("nats sink %s: event %s: %w", s.name, e.ID, err)
+			sendErr = fmt.Errorf("event %s: %w", e.ID, err)
+			break
 		}
 		m := nats.NewMsg(s.Subject(e.Type))
 		m.Data = body
@@ -200,15 +242,37 @@ func (s *Sink) Publish(ctx context.Context, events []export.Event) error {
 		m.Header.Set("Seckill-Schema-Version", fmt.Sprint(e.SchemaVersion))
 		// WithExpectStream: the server refuses the message if the subject is captured by
 		// another stream than ours, rather than store it where no consumer looks.
-		ack, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(e.ID), jetstream.WithExpectStream(s.stream))
+		f, err := s.js.PublishMsgAsync(m, jetstream.WithMsgID(e.ID), jetstream.WithExpectStream(s.stream))
 		if err != nil {
-			return fmt.Errorf("nats sink %s: publish event %s to %s: %w", s.name, e.ID, m.Subject, err)
+			sendErr = fmt.Errorf("publish event %s to %s: %w", e.ID, m.Subject, err)
+			break
 		}
-		if ack.Stream != s.stream {
-			return fmt.Errorf("nats sink %s: event %s was stored in stream %s, not %s", s.name, e.ID, ack.Stream, s.stream)
+		futures = append(futures, f)
+	}
+	// Wait for those sent even after a failure, so that none is left behind in flight.
+	var ackErr error
+	for i, f := range futures {
+		e := events[i]
+		select {
+		case ack := <-f.Ok():
+			if ack.Stream != s.stream && ackErr == nil {
+				ackErr = fmt.Errorf("event %s was stored in stream %s, not %s", e.ID, ack.Stream, s.stream)
+			}
+		case err := <-f.Err():
+			if ackErr == nil {
+				ackErr = fmt.Errorf("publish event %s to %s: %w", e.ID, s.Subject(e.Type), err)
+			}
+		case <-ctx.Done():
+			if ackErr == nil {
+				ackErr = fmt.Errorf("waiting for the acknowledgement of event %s: %w", e.ID, ctx.Err())
+			}
+			return ackErr
 		}
 	}
-	return nil
+	if ackErr != nil {
+		return ackErr
+	}
+	return sendErr
 }
 
 // waitConnected returns once the client is connected, or an error when ctx ends or after

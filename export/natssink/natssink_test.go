@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -312,4 +314,49 @@ func TestRefusedIsAnError(t *testing.T) {
 	if err := s.Publish(ctx, testEvents(2)); err == nil {
 		t.Fatal("Publish answered nil though the stream refused the second event")
 	}
+}
+
+// BenchmarkPublish: events per second through one sink, in batches of 100, every
+// acknowledgement awaited.
+func BenchmarkPublish(b *testing.B) {
+	base := testenv.NATS(b)
+	id := seckill.NewID()[:12]
+	stream, prefix := "SECKILL_BENCH_"+id, "seckill.bench."+id
+	nc, err := nats.Connect(base)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = js.DeleteStream(context.Background(), stream) }()
+	s, err := natssink.Open(context.Background(), base+"?stream="+stream+"&subject="+prefix, export.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	run := seckill.NewID()[:8]
+	ctx := context.Background()
+	n := 0
+	batch := make([]export.Event, 100)
+	// A rush's events are of many reservations; SECKILL_BENCH_RESERVATIONS=1 measures the worst
+	// case, one reservation (one acknowledgement awaited per event).
+	reservations := 1000
+	if v, err := strconv.Atoi(os.Getenv("SECKILL_BENCH_RESERVATIONS")); err == nil && v > 0 {
+		reservations = v
+	}
+	b.ResetTimer()
+	for range b.N {
+		for i := range batch { // fresh ids: duplicates would be dropped, not stored
+			batch[i] = export.Event{ID: run + "-" + strconv.Itoa(n), Type: export.TypeHeld, SchemaVersion: 1,
+				SaleID: "bench", ReservationID: "bench-r" + strconv.Itoa(n%reservations), UserID: "u", Quantity: 1, AmountCents: 999, Status: "held", At: time.Now().UTC()}
+			n++
+		}
+		if err := s.Publish(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "events/s")
 }
