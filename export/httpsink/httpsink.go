@@ -99,7 +99,9 @@ func Open(raw string, opts export.Options) (export.Sink, error) {
 	if c.secretEnv != "" {
 		v := os.Getenv(c.secretEnv)
 		if v == "" {
-			return nil, fmt.Errorf("%w: %s: secret_env names %s, which is not set or empty", export.ErrBadURL, export.Redact(raw), c.secretEnv)
+			// The name is not echoed: a secret pasted in place of its variable's name is a
+			// likely slip, and errors reach logs.
+			return nil, fmt.Errorf("%w: %s: the environment variable that secret_env names is not set or empty", export.ErrBadURL, export.Redact(raw))
 		}
 		secret = []byte(v)
 	}
@@ -178,7 +180,7 @@ func parse(raw string) (config, error) {
 			c.maxBatch = n
 		case "secret_env":
 			if !envName(v) {
-				return bad("secret_env=%q: want the name of an environment variable ([A-Za-z_][A-Za-z0-9_]*)", v)
+				return bad("secret_env: want the name of an environment variable ([A-Za-z_][A-Za-z0-9_]*)")
 			}
 			c.secretEnv = v
 		case "secret", "key", "token", "password":

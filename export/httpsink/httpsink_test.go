@@ -389,7 +389,7 @@ func TestBoundedRead(t *testing.T) {
 // TestSecretNeverShown: neither Name nor any error holds the secret, even when the endpoint
 // echoes it or the URL tries to carry one.
 func TestSecretNeverShown(t *testing.T) {
-	secret := "s3cr3t-s3cr3t-s3cr3t-s3cr3t-s3cr"
+	secret := "s3cr3tXs3cr3tXs3cr3tXs3cr3tXs3cr" // also a valid variable name, for the slip below
 	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "your secret is "+secret, http.StatusForbidden)
 	}))
@@ -405,6 +405,11 @@ func TestSecretNeverShown(t *testing.T) {
 	_, err = httpsink.Open("http://u:"+secret+"@shop.example/hooks", export.Options{Secret: []byte(secret)})
 	errs = append(errs, err)
 	_, err = httpsink.Open("http://shop.example/hooks?timeout=forever", export.Options{Secret: []byte(secret)})
+	errs = append(errs, err)
+	// The secret pasted where the name of its variable belongs.
+	_, err = httpsink.Open("http://shop.example/hooks?secret_env="+secret, export.Options{Secret: []byte(secret)})
+	errs = append(errs, err)
+	_, err = httpsink.Open("http://shop.example/hooks?secret_env=-"+secret, export.Options{Secret: []byte(secret)})
 	errs = append(errs, err)
 	for i, err := range errs {
 		if err == nil {
