@@ -170,7 +170,7 @@ async function refreshSales() {
 }
 
 // shortId keeps a long id's start and end (where bench ids differ), so the rows stay apart.
-const shortId = (id) => (id.length > 26 ? `${id.slice(0, 12)}…${id.slice(-12)}` : id);
+const shortId = (id) => (id.length > 24 ? `${id.slice(0, 10)}…${id.slice(-10)}` : id);
 
 function setRow(row, s) {
   // The id, and the name unless it repeats the id (bench sales' names hold their ids); a long
