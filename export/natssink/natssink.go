@@ -70,7 +70,7 @@ type Sink struct {
 // stream is looked up (or created) by the first Publish.
 func Open(ctx context.Context, raw string, _ export.Options) (*Sink, error) {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %q: "+format, append([]any{export.ErrBadURL, export.Redact(raw)}, args...)...)
+		return fmt.Errorf("%w: %q: "+format, append([]any{export.ErrBadURL, redact(raw)}, args...)...)
 	}
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil {
@@ -85,7 +85,7 @@ func Open(ctx context.Context, raw string, _ export.Options) (*Sink, error) {
 	if u.Path != "" && u.Path != "/" {
 		return nil, bad("a NATS URL has no path (name the stream with ?stream=)")
 	}
-	s := &Sink{name: export.Redact(raw), stream: DefaultStream, prefix: DefaultSubject,
+	s := &Sink{name: redact(raw), stream: DefaultStream, prefix: DefaultSubject,
 		dupWindow: DefaultDuplicateWindow, maxAge: DefaultMaxAge}
 	for k, v := range u.Query() {
 		if len(v) != 1 {
@@ -143,6 +143,19 @@ func Open(ctx context.Context, raw string, _ export.Options) (*Sink, error) {
 	}
 	s.nc, s.js = nc, js
 	return s, nil
+}
+
+// redact is export.Redact, and a user without a password replaced too: NATS takes a token in
+// that place (nats://token@host).
+func redact(raw string) string {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err == nil && u.User != nil {
+		if _, has := u.User.Password(); !has {
+			u.User = url.User("redacted")
+			raw = u.String()
+		}
+	}
+	return export.Redact(raw)
 }
 
 // checkStream refuses what JetStream refuses in a stream name.

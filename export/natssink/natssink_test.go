@@ -250,6 +250,7 @@ func TestOpenRefusesBadURLs(t *testing.T) {
 		"nats://h:4222/path",                           // a path
 		"amqp://h:4222",                                // not nats
 		"nats://u:secret@h:4222?steam=X",               // typo, and the password stays out of the error
+		"nats://secret@h:4222?steam=X",                 // and a token too
 	} {
 		s, err := natssink.Open(context.Background(), raw, export.Options{})
 		if err == nil {
@@ -273,6 +274,14 @@ func TestNameAndDefaults(t *testing.T) {
 	defer s.Close()
 	if strings.Contains(s.Name(), "hunter2") || !strings.Contains(s.Name(), "127.0.0.1:1") {
 		t.Fatalf("Name() = %q: want the host without the password", s.Name())
+	}
+	tok, err := natssink.Open(context.Background(), "nats://s3cr3t-token@127.0.0.1:1", export.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tok.Close()
+	if strings.Contains(tok.Name(), "s3cr3t") {
+		t.Fatalf("Name() = %q shows the token", tok.Name())
 	}
 	if s.Stream() != natssink.DefaultStream || s.Subject(export.TypeExpired) != natssink.DefaultSubject+".expired" {
 		t.Fatalf("defaults: stream %q, subject %q", s.Stream(), s.Subject(export.TypeExpired))
