@@ -287,7 +287,7 @@ func stripeRefundChecks(ctx context.Context, o benchOptions, res *loadgen.Result
 		bad = append(bad, fmt.Sprintf("refunds: %d owed, %d refunded, %d failed, %d still open",
 			d.Refunds, d.Refunded, d.RefundsFailed, d.RefundsRequired+d.RefundsPending))
 	}
-	perSession, _, err := loadgen.StripeRefunds(ctx, http.DefaultClient, strings.TrimRight(o.stripeStandIn, "/"))
+	perSession, err := loadgen.StripeRefunds(ctx, &http.Client{Timeout: 30 * time.Second}, strings.TrimRight(o.stripeStandIn, "/"))
 	if err != nil {
 		return append(bad, "the Stripe stand-in's refunds could not be read: "+err.Error())
 	}

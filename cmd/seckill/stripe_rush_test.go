@@ -55,7 +55,7 @@ func TestBenchStripeThreeInstances(t *testing.T) {
 			refundKeys[q.IdempotencyKey]++
 		}
 	}
-	perSession, _, err := loadgenStripeRefunds(standIn.URL)
+	perSession, err := loadgen.StripeRefunds(context.Background(), http.DefaultClient, standIn.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +74,4 @@ func TestBenchStripeThreeInstances(t *testing.T) {
 		t.Errorf("%d sessions refunded with only %d idempotency keys", len(perSession), len(refundKeys))
 	}
 	t.Logf("stand-in: %d sessions closed, %d refunded (%d refund keys)", expired, len(perSession), len(refundKeys))
-}
-
-func loadgenStripeRefunds(standIn string) (map[string]int, int, error) {
-	return loadgen.StripeRefunds(context.Background(), http.DefaultClient, standIn)
 }
