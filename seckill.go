@@ -114,7 +114,18 @@ type Inventory interface {
 type Event struct {
 	Reservation Reservation
 	At          time.Time
+	// Type names the change when the status alone does not tell it: EventGranted (a queued
+	// buyer got a hold) or EventLatePaid (a payment after the hold ended was honoured). It is
+	// empty for every other change, whose type is its status. The order store ignores it; the
+	// event export (docs/EVENTS.md) reads it.
+	Type string
 }
+
+// Event types beyond a reservation's status (Event.Type).
+const (
+	EventGranted  = "granted"
+	EventLatePaid = "late_paid"
+)
 
 // Order is a paid reservation or a refund owed, as the database records it. Every succeeded
 // payment is exactly one Order (invariant 4 of docs/MODEL.md).

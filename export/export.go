@@ -14,6 +14,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/seckill-go/seckill"
 )
 
 // SchemaVersion is the version of the Event JSON schema (docs/EVENTS.md). A change that a
@@ -103,4 +105,45 @@ func Redact(raw string) string {
 	}
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// FromEngine is the exported form of an engine's event (seckill.Event): its type is the
+// event's Type when set (granted, late_paid), else the reservation's status after the change.
+// Its id is "<reservation id>:<type>": a reservation reaches each type at most once, so every
+// delivery of the same change, from any instance, carries the same id. ok is false for a
+// refund_required status: the order store exports that one, per payment (FromRefund), with the
+// payment's id.
+func FromEngine(ev seckill.Event) (e Event, ok bool) {
+	r := ev.Reservation
+	typ := ev.Type
+	if typ == "" {
+		typ = string(r.Status)
+	}
+	if r.Status == seckill.StatusRefundRequired {
+		return Event{}, false
+	}
+	e = Event{
+		ID: r.ID + ":" + typ, Type: typ, SchemaVersion: SchemaVersion, SaleID: r.SaleID, ReservationID: r.ID,
+		UserID: r.UserID, Quantity: r.Quantity, AmountCents: r.AmountCents, Status: string(r.Status),
+		PaymentID: r.PaymentID, At: ev.At.UTC(),
+	}
+	if r.Status == seckill.StatusHeld && r.ExpiresAt != nil {
+		t := r.ExpiresAt.UTC()
+		e.ExpiresAt = &t
+	}
+	return e, true
+}
+
+// FromRefund is the exported form of a refund's change, written by the order store in the
+// transaction that makes it: typ is TypeRefundRequired (a payment that cannot be honoured was
+// recorded), TypeRefunded or TypeRefundFailed. r is the reservation the payment was for, as
+// stored (its sale and user may be empty when the payment named no known reservation); the
+// status is the reservation's. The id is "<payment id>:<type>": one payment owes at most one
+// refund, which ends once.
+func FromRefund(typ, paymentID string, amountCents int64, r seckill.Reservation, at time.Time) Event {
+	return Event{
+		ID: paymentID + ":" + typ, Type: typ, SchemaVersion: SchemaVersion, SaleID: r.SaleID, ReservationID: r.ID,
+		UserID: r.UserID, Quantity: r.Quantity, AmountCents: amountCents, Status: string(r.Status),
+		PaymentID: paymentID, At: at.UTC(),
+	}
 }

@@ -348,7 +348,7 @@ func (e *Engine) ConfirmPayment(ctx context.Context, p seckill.PaymentConfirmati
 			s.sold += r.quantity
 			s.addUnits(r.user, r.quantity)
 			r.status, r.paymentID = seckill.StatusPaid, p.PaymentID
-			e.emit(s, r, now)
+			e.emitAs(s, r, now, seckill.EventLatePaid)
 			e.serveQueue(s, now)
 			return seckill.PaymentLateApplied, s.view(r), nil
 		}
@@ -492,7 +492,7 @@ func (e *Engine) serveQueue(s *sale, now time.Time) {
 		case s.available >= r.quantity:
 			s.queue.remove(r)
 			s.hold(r, now)
-			e.emit(s, r, now)
+			e.emitAs(s, r, now, seckill.EventGranted)
 		case s.available+s.held < r.quantity:
 			s.queue.remove(r)
 			s.addUnits(r.user, -r.quantity)
@@ -568,10 +568,15 @@ func (s *sale) view(r *reservation) seckill.Reservation {
 }
 
 func (e *Engine) emit(s *sale, r *reservation, now time.Time) {
+	e.emitAs(s, r, now, "")
+}
+
+// emitAs is emit for a change whose status does not tell its type (seckill.Event.Type).
+func (e *Engine) emitAs(s *sale, r *reservation, now time.Time, typ string) {
 	if e.events == nil {
 		return
 	}
-	e.send(s.view(r), now)
+	e.events <- seckill.Event{Reservation: s.view(r), At: now, Type: typ}
 }
 
 // send sends the view v of a reservation that changed at now; call it in the sale's critical

@@ -356,8 +356,15 @@ func decodeEvent(saleID string, fv rueidis.XRangeFieldValue) (seckill.Event, err
 	if pidLen < 0 || pidLen > int64(len(rest)) {
 		return seckill.Event{}, errors.New("payment id length out of range")
 	}
+	status, typ := seckill.ReservationStatus(f[1]), ""
+	switch f[1] { // a change its status does not name (emit in common.lua)
+	case seckill.EventGranted:
+		status, typ = seckill.StatusHeld, seckill.EventGranted
+	case seckill.EventLatePaid:
+		status, typ = seckill.StatusPaid, seckill.EventLatePaid
+	}
 	r := seckill.Reservation{
-		ID: saleID + "-" + f[0], SaleID: saleID, Status: seckill.ReservationStatus(f[1]), UserID: f[2],
+		ID: saleID + "-" + f[0], SaleID: saleID, Status: status, UserID: f[2],
 		Quantity: int(nums[0]), Seq: uint64(nums[1]), AmountCents: nums[2], CreatedAt: fromMillis(nums[3]),
 		PaymentID: rest[:pidLen], IdempotencyKey: rest[pidLen:],
 	}
@@ -368,7 +375,7 @@ func decodeEvent(saleID string, fv rueidis.XRangeFieldValue) (seckill.Event, err
 	if len(f[0]) != 32 || !r.Status.Valid() {
 		return seckill.Event{}, errors.New("bad id or status")
 	}
-	return seckill.Event{Reservation: r, At: fromMillis(nums[4])}, nil
+	return seckill.Event{Reservation: r, At: fromMillis(nums[4]), Type: typ}, nil
 }
 
 // sleep waits d or until ctx is done; it reports whether the full d passed.

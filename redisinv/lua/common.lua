@@ -109,13 +109,16 @@ end
 -- them, in order: one XADD per call rather than per change, and one entry to read and
 -- acknowledge.
 local EVENTS_PER_ENTRY = 64
-local function emit(r)
+-- typ, if given, replaces the status in the entry for a change the status alone does not name
+-- ('granted': a queued buyer got a hold, its status held; 'late_paid': a payment after the hold
+-- ended was honoured, its status paid), for the event export (seckill.Event.Type).
+local function emit(r, typ)
   local exp = 0
   if r.status == 'held' then
     exp = r.exp
   end
   pending[#pending + 1] = 'e'
-  pending[#pending + 1] = event(r.id, r.status, r.user, r.q, r.seq, r.amount, r.created, now, exp,
+  pending[#pending + 1] = event(r.id, typ or r.status, r.user, r.q, r.seq, r.amount, r.created, now, exp,
     r.pid, r.key)
   if #pending >= 2 * EVENTS_PER_ENTRY then
     flush_events()
@@ -210,7 +213,7 @@ local function serve()
       dequeue(r)
       hold(r)
       put_res(r)
-      emit(r)
+      emit(r, 'granted')
     elseif S.avail + S.held < r.q then
       reject(r)
     else

@@ -43,7 +43,7 @@ local function main()
       user_add(r.user, r.q)
       r.status, r.pid = 'paid', pid
       put_res(r)
-      emit(r)
+      emit(r, 'late_paid')
       serve()
       result = 'late_applied'
     else
