@@ -2,55 +2,54 @@
 // off the hot path: the buyer's request never waits for SQL. Events are batched (up to a size
 // or a short delay), applied with idempotent upserts whose status only moves forward, and
 // retried until they are stored, so a slow or briefly unavailable database delays the order
-// table but never loses an event. Closing the input channel drains the pipeline.
+// table but never loses an event.
+//
+// Its storing is the Applier, which the Redis engine's stream consumers share: one Sink, one
+// way to retry, split and drop.
+//
+// A Pipeline is a background.Service. Stopping it (cancelling Run's context) drains it: the
+// events already in the channel are stored, then Run returns. The owner of the channel does
+// not close it; it stops, before the pipeline, everything that sends to it (the runner's
+// reverse order does exactly that), so the channel is empty and silent once the drain is done.
 package pipeline
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/background"
 )
 
-// Store is what the pipeline writes to; seckill.OrderStore satisfies it.
-type Store interface {
-	ApplyEvents(ctx context.Context, events []seckill.Event) error
-}
+// Store is the old name of Sink.
+type Store = Sink
 
 // Config tunes the pipeline.
 type Config struct {
 	BatchSize  int           // most events per transaction; default 256
 	FlushEvery time.Duration // longest an event waits for its batch to fill; default 20 ms
 	RetryDelay time.Duration // first delay after a failed batch, doubling to 2 s; default 50 ms
-	Logger     *slog.Logger
+	// DrainTimeout bounds the drain when the pipeline is stopped (default 10 s), and so does the
+	// deadline of the runner's Stop: events still unstored then are lost to the order table
+	// (Run returns an error that counts them). The database being down for that long at
+	// shutdown is the only way.
+	DrainTimeout time.Duration
+	Logger       *slog.Logger
 }
 
-// Pipeline moves events from a channel to a Store.
+// Pipeline moves events from a channel to a Sink.
 type Pipeline struct {
-	store   Store
-	in      <-chan seckill.Event
-	cfg     Config
-	applied atomic.Uint64
-	failed  atomic.Uint64
-	dropped atomic.Uint64
+	in    <-chan seckill.Event
+	cfg   Config
+	apply Applier
 }
 
-// permanent reports whether a store error will fail the same way on every retry.
-func permanent(err error) bool {
-	switch seckill.ErrorCode(err) {
-	case seckill.CodeInvalidArgument, seckill.CodeNotFound:
-		return true
-	}
-	return false
-}
-
-// Dropped is the number of events the store refused as invalid.
-func (p *Pipeline) Dropped() uint64 { return p.dropped.Load() }
+var _ background.Service = (*Pipeline)(nil)
 
 // New returns a pipeline reading from in.
-func New(store Store, in <-chan seckill.Event, cfg Config) *Pipeline {
+func New(store Sink, in <-chan seckill.Event, cfg Config) *Pipeline {
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 256
 	}
@@ -60,24 +59,34 @@ func New(store Store, in <-chan seckill.Event, cfg Config) *Pipeline {
 	if cfg.RetryDelay <= 0 {
 		cfg.RetryDelay = 50 * time.Millisecond
 	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 10 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Pipeline{store: store, in: in, cfg: cfg}
+	return &Pipeline{in: in, cfg: cfg, apply: Applier{Sink: store, RetryDelay: cfg.RetryDelay}}
 }
 
+// Name is the pipeline's name in logs and metrics.
+func (p *Pipeline) Name() string { return "orders-pipeline" }
+
 // Applied is the number of events stored so far.
-func (p *Pipeline) Applied() uint64 { return p.applied.Load() }
+func (p *Pipeline) Applied() uint64 { return p.apply.Applied() }
 
 // Failures is the number of batch attempts that failed (and were retried).
-func (p *Pipeline) Failures() uint64 { return p.failed.Load() }
+func (p *Pipeline) Failures() uint64 { return p.apply.Failures() }
+
+// Dropped is the number of events the store refused as invalid.
+func (p *Pipeline) Dropped() uint64 { return p.apply.Dropped() }
 
 // Backlog is the number of events waiting in the channel.
 func (p *Pipeline) Backlog() int { return len(p.in) }
 
-// Run applies events until the input channel is closed and every event read has been stored,
-// then returns nil. If ctx is cancelled first it stops retrying and returns ctx's error; the
-// caller owns the goroutine and should close the channel, not cancel ctx, for a clean drain.
+// Run applies events until ctx is cancelled, then drains: it stores the batch in hand and every
+// event left in the channel, within DrainTimeout and the runner's Stop deadline
+// (background.Finish), and returns nil — or an error counting the events it could not store.
+// It also returns nil, at once, when the channel is closed and every event read is stored.
 func (p *Pipeline) Run(ctx context.Context) error {
 	batch := make([]seckill.Event, 0, p.cfg.BatchSize)
 	timer := time.NewTimer(p.cfg.FlushEvery)
@@ -91,7 +100,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			}
 			batch = append(batch, ev)
 		case <-ctx.Done():
-			return ctx.Err()
+			return p.drain(ctx, batch)
 		}
 		timer.Reset(p.cfg.FlushEvery)
 		closed := false
@@ -106,10 +115,12 @@ func (p *Pipeline) Run(ctx context.Context) error {
 				batch = append(batch, ev)
 			case <-timer.C:
 				break fill
+			case <-ctx.Done():
+				return p.drain(ctx, batch)
 			}
 		}
-		if err := p.flush(ctx, batch); err != nil {
-			return err
+		if err := p.apply.Apply(ctx, batch); err != nil {
+			return p.drain(ctx, batch) // ctx ended while retrying: the batch is still in hand
 		}
 		batch = batch[:0]
 		if closed {
@@ -118,37 +129,36 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 }
 
-// flush stores one batch, retrying with backoff until it succeeds or ctx is done. A batch that
-// the store refuses as invalid (not a transient failure) is split and applied one event at a
-// time, so a single poison event is dropped with a log line instead of blocking every later one.
-func (p *Pipeline) flush(ctx context.Context, batch []seckill.Event) error {
-	delay := p.cfg.RetryDelay
+// drain is the exit: it stores batch and then the channel's events until the channel is empty
+// (or closed), with a context that outlives ctx by up to DrainTimeout.
+func (p *Pipeline) drain(ctx context.Context, batch []seckill.Event) error {
+	fctx, cancel := background.Finish(ctx, p.cfg.DrainTimeout)
+	defer cancel()
+	stored := 0
 	for {
-		err := p.store.ApplyEvents(ctx, batch)
-		if err == nil {
-			p.applied.Add(uint64(len(batch)))
-			return nil
-		}
-		if permanent(err) {
-			if len(batch) == 1 {
-				p.dropped.Add(1)
-				p.cfg.Logger.Error("pipeline: dropping an event the store refuses", "reservation", batch[0].Reservation.ID, "err", err)
-				return nil
-			}
-			for i := range batch {
-				if err := p.flush(ctx, batch[i:i+1]); err != nil {
-					return err
+	take:
+		for len(batch) < p.cfg.BatchSize {
+			select {
+			case ev, ok := <-p.in:
+				if !ok {
+					break take
 				}
+				batch = append(batch, ev)
+			default:
+				break take
+			}
+		}
+		if len(batch) == 0 {
+			if stored > 0 {
+				p.cfg.Logger.Info("pipeline: drained on stop", "events", stored)
 			}
 			return nil
 		}
-		p.failed.Add(1)
-		p.cfg.Logger.Warn("pipeline: storing events failed; retrying", "events", len(batch), "err", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
+		if err := p.apply.Apply(fctx, batch); err != nil {
+			lost := len(batch) + len(p.in)
+			return fmt.Errorf("pipeline: stopped with %d events not stored in the order store: %w", lost, err)
 		}
-		delay = min(2*delay, 2*time.Second)
+		stored += len(batch)
+		batch = batch[:0]
 	}
 }

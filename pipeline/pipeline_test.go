@@ -3,12 +3,17 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/seckill-go/seckill"
 	"go.uber.org/goleak"
+
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/background"
 )
 
 type fakeStore struct {
@@ -76,22 +81,72 @@ func TestDrainKeepsOrderAndRetries(t *testing.T) {
 	}
 }
 
-func TestCancelStopsRetrying(t *testing.T) {
+// TestStopWithStoreDownGivesUp: stopped while the store is down, the pipeline retries its
+// batch until DrainTimeout and then returns an error counting the events it could not store.
+func TestStopWithStoreDownGivesUp(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	store := &fakeStore{fail: 1 << 30}
-	ch := make(chan seckill.Event, 1)
+	ch := make(chan seckill.Event, 3)
 	ch <- seckill.Event{}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := New(store, ch, Config{FlushEvery: time.Millisecond, RetryDelay: time.Millisecond})
+	p := New(store, ch, Config{FlushEvery: time.Millisecond, RetryDelay: time.Millisecond, DrainTimeout: 20 * time.Millisecond})
 	done := make(chan error)
 	go func() { done <- p.Run(ctx) }()
-	time.Sleep(10 * time.Millisecond)
+	for p.Failures() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	ch <- seckill.Event{}
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run returned %v, want context.Canceled", err)
+	err := <-done
+	if err == nil || !strings.Contains(err.Error(), "2 events not stored") {
+		t.Fatalf("Run returned %v, want an error counting 2 events not stored", err)
 	}
 	if len(store.ids()) != 0 {
 		t.Fatal("a failing store must not record events")
+	}
+}
+
+// TestStopDrainsTheChannel: a pipeline stopped by its runner stores every event already in its
+// channel, in order, before Stop returns; the channel is never closed.
+func TestStopDrainsTheChannel(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	store := &fakeStore{}
+	ch := make(chan seckill.Event, 1000)
+	p := New(store, ch, Config{BatchSize: 16, FlushEvery: time.Hour, RetryDelay: time.Millisecond})
+	r := background.NewRunner(nil)
+	r.Start(p)
+	var want []string
+	for i := range 500 {
+		id := fmt.Sprint("r", i)
+		want = append(want, id)
+		ch <- seckill.Event{Reservation: seckill.Reservation{ID: id}}
+	}
+	if err := r.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := store.ids(); !slices.Equal(got, want) {
+		t.Fatalf("stored %d events (first %v); want all 500 in order", len(got), got[:min(len(got), 5)])
+	}
+	if p.Backlog() != 0 {
+		t.Fatalf("%d events left in the channel", p.Backlog())
+	}
+}
+
+// TestDrainDetectorSeesLostEvents is the negative control: events sent after the pipeline
+// stopped are not stored, and the check above would see it.
+func TestDrainDetectorSeesLostEvents(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	store := &fakeStore{}
+	ch := make(chan seckill.Event, 10)
+	p := New(store, ch, Config{FlushEvery: time.Hour, RetryDelay: time.Millisecond})
+	r := background.NewRunner(nil)
+	r.Start(p)
+	if err := r.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ch <- seckill.Event{Reservation: seckill.Reservation{ID: "late"}}
+	if got := store.ids(); len(got) != 0 || p.Backlog() != 1 {
+		t.Fatalf("stored %v, backlog %d; want nothing stored and the event left in the channel", got, p.Backlog())
 	}
 }
 
