@@ -50,6 +50,7 @@ type Engine struct {
 	scripts  *scriptSet
 	batches  batcher // groups the buys of one sale that arrive together (batch.go)
 	maxBatch int
+	stream   streamLimits // how the sales' streams are trimmed (export.go)
 
 	randMu  sync.Mutex
 	randBuf []byte

@@ -838,7 +838,7 @@ func TestScriptsDomainRefusalsWriteNothing(t *testing.T) {
 		{"restore of a known id", ds.restore, func(f *fixture) []string { return restoreArgv(f, "") }, []string{"conflict"}},
 		{"restore with a token outside a rebuild", ds.restore, func(f *fixture) []string { return restoreArgv(f, "7-abcdef") }, []string{"fenced"}},
 		{"ready outside a rebuild", ds.ready, func(f *fixture) []string { return []string{f.clockMS(), "7-abcdef"} }, []string{"fenced"}},
-		{"trim for an unknown group", ds.trim, func(f *fixture) []string { return []string{f.clockMS(), "nobody"} }, []string{"ok", "0"}},
+		{"trim for an unknown group", ds.trim, func(f *fixture) []string { return []string{f.clockMS(), "nobody"} }, []string{"ok", "0", "0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := takeSnapshot(t, f.rdb, f.keys)
@@ -967,7 +967,7 @@ func TestMissingSaleAnswersNotLoaded(t *testing.T) {
 		t.Run(sp.name, func(t *testing.T) {
 			want := []string{"not_loaded"}
 			if sp.name == "trim" {
-				want = []string{"ok", "0"}
+				want = []string{"ok", "0", "0"}
 			}
 			argv := sp.base(f)
 			got, err := execScript(f.rdb, sp.s, ghost, argv)

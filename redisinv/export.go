@@ -1,0 +1,330 @@
+package redisinv
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/seckill-go/seckill/export"
+	"github.com/seckill-go/seckill/lock"
+)
+
+// The event export reads each sale's stream as its outbox (docs/EVENTS.md): every change is
+// in the stream as soon as the script that made it returns, so exporting from the stream is
+// never a dual write. Each sink reads through a consumer group of its own, next to the order
+// store's, and the stream is trimmed to the slowest group (trim.lua).
+
+const (
+	// DefaultStreamKeep is how long stream entries are kept after every reader has them: a
+	// sink added while a sale runs (its group is created at the start of the stream) and
+	// `seckill events replay` find them.
+	DefaultStreamKeep = 30 * time.Second
+	// DefaultStreamMost bounds a sale's stream, in entries (each one script call's changes, up
+	// to 64 events). Past it the oldest entries are dropped even if an export sink has not read
+	// them (never one the order store has not stored); the alarm fires at StreamAlarmShare of it.
+	DefaultStreamMost = 1_000_000
+	// StreamAlarmShare is the share of the maximum at which the engine warns, once a minute
+	// per sale, that a reader is far behind.
+	StreamAlarmShare = 0.8
+	// exportConsumer is the one consumer name of every export group: one process at a time
+	// reads a group (Lead), and the next leader finds the entries its predecessor read but did
+	// not acknowledge as its own pending entries, and sends them first, in order.
+	exportConsumer = "exporter"
+)
+
+// streamLimits is how a sale's stream is trimmed; zero fields take the defaults.
+type streamLimits struct {
+	keep time.Duration
+	most int
+
+	alarmMu sync.Mutex
+	alarmed map[string]time.Time // sale -> last alarm
+}
+
+// WithStreamLimits sets how long stream entries are kept after every reader has them (keep;
+// default DefaultStreamKeep, negative for not at all) and the most entries a sale's stream keeps
+// (most; default DefaultStreamMost, negative for no bound).
+func WithStreamLimits(keep time.Duration, most int) Option {
+	return func(e *Engine) { e.stream.keep, e.stream.most = keep, most }
+}
+
+func (l *streamLimits) bounds() (keep time.Duration, most int) {
+	keep, most = l.keep, l.most
+	switch {
+	case keep == 0:
+		keep = DefaultStreamKeep
+	case keep < 0:
+		keep = 0
+	}
+	switch {
+	case most == 0:
+		most = DefaultStreamMost
+	case most < 0:
+		most = 0
+	}
+	return keep, most
+}
+
+// trimStream drops the entries of a sale's stream that every reader has acknowledged (trim.lua)
+// and warns when the stream nears its maximum.
+func (e *Engine) trimStream(ctx context.Context, saleID string) error {
+	keep, most := e.stream.bounds()
+	r, err := e.execRaw(ctx, e.scripts.trim, saleID, Group, strconv.FormatInt(keep.Milliseconds(), 10), strconv.Itoa(most))
+	if err != nil {
+		return err
+	}
+	if len(r) < 3 {
+		return nil
+	}
+	left := r.int(2)
+	if most > 0 && float64(left) >= StreamAlarmShare*float64(most) && e.stream.alarm(saleID) {
+		e.log.Warn("redisinv: a sale's event stream nears its maximum: a reader (an export sink, or the order store) is far behind; past the maximum an export sink loses the oldest entries",
+			"sale", saleID, "entries", left, "max", most)
+	}
+	return nil
+}
+
+// alarm reports whether to warn about saleID now: at most once a minute per sale.
+func (l *streamLimits) alarm(saleID string) bool {
+	l.alarmMu.Lock()
+	defer l.alarmMu.Unlock()
+	if l.alarmed == nil {
+		l.alarmed = make(map[string]time.Time)
+	}
+	if time.Since(l.alarmed[saleID]) < time.Minute {
+		return false
+	}
+	l.alarmed[saleID] = time.Now()
+	return true
+}
+
+// ExportGroup is the consumer group through which a sink reads the sales' streams: a short
+// hash of the sink's name, so that every instance configured with the same sink shares it.
+func ExportGroup(sink string) string {
+	sum := sha256.Sum256([]byte(sink))
+	return "seckill-export:" + hex.EncodeToString(sum[:8])
+}
+
+// ExportLog is a sale's stream as an export.Log, led through locks (one process per sale and
+// sink at a time).
+func (e *Engine) ExportLog(saleID string, locks *lock.Client) export.Log {
+	return &streamLog{e: e, sale: saleID, key: e.streamKey(saleID), locks: locks}
+}
+
+type streamLog struct {
+	e     *Engine
+	sale  string
+	key   string
+	locks *lock.Client
+}
+
+func (l *streamLog) Name() string { return "sale " + l.sale }
+
+// leadRetry is how often a process that does not lead a sale's export tries to take it.
+const leadRetry = time.Second
+
+func (l *streamLog) Lead(ctx context.Context, sink string) (context.Context, func(), error) {
+	m := l.locks.NewMutex("seckill:export:" + ExportGroup(sink)[len("seckill-export:"):] + ":" + l.sale)
+	for {
+		lease, err := m.TryLock(ctx, 0, 0)
+		if err == nil {
+			release := func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				_ = m.Unlock(ctx)
+			}
+			return lease.Context(), release, nil
+		}
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		if !errors.Is(err, lock.ErrNotAcquired) {
+			l.e.log.Warn("redisinv: taking the export lead failed; retrying", "sale", l.sale, "err", err)
+		}
+		if !sleep(ctx, leadRetry) {
+			return nil, nil, ctx.Err()
+		}
+	}
+}
+
+func (l *streamLog) Read(ctx context.Context, sink string, max int) (export.Batch, error) {
+	group := ExportGroup(sink)
+	// The entries this group's consumer read and did not acknowledge come first: a
+	// predecessor's (it crashed or lost the lead) or ours (an Ack that failed).
+	entries, err := l.read(ctx, group, "0", -1, max)
+	if err == nil && len(entries) == 0 {
+		entries, err = l.read(ctx, group, ">", time.Second, max)
+	}
+	if err != nil {
+		if !isNoGroup(err) {
+			return export.Batch{}, err
+		}
+		if err := l.createGroup(ctx, group); err != nil {
+			return export.Batch{}, err
+		}
+		return export.Batch{}, nil
+	}
+	if len(entries) == 0 {
+		return export.Batch{}, nil
+	}
+	b := export.Batch{Events: make([]export.Event, 0, len(entries))}
+	ids := make([]string, len(entries))
+	for i, en := range entries {
+		ids[i] = en.ID
+		for _, fv := range en.FieldValues {
+			ev, err := decodeEvent(l.sale, fv)
+			if err != nil {
+				l.e.log.Error("redisinv: a malformed stream entry is not exported", "sale", l.sale, "entry", en.ID, "err", err)
+				continue
+			}
+			if x, ok := export.FromEngine(ev); ok {
+				b.Events = append(b.Events, x)
+			}
+		}
+	}
+	b.Ack = func(ctx context.Context) error {
+		rdb := l.e.rdb
+		return rdb.Do(ctx, rdb.B().Xack().Key(l.key).Group(group).Id(ids...).Build()).Error()
+	}
+	return b, nil
+}
+
+// read is XREADGROUP for the export consumer: from id "0" (its pending entries; no wait) or
+// ">" (new ones, waiting up to block).
+func (l *streamLog) read(ctx context.Context, group, id string, block time.Duration, count int) ([]rueidis.XRangeSlice, error) {
+	rdb := l.e.rdb
+	var cmd rueidis.Completed
+	if block < 0 {
+		cmd = rdb.B().Xreadgroup().Group(group, exportConsumer).Count(int64(count)).Streams().Key(l.key).Id(id).Build()
+	} else {
+		cmd = rdb.B().Xreadgroup().Group(group, exportConsumer).Count(int64(count)).Block(block.Milliseconds()).Streams().Key(l.key).Id(id).Build()
+	}
+	res, err := rdb.Do(ctx, cmd).AsXReadSlices()
+	if rueidis.IsRedisNil(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res[l.key], nil
+}
+
+// createGroup creates a sink's group at the start of the stream, so that a sink reads every
+// entry still kept, including those written before it existed.
+func (l *streamLog) createGroup(ctx context.Context, group string) error {
+	rdb := l.e.rdb
+	err := rdb.Do(ctx, rdb.B().XgroupCreate().Key(l.key).Group(group).Id("0").Mkstream().Build()).Error()
+	if e, ok := rueidis.IsRedisErr(err); ok && e.IsBusyGroup() {
+		return nil
+	}
+	return err
+}
+
+// Lag counts stream entries, not events: an entry holds the changes of one script call (a
+// grouped call of up to 64 buys makes one entry). The oldest is the first entry the group has
+// not acknowledged: its oldest pending one, else the first not yet delivered.
+func (l *streamLog) Lag(ctx context.Context, sink string) (int64, time.Time, error) {
+	group := ExportGroup(sink)
+	rdb := l.e.rdb
+	groups, err := rdb.Do(ctx, rdb.B().XinfoGroups().Key(l.key).Build()).ToArray()
+	if err != nil {
+		if e, ok := rueidis.IsRedisErr(err); ok && strings.Contains(e.Error(), "no such key") {
+			return 0, time.Time{}, nil
+		}
+		return 0, time.Time{}, err
+	}
+	for _, g := range groups {
+		f := fields(g)
+		if f["name"] != group {
+			continue
+		}
+		pending, _ := strconv.ParseInt(f["pending"], 10, 64)
+		behind, known := int64(0), false
+		if s, ok := f["lag"]; ok && s != "" {
+			behind, err = strconv.ParseInt(s, 10, 64)
+			known = err == nil
+		}
+		if !known { // Redis cannot tell (entries deleted mid-stream): count them
+			n, err := rdb.Do(ctx, rdb.B().Xrange().Key(l.key).Start("("+f["last-delivered-id"]).End("+").Build()).ToArray()
+			if err != nil {
+				return 0, time.Time{}, err
+			}
+			behind = int64(len(n))
+		}
+		var first string
+		if pending > 0 {
+			p, err := rdb.Do(ctx, rdb.B().Xpending().Key(l.key).Group(group).Build()).ToArray()
+			if err == nil && len(p) >= 2 {
+				first, _ = p[1].ToString()
+			}
+		} else if behind > 0 {
+			n, err := rdb.Do(ctx, rdb.B().Xrange().Key(l.key).Start("("+f["last-delivered-id"]).End("+").Count(1).Build()).AsXRange()
+			if err == nil && len(n) > 0 {
+				first = n[0].ID
+			}
+		}
+		return pending + behind, streamIDTime(first), nil
+	}
+	// No group yet: the sink has read nothing of this stream.
+	n, err := rdb.Do(ctx, rdb.B().Xlen().Key(l.key).Build()).AsInt64()
+	if err != nil || n == 0 {
+		return 0, time.Time{}, err
+	}
+	x, err := rdb.Do(ctx, rdb.B().Xrange().Key(l.key).Start("-").End("+").Count(1).Build()).AsXRange()
+	if err != nil || len(x) == 0 {
+		return n, time.Time{}, err
+	}
+	return n, streamIDTime(x[0].ID), nil
+}
+
+// fields reads an XINFO reply's field/value pairs, integers and strings alike, as text (a
+// missing value, such as an unknown lag, is left out).
+func fields(m rueidis.RedisMessage) map[string]string {
+	f := map[string]string{}
+	if mm, err := m.ToMap(); err == nil { // RESP3
+		for k, v := range mm {
+			if s := text(v); s != "" {
+				f[k] = s
+			}
+		}
+		return f
+	}
+	kv, _ := m.ToArray()
+	for i := 0; i+1 < len(kv); i += 2 {
+		k, _ := kv[i].ToString()
+		if s := text(kv[i+1]); s != "" {
+			f[k] = s
+		}
+	}
+	return f
+}
+
+func text(v rueidis.RedisMessage) string {
+	if s, err := v.ToString(); err == nil {
+		return s
+	}
+	if n, err := v.AsInt64(); err == nil {
+		return strconv.FormatInt(n, 10)
+	}
+	return ""
+}
+
+// streamIDTime is the time in a stream id "<ms>-<seq>" (zero for "").
+func streamIDTime(id string) time.Time {
+	ms, _, ok := strings.Cut(id, "-")
+	if !ok {
+		return time.Time{}
+	}
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(n).UTC()
+}
