@@ -56,6 +56,9 @@ func TestSink(t *testing.T, h SinkHarness) {
 		{"EmptyBatch", sinkEmptyBatch},
 		{"OutageThenCatchUp", sinkOutage},
 		{"RestartedExporter", sinkRestart},
+		{"ExporterRush", exporterRush},
+		{"ExporterKilledMidStream", exporterKilled},
+		{"ExporterOutage10s", exporterOutage},
 	}
 	for _, s := range stories {
 		t.Run(s.name, func(t *testing.T) {
