@@ -33,7 +33,9 @@ var errPaymentRecorded = errors.New("sqlstore: payment id recorded concurrently"
 //     made paid here: only a paying payment, with its units, makes a row paid.
 //
 // The payment row is written last, with the final result, in the same transaction, so every
-// succeeded payment ends as exactly one paid reservation or one refund_required record.
+// succeeded payment ends as exactly one paid reservation or one refund_required record. A
+// refund_required payment also writes its refund_required event to the outbox (outbox.go), in
+// that transaction, whether or not EnableOutbox was called.
 // Results other than applied, late_applied and refund_required are invalid_argument.
 func (s *Store) RecordPayment(ctx context.Context, p seckill.PaymentRecord) (seckill.PaymentResult, error) {
 	if p.PaymentID == "" {
@@ -141,6 +143,12 @@ func (s *Store) recordPayment(ctx context.Context, tx *sql.Tx, p seckill.Payment
 	// The money arrived, so there is nothing left to close at the gateway, whatever the result.
 	if err := s.markOpenPaymentPaid(ctx, tx, p.PaymentID, at); err != nil {
 		return "", err
+	}
+	// Last: the outbox's seq lock is held from here to the commit (outbox.go).
+	if result == seckill.PaymentRefundRequired {
+		if err := s.writeRefundRequired(ctx, tx, p, r, at); err != nil {
+			return "", err
+		}
 	}
 	return result, nil
 }

@@ -106,7 +106,8 @@ func (s *Store) refund(ctx context.Context, q querier, paymentID string) (seckil
 // RecordRefund implements seckill.RefundStore. The UPDATE is conditional on the refund being
 // refund_pending and leased to o.Owner, so a refunder whose lease expired and was taken over
 // cannot overwrite the new owner's work; a lease that expired but nobody took is still its
-// owner's to record. The lease is released in the same statement.
+// owner's to record. The lease is released in the same statement. A refund that ends
+// (refunded, refund_failed) writes its event to the outbox in the same transaction.
 func (s *Store) RecordRefund(ctx context.Context, o seckill.RefundOutcome) error {
 	switch o.Status {
 	case seckill.Refunded, seckill.RefundFailed, seckill.RefundPending:
@@ -132,14 +133,26 @@ func (s *Store) RecordRefund(ctx context.Context, o seckill.RefundOutcome) error
 		args = append(args, o.RefundID)
 	}
 	args = append(args, o.PaymentID, string(seckill.RefundPending), o.Owner)
-	res, err := s.db.ExecContext(ctx, s.q(`UPDATE refunds SET `+set+`
-		WHERE payment_id = ? AND status = ? AND lease_owner = ?`), args...)
+	var n int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE refunds SET `+set+`
+			WHERE payment_id = ? AND status = ? AND lease_owner = ?`), args...)
+		if err != nil {
+			return fmt.Errorf("sqlstore: record refund %s: %w", o.PaymentID, err)
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return fmt.Errorf("sqlstore: record refund %s: %w", o.PaymentID, err)
+		}
+		if n == 1 && o.Status != seckill.RefundPending {
+			// The refund ended: its event goes to the outbox in this transaction (outbox.go).
+			return s.writeRefundEnded(ctx, tx, o.PaymentID, o.Status, s.stamp(o.At))
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("sqlstore: record refund %s: %w", o.PaymentID, err)
+		return err
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("sqlstore: record refund %s: %w", o.PaymentID, err)
-	} else if n == 1 {
+	if n == 1 {
 		return nil
 	}
 	cur, err := s.refund(ctx, s.db, o.PaymentID)

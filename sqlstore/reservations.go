@@ -235,19 +235,36 @@ func (s *Store) upsertForward(ctx context.Context, tx *sql.Tx, row resRow) error
 // out to exist, the set-wise attempt runs again reading every row; the one-by-one path is the
 // fallback for what the set-wise path does not handle itself: a reservation inserted
 // concurrently, a missing sale.
+//
+// With EnableOutbox, every event of the batch (paid included) is also written to the outbox,
+// last, in whichever of these transactions commits (outbox.go).
 func (s *Store) ApplyEvents(ctx context.Context, events []seckill.Event) error {
 	rows, err := s.eventRows(events)
-	if err != nil || len(rows) == 0 {
+	if err != nil {
 		return err
 	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error { return s.applyBatch(ctx, tx, rows, true) })
+	out, err := s.outboxOfEvents(events)
+	if err != nil || len(rows)+len(out) == 0 {
+		return err
+	}
+	// inTx runs apply and then writes the outbox, in one transaction: an attempt that fails
+	// (errBatchFallback, a deadlock) is rolled back with its outbox rows.
+	inTx := func(apply func(tx *sql.Tx) error) error {
+		return s.inTx(ctx, func(tx *sql.Tx) error {
+			if err := apply(tx); err != nil {
+				return err
+			}
+			return s.writeOutbox(ctx, tx, out)
+		})
+	}
+	err = inTx(func(tx *sql.Tx) error { return s.applyBatch(ctx, tx, rows, true) })
 	if errors.Is(err, errBatchFallback) && s.d.name != sqliteDialect.name {
-		err = s.inTx(ctx, func(tx *sql.Tx) error { return s.applyBatch(ctx, tx, rows, false) })
+		err = inTx(func(tx *sql.Tx) error { return s.applyBatch(ctx, tx, rows, false) })
 	}
 	if !errors.Is(err, errBatchFallback) {
 		return err
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error { return s.applyOneByOne(ctx, tx, rows) })
+	return inTx(func(tx *sql.Tx) error { return s.applyOneByOne(ctx, tx, rows) })
 }
 
 // eventRows validates events and returns the rows they write, without the final statuses,
