@@ -49,7 +49,11 @@ type Config struct {
 	// FarBehind is the lag from which a sink is reported far behind (Behind, /readyz);
 	// default 1 min.
 	FarBehind time.Duration
-	Logger    *slog.Logger
+	// Outbox, if set, has its entries older than OutboxKeep deleted every ten minutes (by
+	// every instance: the deletes are idempotent), whether or not any sink is configured.
+	Outbox     export.Outbox
+	OutboxKeep time.Duration // default DefaultOutboxKeep
+	Logger     *slog.Logger
 }
 
 // Defaults of Config.
@@ -57,6 +61,11 @@ const (
 	DefaultGiveUp    = 10 * time.Minute
 	DefaultBatch     = 256
 	DefaultFarBehind = time.Minute
+	// DefaultOutboxKeep is how long the order store's outbox keeps an entry: `seckill events
+	// replay` can re-send that far back. It is longer than any give-up time, so a sink that
+	// is behind has its entries dead-lettered before they are deleted.
+	DefaultOutboxKeep = 7 * 24 * time.Hour
+	trimOutboxEvery   = 10 * time.Minute
 	// listEvery is how often the logs are listed; lagEvery how often a pair measures its lag.
 	listEvery = time.Second
 	lagEvery  = time.Second
@@ -106,6 +115,9 @@ func New(cfg Config) *Exporter {
 	if cfg.FarBehind <= 0 {
 		cfg.FarBehind = DefaultFarBehind
 	}
+	if cfg.OutboxKeep <= 0 {
+		cfg.OutboxKeep = DefaultOutboxKeep
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -122,10 +134,6 @@ func (x *Exporter) Name() string { return "exporter" }
 // Run exports until ctx is cancelled, then stops every pair and returns nil. A batch being
 // published when it stops is not acknowledged: the next leader sends it again.
 func (x *Exporter) Run(ctx context.Context) error {
-	if len(x.sinks) == 0 {
-		<-ctx.Done()
-		return nil
-	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	running := map[pairKey]context.CancelFunc{}
@@ -136,35 +144,54 @@ func (x *Exporter) Run(ctx context.Context) error {
 	}()
 	t := time.NewTicker(listEvery)
 	defer t.Stop()
+	var trimmed time.Time
 	for {
-		logs, err := x.cfg.Logs(ctx)
-		if err != nil && ctx.Err() == nil {
-			x.cfg.Logger.Warn("exporter: listing the logs failed; retrying", "err", err)
+		if x.cfg.Outbox != nil && time.Since(trimmed) >= trimOutboxEvery {
+			n, err := x.cfg.Outbox.TrimOutbox(ctx, time.Now().Add(-x.cfg.OutboxKeep))
+			if err != nil && ctx.Err() == nil {
+				x.cfg.Logger.Warn("exporter: deleting old outbox entries failed; retrying in ten minutes", "err", err)
+			} else if n > 0 {
+				x.cfg.Logger.Info("exporter: deleted old outbox entries", "entries", n, "older_than", x.cfg.OutboxKeep)
+			}
+			trimmed = time.Now()
 		}
-		if err == nil {
-			listed := make(map[pairKey]bool, len(logs)*len(x.sinks))
-			for _, l := range logs {
-				for name, s := range x.sinks {
-					k := pairKey{l.Name(), name}
-					listed[k] = true
-					if running[k] == nil {
-						pctx, stop := context.WithCancel(ctx)
-						running[k] = stop
-						wg.Go(func() { x.pair(pctx, l, s) })
-					}
-				}
-			}
-			for k, stop := range running {
-				if !listed[k] {
-					stop()
-					delete(running, k)
-				}
-			}
+		if len(x.sinks) > 0 {
+			x.list(ctx, &wg, running)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		}
+	}
+}
+
+// list starts a goroutine for every (log, sink) pair not running yet and stops those whose
+// log is no longer listed.
+func (x *Exporter) list(ctx context.Context, wg *sync.WaitGroup, running map[pairKey]context.CancelFunc) {
+	logs, err := x.cfg.Logs(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			x.cfg.Logger.Warn("exporter: listing the logs failed; retrying", "err", err)
+		}
+		return
+	}
+	listed := make(map[pairKey]bool, len(logs)*len(x.sinks))
+	for _, l := range logs {
+		for name, s := range x.sinks {
+			k := pairKey{l.Name(), name}
+			listed[k] = true
+			if running[k] == nil {
+				pctx, stop := context.WithCancel(ctx)
+				running[k] = stop
+				wg.Go(func() { x.pair(pctx, l, s) })
+			}
+		}
+	}
+	for k, stop := range running {
+		if !listed[k] {
+			stop()
+			delete(running, k)
 		}
 	}
 }
@@ -186,15 +213,11 @@ func (x *Exporter) pair(ctx context.Context, l export.Log, s *sinkState) {
 
 // follow exports while this process leads the pair.
 func (x *Exporter) follow(lead context.Context, l export.Log, s *sinkState, k pairKey) {
-	var measured time.Time
+	measured := make(chan struct{})
+	go func() { defer close(measured); x.measure(lead, l, k) }()
+	defer func() { <-measured }()
 	attempt := 0
 	for lead.Err() == nil {
-		if time.Since(measured) >= lagEvery {
-			if n, oldest, err := l.Lag(lead, k.sink); err == nil {
-				x.setLag(k, &lag{events: n, oldest: oldest})
-			}
-			measured = time.Now()
-		}
 		b, err := l.Read(lead, k.sink, x.cfg.Batch)
 		if err != nil {
 			if lead.Err() != nil {
@@ -213,8 +236,18 @@ func (x *Exporter) follow(lead context.Context, l export.Log, s *sinkState, k pa
 		if b.Ack != nil && !x.ack(lead, s, k, b) {
 			return
 		}
-		if len(b.Events) > 0 {
-			measured = time.Time{} // measure again: the lag just moved
+	}
+}
+
+// measure reads the pair's lag every lagEvery while this process leads it, on its own so that
+// a sink that hangs is still seen falling behind.
+func (x *Exporter) measure(lead context.Context, l export.Log, k pairKey) {
+	for {
+		if n, oldest, err := l.Lag(lead, k.sink); err == nil {
+			x.setLag(k, &lag{events: n, oldest: oldest})
+		}
+		if !sleep(lead, lagEvery) {
+			return
 		}
 	}
 }
