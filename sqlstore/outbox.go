@@ -130,10 +130,11 @@ var testHookOutboxSeqs func(first, last int64)
 var testOutboxSeqsWithoutLock bool
 
 // writeOutbox writes rows to the outbox in tx, with consecutive seqs in their order. It must
-// be the transaction's last work before commit: from the UPDATE of export_seq to the commit,
-// every other outbox writer waits (see the top of this file), and nothing taken after it could
-// be locked in another order by a transaction that holds another lock and waits for this one.
-// An event id already stored is skipped (its seq stays unused: a gap).
+// be the transaction's last work before commit: from the UPDATE of export_seq to the commit
+// every other outbox writer waits (see the top of this file), so that stretch is kept short,
+// and a transaction holding the row then waits for no other lock, which a writer waiting for
+// the row might hold (no deadlock). An event id already stored is skipped (its seq stays
+// unused: a gap).
 func (s *Store) writeOutbox(ctx context.Context, tx *sql.Tx, rows []outboxRow) error {
 	if len(rows) == 0 {
 		return nil
