@@ -328,3 +328,60 @@ func streamIDTime(id string) time.Time {
 	}
 	return time.UnixMilli(n).UTC()
 }
+
+// StreamEvents returns the exported form of the events in a sale's stream entries after the
+// entry id after ("0-0" for the start; a time as "<ms>-0" for the entries since then) and up
+// to end ("+" for the end of the stream), at most count entries, and the id of the last entry
+// read ("" when there was none). When block > 0 and nothing is there yet, it waits that long
+// for new entries (`seckill events tail`). Stream entries are kept only until every reader
+// has them and DefaultStreamKeep (or WithStreamLimits) has passed: this reads what is left.
+func (e *Engine) StreamEvents(ctx context.Context, saleID, after, end string, count int, block time.Duration) ([]export.Event, string, error) {
+	rdb, key := e.rdb, e.streamKey(saleID)
+	var entries []rueidis.XRangeSlice
+	if block > 0 {
+		res, err := rdb.Do(ctx, rdb.B().Xread().Count(int64(count)).Block(block.Milliseconds()).Streams().Key(key).Id(after).Build()).AsXReadSlices()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			return nil, "", err
+		}
+		entries = res[key]
+	} else {
+		x, err := rdb.Do(ctx, rdb.B().Xrange().Key(key).Start("("+after).End(end).Count(int64(count)).Build()).ToArray()
+		if err != nil {
+			return nil, "", err
+		}
+		for _, m := range x {
+			s, err := m.AsXRangeSlice()
+			if err != nil {
+				return nil, "", err
+			}
+			entries = append(entries, s)
+		}
+	}
+	var out []export.Event
+	last := ""
+	for _, en := range entries {
+		last = en.ID
+		for _, fv := range en.FieldValues {
+			if ev, err := decodeEvent(saleID, fv); err == nil {
+				if x, ok := export.FromEngine(ev); ok {
+					out = append(out, x)
+				}
+			}
+		}
+	}
+	return out, last, nil
+}
+
+// StreamLastID is the id of the newest entry of a sale's stream, "0-0" when it has none:
+// where `seckill events tail` starts.
+func (e *Engine) StreamLastID(ctx context.Context, saleID string) (string, error) {
+	rdb := e.rdb
+	x, err := rdb.Do(ctx, rdb.B().Xrevrange().Key(e.streamKey(saleID)).End("+").Start("-").Count(1).Build()).AsXRange()
+	if err != nil {
+		return "", err
+	}
+	if len(x) == 0 {
+		return "0-0", nil
+	}
+	return x[0].ID, nil
+}

@@ -7,6 +7,9 @@ import (
 	"io"
 	"net"
 	"strings"
+	"time"
+
+	"github.com/seckill-go/seckill/exporter"
 )
 
 var errFlagHelp = errors.New("help requested")
@@ -35,6 +38,12 @@ type config struct {
 	PublicURL string
 	// NoConsume leaves the Redis streams to `seckill worker` processes (--consume=false).
 	NoConsume bool
+	// Export is the comma-separated list of sink URLs that receive every reservation event
+	// (--export, SECKILL_EXPORT; docs/EVENTS.md); empty: no export.
+	Export string
+	// ExportGiveUp is how long a sink's batch is retried before it goes to the dead letters
+	// (--export-give-up, SECKILL_EXPORT_GIVE_UP).
+	ExportGiveUp time.Duration
 	// Pprof is serve's net/http/pprof listen address (--pprof, SECKILL_PPROF); empty: off.
 	Pprof string
 	// HTTP holds serve's HTTP timeouts and bounds (--read-timeout, --max-conns, …).
@@ -77,9 +86,15 @@ func bindConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
 	bindHTTPLimits(fs, getenv, c)
 }
 
-// bindStoreConfig registers the flags of the inventory engine and the order store: all that
-// `seckill worker` uses (it has no HTTP, no secrets and no gateway).
+// bindStoreConfig registers the flags of the inventory engine, the order store and the event
+// export: all that `seckill worker` uses (it has no HTTP, no secrets and no gateway).
 func bindStoreConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
+	bindEngineStoreConfig(fs, getenv, c)
+	bindExportConfig(fs, getenv, c)
+}
+
+// bindEngineStoreConfig registers the flags of the inventory engine and the order store.
+func bindEngineStoreConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
 	env := func(name, def string) string {
 		if v := getenv(name); v != "" {
 			return v
@@ -89,6 +104,20 @@ func bindStoreConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
 	fs.StringVar(&c.Engine, "engine", env("SECKILL_ENGINE", "memory"), "inventory engine: memory (one process) or redis (SECKILL_ENGINE)")
 	fs.StringVar(&c.DB, "db", env("SECKILL_DB", "sqlite://./seckill.db"), "order store URL: sqlite://file, mysql://user:pass@host:port/db or postgres://user:pass@host:port/db (SECKILL_DB)")
 	fs.StringVar(&c.RedisURL, "redis-url", env("SECKILL_REDIS_URL", ""), "Redis URL for the redis engine: redis://host:port/db, a cluster as redis://h1:p1,h2:p2 (SECKILL_REDIS_URL)")
+}
+
+// bindExportConfig registers the event export's flags (docs/EVENTS.md): serve and worker both
+// export.
+func bindExportConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
+	fs.StringVar(&c.Export, "export", getenv("SECKILL_EXPORT"), "comma-separated URLs of sinks that receive every reservation event: http(s)://, amqp://, nats://, kafka://, options as query parameters (docs/EVENTS.md) (SECKILL_EXPORT)")
+	c.ExportGiveUp = exporter.DefaultGiveUp
+	v := durationValue{&c.ExportGiveUp}
+	if s := getenv("SECKILL_EXPORT_GIVE_UP"); s != "" {
+		if err := v.Set(s); err != nil {
+			c.envErr = errors.Join(c.envErr, fmt.Errorf("SECKILL_EXPORT_GIVE_UP: %w", err))
+		}
+	}
+	fs.Var(v, "export-give-up", "how long a sink's events are retried before they go to the dead letters for an operator to replay (SECKILL_EXPORT_GIVE_UP)")
 }
 
 // bindGatewayConfig registers the payment gateway's flags.

@@ -60,7 +60,7 @@ func TestHelpShowsDoubleDashFlags(t *testing.T) {
 
 func TestWorkerHelpListsOnlyWhatItUses(t *testing.T) {
 	flags := helpFlags(helpOf(t, noEnv, "worker"))
-	if want := []string{"--db", "--engine", "--redis-url"}; !slices.Equal(flags, want) {
+	if want := []string{"--db", "--engine", "--export", "--export-give-up", "--redis-url"}; !slices.Equal(flags, want) {
 		t.Fatalf("worker -h lists %v, want %v: the worker has no HTTP, no secrets and no gateway", flags, want)
 	}
 }

@@ -27,6 +27,8 @@ commands:
             handler; bench strategies: the ways to take stock, side by side)
   demo      run a complete flash sale in process (a preset of bench) and print
             what happened
+  events    the event export: tail the events, replay a time range to a sink,
+            list or replay the dead letters
   version   print the version: module version, VCS revision and time, local
             changes
 
@@ -54,6 +56,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = benchReference(ctx, args[1:], stdout, stderr)
 	case "demo":
 		err = demo(ctx, args[1:], getenv, stdout, stderr)
+	case "events":
+		err = events(ctx, args[1:], getenv, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "seckill", versionString())
 		return 0

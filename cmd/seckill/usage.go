@@ -35,6 +35,15 @@ and print them in one table. The no-lock strategy must oversell: it is the negat
 	"demo": {"[flags]", `Run a complete flash sale in process: a real server on a loopback port (memory
 engine, SQLite in a temp dir, mock payment gateway) and "seckill bench"'s crowd against it
 over HTTP. Prints the crowd's progress, the bench report, and exits 1 if an invariant fails.`},
+	"events tail": {"[flags]", `Print every reservation event from now on, one JSON object a line (the schema
+of docs/EVENTS.md), until interrupted: the order store's outbox and, on the Redis engine,
+every live sale's stream. It joins no consumer group: it holds nothing back.`},
+	"events replay": {"--sink URL --since T [flags]", `Send the events of a time range to a sink again (consumers dedupe by event id).
+The order store's outbox keeps 7 days; on the Redis engine a sale's stream keeps its entries
+30 s after every reader has them, so reservation events reach back that far there.`},
+	"events dead-letters": {"[flags]", `List the events a sink gave up on after --export-give-up (one JSON object a
+line), or with --replay send a sink's dead letters again, oldest first, and mark them
+replayed.`},
 	"bench-reference": {"[flags]", `The bare net/http handler that "seckill bench --calibrate" measures against
 (internal).`},
 }

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/export"
+	"github.com/seckill-go/seckill/payment"
+	"github.com/seckill-go/seckill/sqlstore"
+)
+
+const eventsSecret = "0123456789abcdef0123456789abcdef"
+
+// hookShop is a shop endpoint that records the events of verified callbacks.
+type hookShop struct {
+	mu  sync.Mutex
+	got []export.Event
+}
+
+func (s *hookShop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err := payment.Verify([]byte(eventsSecret), r.Header.Get("Seckill-Signature"), body, time.Now()); err != nil {
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	}
+	var b struct {
+		Events []export.Event `json:"events"`
+	}
+	if err := json.Unmarshal(body, &b); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	s.got = append(s.got, b.Events...)
+	s.mu.Unlock()
+}
+
+func (s *hookShop) ids() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, e := range s.got {
+		out = append(out, e.ID)
+	}
+	return out
+}
+
+// outboxStore is a SQLite order store whose outbox holds the events of three holds of sale
+// "ev", as the memory engine's pipeline writes them.
+func outboxStore(t *testing.T) (db string, store *sqlstore.Store, ids []string) {
+	db = "sqlite://" + filepath.Join(t.TempDir(), "events.db")
+	store, err := sqlstore.Open(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	store.EnableOutbox()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	stock := 10
+	def, err := seckill.NewSale(seckill.SaleInput{ID: "ev", PriceCents: ptrTo(int64(100)), Stock: &stock, StartsAt: &now}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.CreateSale(t.Context(), def); err != nil {
+		t.Fatal(err)
+	}
+	var evs []seckill.Event
+	for i, u := range []string{"u1", "u2", "u3"} {
+		exp := now.Add(time.Minute)
+		id := seckill.ReservationID("ev", []byte{byte(i), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+		evs = append(evs, seckill.Event{At: now, Reservation: seckill.Reservation{ID: id, SaleID: "ev", UserID: u, Quantity: 1,
+			Status: seckill.StatusHeld, ExpiresAt: &exp, AmountCents: 100, CreatedAt: now, Seq: uint64(i + 1)}})
+		ids = append(ids, id+":held")
+	}
+	if err := store.ApplyEvents(t.Context(), evs); err != nil {
+		t.Fatal(err)
+	}
+	return db, store, ids
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func eventsEnv(name string) string {
+	if name == "SECKILL_PAYMENT_SECRET" {
+		return eventsSecret
+	}
+	return ""
+}
+
+func runEvents(t *testing.T, ctx context.Context, args ...string) (string, int) {
+	var out, errb bytes.Buffer
+	code := run(ctx, append([]string{"events"}, args...), eventsEnv, &out, &errb)
+	if code != 0 {
+		t.Logf("seckill events %s: exit %d: %s", strings.Join(args, " "), code, errb.String())
+	}
+	return out.String(), code
+}
+
+// TestEventsReplay: replay sends the outbox's events of the range to the sink, signed; a range
+// before them sends nothing.
+func TestEventsReplay(t *testing.T) {
+	db, _, ids := outboxStore(t)
+	shop := &hookShop{}
+	srv := httptest.NewServer(shop)
+	defer srv.Close()
+	out, code := runEvents(t, t.Context(), "replay", "--db", db, "--sink", srv.URL+"/hook", "--since", "2h", "--until", "1h")
+	if code != 0 || len(shop.ids()) != 0 {
+		t.Fatalf("a range before every event: exit %d, %d events sent: %s", code, len(shop.ids()), out)
+	}
+	out, code = runEvents(t, t.Context(), "replay", "--db", db, "--sink", srv.URL+"/hook", "--since", "1h")
+	if code != 0 || !strings.Contains(out, "replayed 3 events") {
+		t.Fatalf("exit %d, output %q; want 3 events replayed", code, out)
+	}
+	if got := shop.ids(); !slices.Equal(got, ids) {
+		t.Fatalf("the shop got %v; want %v", got, ids)
+	}
+	for _, bad := range [][]string{{"replay", "--db", db, "--since", "1h"}, {"replay", "--db", db, "--sink", srv.URL, "--since", "yesterday"},
+		{"replay", "--db", db, "--sink", "ftp://x", "--since", "1h"}, {"frobnicate"}} {
+		if _, code := runEvents(t, t.Context(), bad...); code == 0 {
+			t.Errorf("seckill events %q succeeded; want an error", bad)
+		}
+	}
+}
+
+// TestEventsDeadLetters: dead letters are listed, replayed to their sink once, and then no
+// longer listed (unless --all).
+func TestEventsDeadLetters(t *testing.T) {
+	db, store, _ := outboxStore(t)
+	shop := &hookShop{}
+	srv := httptest.NewServer(shop)
+	defer srv.Close()
+	sinkURL := srv.URL + "/hook"
+	dead := []export.Event{{ID: "r1:expired", Type: export.TypeExpired, SaleID: "ev", ReservationID: "r1", At: time.Now().UTC()},
+		{ID: "r2:paid", Type: export.TypePaid, SaleID: "ev", ReservationID: "r2", At: time.Now().UTC()}}
+	if err := store.AddDeadLetters(t.Context(), sinkURL, dead, "503 for 10m", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runEvents(t, t.Context(), "dead-letters", "--db", db)
+	if code != 0 || strings.Count(out, "\n") != 2 || !strings.Contains(out, `"r1:expired"`) {
+		t.Fatalf("list: exit %d, output %q; want the 2 dead letters", code, out)
+	}
+	out, code = runEvents(t, t.Context(), "dead-letters", "--db", db, "--sink", sinkURL, "--replay")
+	if code != 0 || !strings.Contains(out, "replayed 2 dead letters") {
+		t.Fatalf("replay: exit %d, output %q", code, out)
+	}
+	if got := shop.ids(); !slices.Equal(got, []string{"r1:expired", "r2:paid"}) {
+		t.Fatalf("the shop got %v; want the dead letters in order", got)
+	}
+	if out, _ := runEvents(t, t.Context(), "dead-letters", "--db", db); out != "" {
+		t.Fatalf("replayed dead letters are still listed: %q", out)
+	}
+	if out, _ := runEvents(t, t.Context(), "dead-letters", "--db", db, "--all"); strings.Count(out, "\n") != 2 || !strings.Contains(out, "replayed_at") {
+		t.Fatalf("--all: %q; want both, with replayed_at", out)
+	}
+	if _, code := runEvents(t, t.Context(), "dead-letters", "--db", db, "--replay"); code == 0 {
+		t.Fatal("--replay without --sink succeeded")
+	}
+}
+
+// TestEventsTail: tail prints events written after it started.
+func TestEventsTail(t *testing.T) {
+	db, store, _ := outboxStore(t)
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"events", "tail", "--db", db}, eventsEnv, pw, io.Discard)
+		_ = pw.Close()
+	}()
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	now := time.Now().UTC()
+	id := seckill.ReservationID("ev", bytes.Repeat([]byte{9}, 16))
+	if err := store.ApplyEvents(t.Context(), []seckill.Event{{At: now, Type: seckill.EventGranted, Reservation: seckill.Reservation{
+		ID: id, SaleID: "ev", UserID: "u9", Quantity: 1, Status: seckill.StatusHeld, ExpiresAt: &now, AmountCents: 100, CreatedAt: now, Seq: 9}}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case l := <-lines:
+			var e export.Event
+			if err := json.Unmarshal([]byte(l), &e); err != nil {
+				t.Fatalf("tail printed %q: %v", l, err)
+			}
+			if e.ID == id+":granted" {
+				cancel()
+				if code := <-done; code != 0 {
+					t.Fatalf("tail exit %d", code)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatal("tail did not print the granted event within 10 s")
+		}
+	}
+}

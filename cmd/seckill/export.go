@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/seckill-go/seckill/export"
+	"github.com/seckill-go/seckill/export/sinks"
+	"github.com/seckill-go/seckill/exporter"
+	"github.com/seckill-go/seckill/lock"
+	"github.com/seckill-go/seckill/redisinv"
+	"github.com/seckill-go/seckill/sqlstore"
+)
+
+// eventExport is the event export of one process (docs/EVENTS.md): its sinks and the exporter
+// that feeds them, a background service like the others.
+type eventExport struct {
+	sinks []export.Sink
+	x     *exporter.Exporter
+}
+
+// newEventExport opens the sinks of cfg.Export and builds the exporter over the logs of the
+// engine: the order store's outbox (refund events on every engine; every event on the memory
+// engine) and, on the Redis engine, each sale's stream. It is built (and its retention of the
+// outbox runs) even with no sink, so that the outbox never grows without bound.
+func newEventExport(ctx context.Context, cfg config, store *sqlstore.Store, rengine *redisinv.Engine, locks *lock.Client, log *slog.Logger) (*eventExport, error) {
+	list, err := sinks.OpenAll(ctx, cfg.Export, export.Options{Secret: []byte(cfg.PaymentSecret)})
+	if err != nil {
+		return nil, fmt.Errorf("--export: %w", err)
+	}
+	for _, s := range list {
+		log.Info("exporting events", "sink", s.Name())
+	}
+	outbox := exporter.OutboxLog(store, processName())
+	logs := func(context.Context) ([]export.Log, error) { return []export.Log{outbox}, nil }
+	if rengine != nil {
+		logs = func(ctx context.Context) ([]export.Log, error) {
+			ids, err := exportSaleIDs(ctx, store, cfg.ExportGiveUp)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]export.Log, 0, len(ids)+1)
+			out = append(out, outbox)
+			for _, id := range ids {
+				out = append(out, rengine.ExportLog(id, locks))
+			}
+			return out, nil
+		}
+	}
+	x := exporter.New(exporter.Config{
+		Sinks: list, Logs: logs, DeadLetters: store, GiveUp: cfg.ExportGiveUp, Outbox: store, Logger: log,
+	})
+	return &eventExport{sinks: list, x: x}, nil
+}
+
+// close closes the sinks; the exporter must have stopped.
+func (e *eventExport) close() error {
+	var first error
+	for _, s := range e.sinks {
+		if err := s.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// exportMargin is how long after a sale's last event can have happened its stream is still
+// exported: beyond the give-up time every event has reached its sinks or the dead letters.
+const exportMargin = time.Minute
+
+// exportSaleIDs lists the sales whose streams may still hold events to export: every sale not
+// ended, or ended less than its hold time, the give-up time and a minute ago (a hold taken at
+// the end expires within its hold time; its event is delivered or dead-lettered within the
+// give-up time).
+func exportSaleIDs(ctx context.Context, store *sqlstore.Store, giveUp time.Duration) ([]string, error) {
+	sales, _, err := store.Sales(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	ids := make([]string, 0, len(sales))
+	for _, s := range sales {
+		if now.Before(s.EndsAt.Add(s.HoldDuration() + giveUp + exportMargin)) {
+			ids = append(ids, s.ID)
+		}
+	}
+	return ids, nil
+}
+
+// processName names this process among the instances: host, pid and a random part.
+func processName() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+}
