@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/seckill-go/seckill/internal/background"
 )
 
 // Service applies the domain rules across the inventory, the order store and the payment
@@ -510,24 +512,42 @@ func (s *Service) CloseSale(ctx context.Context, saleID string) (SaleView, error
 	return s.view(sale, st), nil
 }
 
-// Sweep reclaims expired holds of every sale every interval until ctx is done, so counts stay
-// fresh without traffic (250 ms, invariant 8 of docs/MODEL.md). Correctness never depends on it: every engine
-// call reclaims first.
-func (s *Service) Sweep(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
+// Sweeper returns the memory engine's sweeper, a background.Service named "sweeper": every
+// interval until it is stopped it reclaims the expired holds of every live sale, so counts stay
+// fresh without traffic (250 ms, invariant 8 of docs/MODEL.md). Correctness never depends on
+// it: every engine call reclaims first. Its exit is immediate (Run returns nil). A failed
+// listing or reclaim is reported (background.Report) and tried again at the next tick; a sale
+// the engine does not have (created a moment ago, not yet loaded) is not an error. The Redis
+// engine has its own, leader-elected sweeper (redisinv.Engine.Sweeper).
+func (s *Service) Sweeper(interval time.Duration) background.Service {
+	return &sweeper{s: s, interval: interval}
+}
+
+type sweeper struct {
+	s        *Service
+	interval time.Duration
+}
+
+func (w *sweeper) Name() string { return "sweeper" }
+
+func (w *sweeper) Run(ctx context.Context) error {
+	t := time.NewTicker(w.interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
-		ids, err := s.LiveSaleIDs(ctx)
+		ids, err := w.s.LiveSaleIDs(ctx)
 		if err != nil {
+			background.Report(ctx, fmt.Errorf("list sales: %w", err))
 			continue
 		}
 		for _, id := range ids {
-			_, _ = s.inv.Reclaim(ctx, id)
+			if _, err := w.s.inv.Reclaim(ctx, id); err != nil && ErrorCode(err) != CodeNotFound {
+				background.Report(ctx, fmt.Errorf("sweep sale %s: %w", id, err))
+			}
 		}
 	}
 }

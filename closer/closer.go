@@ -15,10 +15,12 @@ package closer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/background"
 	"github.com/seckill-go/seckill/internal/backoff"
 	"github.com/seckill-go/seckill/payment"
 )
@@ -99,19 +101,24 @@ func New(store Store, gw Gateway, cfg Config) *Closer {
 	return &Closer{store: store, gw: gw, cfg: cfg}
 }
 
-// Run makes a pass every Interval until ctx is done. A pass that fails (the database is down)
-// is logged and tried again at the next tick: the payments stay recorded as open.
-func (c *Closer) Run(ctx context.Context) {
+// Name names the closer in logs and metrics: "closer:" and its gateway's name.
+func (c *Closer) Name() string { return "closer:" + c.gw.Name() }
+
+// Run makes a pass every Interval until ctx is done, then returns nil (a background.Service;
+// its exit is immediate: a close cut short by ctx is tried again when its lease ends). A pass
+// that fails (the database is down) is reported (background.Report) and tried again at the
+// next tick: the payments stay recorded as open.
+func (c *Closer) Run(ctx context.Context) error {
 	t := time.NewTicker(c.cfg.Interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
 		if _, err := c.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			c.cfg.Logger.Warn("payment closer pass failed", "err", err)
+			background.Report(ctx, fmt.Errorf("payment closer pass: %w", err))
 		}
 	}
 }

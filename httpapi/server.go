@@ -39,6 +39,9 @@ type Config struct {
 	BuyBurst int
 	// Registry receives the metrics; default a new registry served at /metrics.
 	Registry *prometheus.Registry
+	// Collectors are registered in Registry too, so that /metrics shows them: the background
+	// services' error counter (internal/background), for one.
+	Collectors []prometheus.Collector
 	// Checks are the engine's readiness checks, by name (e.g. "redis"): /readyz answers 503
 	// when one fails. The database is checked too, but only reported ("degraded").
 	Checks map[string]func(context.Context) error
@@ -99,6 +102,7 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, limiter: newRateLimiter(cfg.BuyRate, cfg.BuyBurst)}
 	s.gateways = gatewaysByName(cfg)
 	s.metrics = newMetrics(cfg.Registry, cfg.Service)
+	cfg.Registry.MustRegister(cfg.Collectors...)
 	if cfg.EventInterval <= 0 {
 		cfg.EventInterval = 250 * time.Millisecond
 		s.cfg.EventInterval = cfg.EventInterval

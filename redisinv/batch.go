@@ -46,10 +46,39 @@ type saleBatcher struct {
 	inFlight int
 }
 
-// batcher finds the saleBatcher of a sale.
+// batcher finds the saleBatcher of a sale, and owns the senders (drain): each runs in a
+// goroutine counted in wg, and Engine.Close waits for them. Once closed, a sender runs in the
+// goroutine of the buy that needs it, so none is ever started that Close would not wait for.
 type batcher struct {
-	mu    sync.Mutex
-	sales map[string]*saleBatcher
+	mu     sync.Mutex
+	sales  map[string]*saleBatcher
+	closed bool           // guarded by mu
+	wg     sync.WaitGroup // one count per running sender goroutine; Add only while !closed
+}
+
+// goSend runs send in a goroutine the engine owns, or in this one once the engine is closed.
+func (b *batcher) goSend(send func()) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		send()
+		return
+	}
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.wg.Done()
+		send()
+	}()
+}
+
+// close starts no more sender goroutines and waits for the running ones: each ends when its
+// sale's queue is empty, and each of its calls is bounded by the engine's timeout.
+func (b *batcher) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.wg.Wait()
 }
 
 func (b *batcher) of(saleID string) *saleBatcher {
@@ -82,7 +111,7 @@ func (e *Engine) buy(ctx context.Context, c *buyCall) (seckill.BuyResult, error)
 	}
 	sb.mu.Unlock()
 	if start {
-		go e.drain(c.req.SaleID, sb)
+		e.batches.goSend(func() { e.drain(c.req.SaleID, sb) })
 	}
 	select {
 	case <-c.done:
@@ -96,7 +125,9 @@ func (e *Engine) buy(ctx context.Context, c *buyCall) (seckill.BuyResult, error)
 
 // drain is a sender: it sends the queued buys of one sale, e.maxBatch per call, until the queue
 // is empty, and then ends. Its exit is the empty queue; every call it makes is bounded by the
-// engine's timeout.
+// engine's timeout. Its goroutine is the engine's (goSend), awaited by Close: senders serve
+// buyers who are waiting, so they are request work, not a background service, and run exactly
+// as long as there are buys queued.
 func (e *Engine) drain(saleID string, sb *saleBatcher) {
 	for {
 		sb.mu.Lock()

@@ -34,6 +34,8 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/background"
+	"github.com/seckill-go/seckill/lock"
 )
 
 var _ seckill.Inventory = (*Engine)(nil)
@@ -100,13 +102,48 @@ func New(rdb rueidis.Client, opts ...Option) *Engine {
 	return e
 }
 
-// Close stops the engine's background rebuilds and waits for them. It does not close the
-// Redis client, which the caller owns.
+// Close waits for the engine's own goroutines: the senders of queued buys (batch.go; each ends
+// when its queue is empty, a buy after Close sends its batch itself) and the background
+// rebuilds, which it stops. It does not close the Redis client, which the caller owns. Stop
+// the engine's background services (Services) and whatever calls Buy first.
 func (e *Engine) Close() error {
+	e.batches.close()
 	if e.rebuild != nil {
 		e.rebuild.close()
 	}
 	return nil
+}
+
+// ServicesConfig says which background services of the engine to run, and with what.
+type ServicesConfig struct {
+	// List lists the sales to work on (seckill.Service.LiveSaleIDs); required.
+	List SaleLister
+	// Locks elects the sweeper of each sale among the instances; required.
+	Locks *lock.Client
+	// Sink is where the stream consumer stores the events (the order store); nil runs no
+	// consumer (this instance leaves the streams to `seckill worker` processes).
+	Sink Sink
+	// SweepEvery is the sweeper's period; default 250 ms (invariant 8 of docs/MODEL.md).
+	SweepEvery time.Duration
+	// Consumer tunes the consumer; its List is set from List.
+	Consumer ConsumerConfig
+}
+
+// Services returns the engine's background services in dependency order: the consumer of the
+// sales' event streams into the order store (if cfg.Sink is set), then the sweeper, whose
+// reclaims the consumer stores. Run them with a background.Runner, which stops them in reverse
+// order; then Close the engine.
+func (e *Engine) Services(cfg ServicesConfig) []background.Service {
+	if cfg.SweepEvery <= 0 {
+		cfg.SweepEvery = 250 * time.Millisecond
+	}
+	var out []background.Service
+	if cfg.Sink != nil {
+		cc := cfg.Consumer
+		cc.List = cfg.List
+		out = append(out, e.NewConsumer(cfg.Sink, cc))
+	}
+	return append(out, e.Sweeper(cfg.SweepEvery, cfg.List, cfg.Locks))
 }
 
 // Ping checks that every Redis node answers, for readiness probes.

@@ -17,22 +17,26 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/background"
+	"github.com/seckill-go/seckill/pipeline"
 )
 
 // Group is the consumer group that moves reservation events to the order store. Every
 // instance (serve or worker) joins it, so each event is stored by one of them.
 const Group = "seckill-orders"
 
-// Sink is where events go: the order store (seckill.OrderStore satisfies it). ApplyEvents must
-// be idempotent and forward-only, because events of one reservation may be stored by different
-// consumers in any order, and an event may be stored twice (a consumer that crashed after its
-// commit and before its acknowledgement).
-type Sink interface {
-	ApplyEvents(ctx context.Context, events []seckill.Event) error
-}
+// Sink is where events go: the order store (seckill.OrderStore satisfies it). It is the memory
+// engine's pipeline.Sink, and events are stored through the same pipeline.Applier. ApplyEvents
+// must be idempotent and forward-only, because events of one reservation may be stored by
+// different consumers in any order, and an event may be stored twice (a consumer that crashed
+// after its commit and before its acknowledgement).
+type Sink = pipeline.Sink
 
 // ConsumerConfig tunes a Consumer. Zero values mean the defaults.
 type ConsumerConfig struct {
+	// List lists the sales whose streams to consume (seckill.Service.LiveSaleIDs), looked up
+	// again every second; required.
+	List       SaleLister
 	Name       string        // consumer name in the group; default host-pid-random, unique per process
 	Batch      int           // most entries read and stored at once (up to 64 events each); default 128
 	Block      time.Duration // how long a read waits for new entries; default 1 s
@@ -52,16 +56,17 @@ type ConsumerConfig struct {
 // stores each batch in one ApplyEvents, and acknowledges the entries only after that
 // committed. Entries left pending by a consumer that died are taken over with XAUTOCLAIM;
 // acknowledged entries are trimmed, so the streams' memory stays bounded by what is not yet
-// stored.
+// stored. A Consumer is a background.Service.
 type Consumer struct {
-	e    *Engine
-	sink Sink
-	cfg  ConsumerConfig
+	e     *Engine
+	apply pipeline.Applier
+	cfg   ConsumerConfig
 
-	stored  atomic.Uint64
-	dropped atomic.Uint64
-	failed  atomic.Uint64
+	dropped atomic.Uint64 // malformed entries; the applier counts the events the store refuses
+	failed  atomic.Uint64 // failed reads and claims; the applier counts failed stores
 }
+
+var _ background.Service = (*Consumer)(nil)
 
 // NewConsumer returns a consumer of this engine's streams into sink.
 func (e *Engine) NewConsumer(sink Sink, cfg ConsumerConfig) *Consumer {
@@ -95,22 +100,31 @@ func (e *Engine) NewConsumer(sink Sink, cfg ConsumerConfig) *Consumer {
 	if cfg.Logger == nil {
 		cfg.Logger = e.log
 	}
-	return &Consumer{e: e, sink: sink, cfg: cfg}
+	if cfg.List == nil {
+		cfg.List = func(context.Context) ([]string, error) { return nil, errors.New("redisinv: consumer without a sale list") }
+	}
+	return &Consumer{e: e, apply: pipeline.Applier{Sink: sink, RetryDelay: cfg.RetryDelay}, cfg: cfg}
 }
 
-// Stored is the number of events stored so far; Dropped those the store refused as invalid
-// (logged and acknowledged, so that one poison event cannot block the stream); Failures the
-// batch attempts that failed and were retried.
-func (c *Consumer) Stored() uint64   { return c.stored.Load() }
-func (c *Consumer) Dropped() uint64  { return c.dropped.Load() }
-func (c *Consumer) Failures() uint64 { return c.failed.Load() }
+// Name is the consumer's name in logs and metrics.
+func (c *Consumer) Name() string { return "orders-consumer" }
 
-// Run consumes the streams of every sale that list returns (looked up again every second)
-// until ctx is done, one goroutine per sale, and returns once they have all stopped. A sale
-// that list no longer returns (it is over) has its goroutine stopped. A batch being stored
-// when a goroutine is stopped is finished and acknowledged (within 10 s); entries read but not
-// stored stay pending and are taken over by another consumer.
-func (c *Consumer) Run(ctx context.Context, list SaleLister) {
+// Stored is the number of events stored so far; Dropped those the store refused as invalid
+// or that could not be decoded (reported and acknowledged, so that one poison event cannot
+// block the stream); Failures the reads, claims and batch attempts that failed and were retried.
+func (c *Consumer) Stored() uint64   { return c.apply.Applied() }
+func (c *Consumer) Dropped() uint64  { return c.dropped.Load() + c.apply.Dropped() }
+func (c *Consumer) Failures() uint64 { return c.failed.Load() + c.apply.Failures() }
+
+// Run consumes the streams of every sale that List returns (looked up again every second)
+// until ctx is done, one goroutine per sale, and returns nil once they have all stopped. A sale
+// that List no longer returns (it is over) has its goroutine stopped. Its exit: a batch being
+// stored when a goroutine is stopped is finished and acknowledged (within 10 s, and within the
+// runner's Stop deadline); entries read but not stored stay pending and are taken over by
+// another consumer. Every failure (listing, reading, claiming, storing, acknowledging) is
+// reported (background.Report) and retried.
+func (c *Consumer) Run(ctx context.Context) error {
+	list := c.cfg.List
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	running := map[string]context.CancelFunc{}
@@ -122,7 +136,9 @@ func (c *Consumer) Run(ctx context.Context, list SaleLister) {
 	t := time.NewTicker(listEvery)
 	defer t.Stop()
 	for {
-		if ids, err := list(ctx); err == nil {
+		if ids, err := list(ctx); err != nil {
+			background.Report(ctx, fmt.Errorf("list sales: %w", err))
+		} else {
 			listed := make(map[string]bool, len(ids))
 			for _, id := range ids {
 				listed[id] = true
@@ -141,7 +157,7 @@ func (c *Consumer) Run(ctx context.Context, list SaleLister) {
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
 	}
@@ -153,8 +169,11 @@ func (c *Consumer) consume(ctx context.Context, saleID string) {
 	var lastClaim, lastTrim time.Time
 	delay := c.cfg.RetryDelay
 	backoff := func(err error) {
+		if ctx.Err() != nil {
+			return
+		}
 		c.failed.Add(1)
-		c.cfg.Logger.Warn("redisinv: reading events failed; retrying", "sale", saleID, "err", err, "retry_in", delay)
+		background.Report(ctx, fmt.Errorf("sale %s: reading events failed (retrying in %v): %w", saleID, delay, err))
 		sleep(ctx, delay)
 		delay = min(2*delay, 2*time.Second)
 	}
@@ -270,68 +289,29 @@ func (c *Consumer) store(ctx context.Context, saleID, key string, entries []ruei
 		ids = append(ids, en.ID)
 		if len(en.FieldValues) == 0 {
 			c.dropped.Add(1)
-			c.cfg.Logger.Error("redisinv: dropping a stream entry without events", "sale", saleID, "entry", en.ID)
+			background.Report(ctx, fmt.Errorf("sale %s: dropping stream entry %s: it has no events", saleID, en.ID))
 		}
 		for _, fv := range en.FieldValues {
 			ev, err := decodeEvent(saleID, fv)
 			if err != nil {
 				c.dropped.Add(1)
-				c.cfg.Logger.Error("redisinv: dropping a malformed event", "sale", saleID, "entry", en.ID, "err", err)
+				background.Report(ctx, fmt.Errorf("sale %s: dropping a malformed event of stream entry %s: %w", saleID, en.ID, err))
 				continue
 			}
 			events = append(events, ev)
 		}
 	}
-	// The batch in hand is finished even when ctx ends, but not forever: 10 s after it ends.
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// The batch in hand is finished even when ctx ends, but not forever: 10 s after it ends, or
+	// at the runner's Stop deadline if that comes first.
+	sctx, cancel := background.Finish(ctx, 10*time.Second)
 	defer cancel()
-	defer context.AfterFunc(ctx, func() { time.AfterFunc(10*time.Second, cancel) })()
-	if !c.apply(sctx, saleID, events) {
+	if err := c.apply.Apply(sctx, events); err != nil {
 		return // not stored: the entries stay pending and are claimed again later
 	}
 	rdb := c.e.rdb
 	if err := rdb.Do(sctx, rdb.B().Xack().Key(key).Group(Group).Id(ids...).Build()).Error(); err != nil {
-		c.cfg.Logger.Warn("redisinv: acknowledging stored events failed; they will be stored again (idempotent)", "sale", saleID, "err", err)
+		background.Report(ctx, fmt.Errorf("sale %s: acknowledging %d stored entries failed; they will be stored again (idempotent): %w", saleID, len(ids), err))
 	}
-}
-
-// apply stores events, retrying with backoff until they are stored (true) or ctx is done
-// (false).
-func (c *Consumer) apply(ctx context.Context, saleID string, events []seckill.Event) bool {
-	if len(events) == 0 {
-		return true
-	}
-	delay := c.cfg.RetryDelay
-	for {
-		err := c.sink.ApplyEvents(ctx, events)
-		if err == nil {
-			c.stored.Add(uint64(len(events)))
-			return true
-		}
-		if permanent(err) {
-			if len(events) == 1 {
-				c.dropped.Add(1)
-				c.cfg.Logger.Error("redisinv: dropping an event the store refuses", "sale", saleID, "reservation", events[0].Reservation.ID, "err", err)
-				return true
-			}
-			ok := true
-			for i := range events {
-				ok = c.apply(ctx, saleID, events[i:i+1]) && ok
-			}
-			return ok
-		}
-		c.failed.Add(1)
-		c.cfg.Logger.Warn("redisinv: storing events failed; retrying", "sale", saleID, "events", len(events), "err", err, "retry_in", delay)
-		if !sleep(ctx, delay) {
-			return false
-		}
-		delay = min(2*delay, 2*time.Second)
-	}
-}
-
-// permanent reports whether a store error will fail the same way on every retry.
-func permanent(err error) bool {
-	return isCode(err, seckill.CodeInvalidArgument) || isCode(err, seckill.CodeNotFound)
 }
 
 // decodeEvent turns a field of a stream entry written by emit (common.lua) into an Event.

@@ -103,11 +103,12 @@ func (r *streamRig) buy(user string) seckill.Reservation {
 
 func (r *streamRig) run(sink Sink, cfg ConsumerConfig) (*Consumer, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
+	cfg.List = func(context.Context) ([]string, error) { return []string{"st"}, nil }
 	c := r.e.NewConsumer(sink, cfg)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		c.Run(ctx, func(context.Context) ([]string, error) { return []string{"st"}, nil })
+		_ = c.Run(ctx)
 	}()
 	stop := func() { cancel(); <-done }
 	r.t.Cleanup(stop)

@@ -2,8 +2,12 @@ package redisinv
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/background"
 	"github.com/seckill-go/seckill/lock"
 )
 
@@ -14,16 +18,32 @@ type SaleLister func(ctx context.Context) ([]string, error)
 // listEvery is how often the sweeper and the consumer look for new sales.
 const listEvery = time.Second
 
-// Sweep reclaims expired holds every interval (250 ms, invariant 8 of docs/MODEL.md) until ctx is done, so that
-// counts stay fresh without traffic. With many instances, one sweeps each sale at a time: the
+// Sweeper returns the engine's sweeper, a background.Service named "sweeper": it reclaims
+// expired holds every interval (250 ms, invariant 8 of docs/MODEL.md) until it is stopped, so
+// that counts stay fresh without traffic. With many instances, one sweeps each sale at a time: the
 // holder of the lock "seckill:sweep:<sale>" from locks. The others try to take it on every tick,
 // so when the sweeping instance dies, another one takes over within the lock's lease (renewed
 // every lease/3 while it lives; give locks a short lease, a few seconds). Correctness never
 // depends on the sweeper: every script reclaims first. A sale whose keys are missing is handed
 // to the rebuilder, so a flushed Redis is noticed without traffic too. A sale that list no
-// longer returns is let go (its lock released). On return every lock the sweeper held is
-// released.
-func (e *Engine) Sweep(ctx context.Context, interval time.Duration, list SaleLister, locks *lock.Client) {
+// longer returns is let go (its lock released). Its exit: every lock it holds is released,
+// then Run returns nil. A failed listing, lock or reclaim is reported (background.Report) and
+// tried again at the next tick.
+func (e *Engine) Sweeper(interval time.Duration, list SaleLister, locks *lock.Client) background.Service {
+	return &sweeper{e: e, interval: interval, list: list, locks: locks}
+}
+
+type sweeper struct {
+	e        *Engine
+	interval time.Duration
+	list     SaleLister
+	locks    *lock.Client
+}
+
+func (s *sweeper) Name() string { return "sweeper" }
+
+func (s *sweeper) Run(ctx context.Context) error {
+	e, interval, list, locks := s.e, s.interval, s.list, s.locks
 	leaders := map[string]*sweepLeader{}
 	defer func() {
 		for _, l := range leaders {
@@ -37,11 +57,13 @@ func (e *Engine) Sweep(ctx context.Context, interval time.Duration, list SaleLis
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
 		if time.Since(listed) >= listEvery {
-			if got, err := list(ctx); err == nil {
+			if got, err := list(ctx); err != nil {
+				background.Report(ctx, fmt.Errorf("list sales: %w", err))
+			} else {
 				ids, listed = got, time.Now()
 				keep := make(map[string]bool, len(ids))
 				for _, id := range ids {
@@ -62,7 +84,10 @@ func (e *Engine) Sweep(ctx context.Context, interval time.Duration, list SaleLis
 				leaders[id] = l
 			}
 			if l.lead(ctx) {
-				_, _ = e.Reclaim(ctx, id)
+				if _, err := e.Reclaim(ctx, id); err != nil && !isCode(err, seckill.CodeNotFound) {
+					// Not found: the sale is gone from Redis and the database alike (deleted).
+					background.Report(ctx, fmt.Errorf("sweep sale %s: %w", id, err))
+				}
 			}
 		}
 	}
@@ -86,6 +111,9 @@ func (l *sweepLeader) lead(ctx context.Context) bool {
 	}
 	lease, err := l.m.TryLock(ctx, 0, 0)
 	if err != nil {
+		if !errors.Is(err, lock.ErrNotAcquired) { // another instance sweeps it: not an error
+			background.Report(ctx, fmt.Errorf("take the sweep lock: %w", err))
+		}
 		return false
 	}
 	l.lease = lease

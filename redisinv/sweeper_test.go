@@ -48,7 +48,7 @@ func TestSweepOneLeaderReclaimsWithoutTraffic(t *testing.T) {
 	start := func() context.CancelFunc {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		go func() { defer close(done); e.Sweep(ctx, 50*time.Millisecond, list, newLocks()) }()
+		go func() { defer close(done); _ = e.Sweeper(50*time.Millisecond, list, newLocks()).Run(ctx) }()
 		stop := func() { cancel(); <-done }
 		t.Cleanup(stop)
 		return stop

@@ -14,10 +14,12 @@ package refund
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/background"
 	"github.com/seckill-go/seckill/internal/backoff"
 	"github.com/seckill-go/seckill/payment"
 )
@@ -107,20 +109,24 @@ func New(store Store, gw Gateway, cfg Config) *Refunder {
 	return &Refunder{store: store, gw: gw, cfg: cfg}
 }
 
-// Run makes a pass every Interval until ctx is done, like Service.Sweep. A pass that fails
-// (the database is down) is logged and tried again at the next tick: nothing is lost, the
-// refunds stay in the database.
-func (r *Refunder) Run(ctx context.Context) {
+// Name names the refunder in logs and metrics: "refunder:" and its gateway's name.
+func (r *Refunder) Name() string { return "refunder:" + r.gw.Name() }
+
+// Run makes a pass every Interval until ctx is done, then returns nil (a background.Service;
+// its exit is immediate: a refund cut short by ctx is claimed again when its lease ends). A
+// pass that fails (the database is down) is reported (background.Report) and tried again at
+// the next tick: nothing is lost, the refunds stay in the database.
+func (r *Refunder) Run(ctx context.Context) error {
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
 		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			r.cfg.Logger.Warn("refunder pass failed", "err", err)
+			background.Report(ctx, fmt.Errorf("refunder pass: %w", err))
 		}
 	}
 }

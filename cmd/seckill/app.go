@@ -10,9 +10,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/closer"
 	"github.com/seckill-go/seckill/httpapi"
+	"github.com/seckill-go/seckill/internal/background"
 	"github.com/seckill-go/seckill/lock"
 	"github.com/seckill-go/seckill/memory"
 	"github.com/seckill-go/seckill/payment"
@@ -24,10 +27,12 @@ import (
 )
 
 // app is one running seckill server: every component and the goroutines that own them.
-// Start order: store, engine (memory: + recovery and pipeline; redis: clients, locks), sweeper
-// and stream consumers, gateway, HTTP.
-// Shutdown order is the reverse: dev gateway (it calls our HTTP), HTTP, sweeper and consumers,
-// pipeline drain (memory) or engine (redis: its rebuilds), locks, Redis clients, store.
+// Start order: store, engine (openEngine: the only place that knows which engine runs), the
+// engine's feed (memory: the pipeline), gateway, recovery (memory), the background services
+// (the engine's sweeper and stream consumers, closer, refunders), HTTP.
+// Shutdown order is the reverse: dev gateway (it calls our HTTP), HTTP, the background
+// services in reverse start order (background.Runner; the pipeline last, draining), the engine
+// (redis: its senders and rebuilds, locks, Redis clients), store.
 type app struct {
 	log      *slog.Logger
 	store    *sqlstore.Store
@@ -40,23 +45,36 @@ type app struct {
 	listener net.Listener
 	url      string
 
-	// memory engine: events go through an in-process channel to the pipeline.
-	events   chan seckill.Event
-	pipe     *pipeline.Pipeline
-	pipeDone chan error
+	engine engine             // the configured inventory engine
+	pipe   *pipeline.Pipeline // memory engine: its events' way to the store (tests read its backlog)
+	bg     *background.Runner // every background service; stops them in reverse start order
 
-	// redis engine: events go through each sale's stream to the consumers.
-	redis    *redisinv.Clients
-	locks    *lock.Client
-	rengine  *redisinv.Engine
-	consumer *redisinv.Consumer
-
-	bgStop     context.CancelFunc // stops the sweeper and the consumers
-	bgWG       sync.WaitGroup
 	serveDone  chan error
 	closeOnce  sync.Once
 	closeError error
 }
+
+// engine is what the configured inventory engine brings to the app; nothing outside openEngine
+// asks which engine it is.
+type engine struct {
+	inv seckill.Inventory
+	// feed are the background services that must run before anything uses the engine (memory:
+	// the pipeline that stores its events, which recovery already emits).
+	feed []background.Service
+	// services builds the engine's other background services, in dependency order, once the
+	// seckill.Service exists (memory: the sweeper; redis: the stream consumers and the
+	// leader-elected sweeper).
+	services func(svc *seckill.Service) []background.Service
+	// recover: the engine starts empty and is rebuilt from the database before it serves
+	// (memory). The Redis engine's state is shared and lives in Redis; a sale missing there is
+	// rebuilt on first use.
+	recover bool
+	checks  map[string]func(context.Context) error // /readyz checks beyond the database
+	close   func() error                           // after its services have stopped; may be nil
+}
+
+// sweepEvery is the sweepers' period (invariant 8 of docs/MODEL.md).
+const sweepEvery = 250 * time.Millisecond
 
 // appOptions are knobs that serve and demo set differently.
 type appOptions struct {
@@ -87,33 +105,18 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	if err != nil {
 		return nil, scrubError(fmt.Errorf("open database %s: %w", maskURL(cfg.DB), err), urlSecrets(cfg.DB)...)
 	}
-	switch cfg.Engine {
-	case "memory":
-		a.events = make(chan seckill.Event, 1<<16)
-		a.inv = memory.New(seckill.SystemClock{}, memory.WithEvents(a.events), memory.WithArchive(a.store))
-		a.pipe = pipeline.New(a.store, a.events, pipeline.Config{Logger: log})
-		a.pipeDone = make(chan error, 1)
-		go func() { a.pipeDone <- a.pipe.Run(context.Background()) }()
-	case "redis":
-		if cfg.RedisURL == "" {
-			return nil, errors.New("--engine redis needs SECKILL_REDIS_URL (or --redis-url), e.g. redis://127.0.0.1:6379/0")
-		}
-		a.redis, err = redisinv.Dial(ctx, cfg.RedisURL)
-		if err != nil {
-			return nil, scrubError(fmt.Errorf("connect to redis %s: %w", maskURL(cfg.RedisURL), err), urlSecrets(cfg.RedisURL)...)
-		}
-		a.locks = lock.New(a.redis.Locks, &lock.Options{Lease: lockLease})
-		a.rengine = redisinv.New(a.redis.Inventory, redisinv.WithRebuild(a.store, a.locks), redisinv.WithLogger(log))
-		a.inv = a.rengine
-	default:
-		return nil, fmt.Errorf("unknown engine %q: use memory or redis", cfg.Engine)
+	a.bg = background.NewRunner(log)
+	if a.engine, err = a.openEngine(ctx, cfg, log); err != nil {
+		return nil, err
 	}
+	a.inv = a.engine.inv
+	a.bg.Start(a.engine.feed...)
 	if opts.wrapInventory != nil {
 		a.inv = opts.wrapInventory(a.inv)
 	}
 	if opts.noHTTP {
 		a.svc = seckill.NewService(seckill.ServiceConfig{Inventory: a.inv, Store: a.store, AuthSecret: []byte(cfg.AuthSecret)})
-		a.startBackground(cfg)
+		a.bg.Start(a.services(cfg)...)
 		return a, nil
 	}
 
@@ -131,20 +134,18 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	a.svc = seckill.NewService(seckill.ServiceConfig{
 		Inventory: a.inv, Store: a.store, Payments: payment.ForService(a.payGW), AuthSecret: []byte(cfg.AuthSecret),
 	})
-	if a.rengine == nil {
-		// The memory engine starts empty: rebuild it from the database. The Redis engine's state
-		// is shared and lives in Redis; a sale missing there is rebuilt on first use.
+	if a.engine.recover {
 		if err := a.svc.Recover(ctx); err != nil {
 			return nil, err
 		}
 	}
-	a.startBackground(cfg)
+	a.bg.Start(a.services(cfg)...)
 
 	lim := cfg.HTTP.withDefaults()
 	a.api = httpapi.New(httpapi.Config{
 		Service: a.svc, AuthSecret: []byte(cfg.AuthSecret), AdminToken: cfg.AdminToken,
 		PaymentSecret: []byte(cfg.PaymentSecret), Gateways: []payment.Gateway{a.payGW}, Dev: cfg.Dev, Logger: log, BuyRate: opts.buyRate,
-		Checks:      a.readiness(),
+		Checks: a.engine.checks, Collectors: []prometheus.Collector{a.bg.Collector()},
 		MaxInFlight: lim.MaxInFlight, MaxStreams: lim.MaxStreams, MaxStreamsPerUser: lim.MaxStreamsPerUser,
 	})
 	handler := a.api.Handler()
@@ -203,43 +204,70 @@ func (a *app) newGateway(cfg config, opts appOptions, log *slog.Logger) (payment
 	return payment.NewWebhookGateway([]byte(cfg.PaymentSecret)), nil
 }
 
-// startBackground starts the sweeper and, on the redis engine, the stream consumers (unless
-// cfg.NoConsume: `seckill worker` processes run them instead).
-func (a *app) startBackground(cfg config) {
-	ctx, cancel := context.WithCancel(context.Background())
-	a.bgStop = cancel
+// openEngine builds the configured inventory engine: the one switch on the engine.
+func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (engine, error) {
+	switch cfg.Engine {
+	case "memory":
+		events := make(chan seckill.Event, 1<<16)
+		a.pipe = pipeline.New(a.store, events, pipeline.Config{Logger: log})
+		return engine{
+			inv:      memory.New(seckill.SystemClock{}, memory.WithEvents(events), memory.WithArchive(a.store)),
+			feed:     []background.Service{a.pipe},
+			services: func(svc *seckill.Service) []background.Service { return []background.Service{svc.Sweeper(sweepEvery)} },
+			recover:  true,
+		}, nil
+	case "redis":
+		if cfg.RedisURL == "" {
+			return engine{}, errors.New("--engine redis needs SECKILL_REDIS_URL (or --redis-url), e.g. redis://127.0.0.1:6379/0")
+		}
+		clients, err := redisinv.Dial(ctx, cfg.RedisURL)
+		if err != nil {
+			return engine{}, scrubError(fmt.Errorf("connect to redis %s: %w", maskURL(cfg.RedisURL), err), urlSecrets(cfg.RedisURL)...)
+		}
+		locks := lock.New(clients.Locks, &lock.Options{Lease: lockLease})
+		eng := redisinv.New(clients.Inventory, redisinv.WithRebuild(a.store, locks), redisinv.WithLogger(log))
+		var sink redisinv.Sink // nil with --consume=false: `seckill worker` processes store the streams
+		if !cfg.NoConsume {
+			sink = a.store
+		}
+		return engine{
+			inv: eng,
+			services: func(svc *seckill.Service) []background.Service {
+				return eng.Services(redisinv.ServicesConfig{List: svc.LiveSaleIDs, Locks: locks, Sink: sink,
+					SweepEvery: sweepEvery, Consumer: redisinv.ConsumerConfig{Logger: log}})
+			},
+			checks: map[string]func(context.Context) error{"redis": eng.Ping},
+			close: func() error {
+				err := errors.Join(eng.Close(), locks.Close())
+				clients.Close()
+				return err
+			},
+		}, nil
+	}
+	return engine{}, fmt.Errorf("unknown engine %q: use memory or redis", cfg.Engine)
+}
+
+// services are the background services that need the seckill.Service, in dependency order:
+// the engine's, then the closer and the refunders (with a gateway). More services go at the
+// end of the list: the runner stops the last one first.
+func (a *app) services(cfg config) []background.Service {
+	list := a.engine.services(a.svc)
 	if a.payGW != nil {
 		// Payments whose hold ended unpaid are closed at the gateway that started them
 		// (package closer); refund_required payments are paid back through the gateway that
 		// took the money (package refund): the configured one, and the built-in signed-webhook
 		// scheme, whose payments (a shop's in-house payment service, the bench's generator)
 		// only an operator can pay back: its refunds end refund_failed, listed for one.
-		a.bgWG.Go(func() { closer.New(a.store, a.payGW, closer.Config{Logger: a.log}).Run(ctx) })
+		list = append(list, closer.New(a.store, a.payGW, closer.Config{Logger: a.log}))
 		refunders := []payment.Gateway{a.payGW}
 		if a.payGW.Name() != payment.WebhookName && cfg.PaymentSecret != "" {
 			refunders = append(refunders, payment.NewWebhookGateway([]byte(cfg.PaymentSecret)))
 		}
 		for _, g := range refunders {
-			a.bgWG.Go(func() { refund.New(a.store, g, refund.Config{Logger: a.log}).Run(ctx) })
+			list = append(list, refund.New(a.store, g, refund.Config{Logger: a.log}))
 		}
 	}
-	if a.rengine == nil {
-		a.bgWG.Go(func() { a.svc.Sweep(ctx, 250*time.Millisecond) })
-		return
-	}
-	a.bgWG.Go(func() { a.rengine.Sweep(ctx, 250*time.Millisecond, a.svc.LiveSaleIDs, a.locks) })
-	if !cfg.NoConsume {
-		a.consumer = a.rengine.NewConsumer(a.store, redisinv.ConsumerConfig{Logger: a.log})
-		a.bgWG.Go(func() { a.consumer.Run(ctx, a.svc.LiveSaleIDs) })
-	}
-}
-
-// readiness are the checks of /readyz beyond the database: Redis on the redis engine.
-func (a *app) readiness() map[string]func(context.Context) error {
-	if a.rengine == nil {
-		return nil
-	}
-	return map[string]func(context.Context) error{"redis": a.rengine.Ping}
+	return list
 }
 
 // close shuts down in reverse dependency order and waits for every goroutine it owns.
@@ -259,22 +287,13 @@ func (a *app) close(ctx context.Context) error {
 		} else if a.listener != nil {
 			_ = a.listener.Close()
 		}
-		if a.bgStop != nil {
-			a.bgStop() // consumers finish and acknowledge the batch in hand
-			a.bgWG.Wait()
+		if a.bg != nil {
+			// Last started, first stopped: consumers finish and acknowledge the batch in hand,
+			// and the pipeline, stopped after everything that sends to it, drains its channel.
+			errs = append(errs, a.bg.Stop(ctx))
 		}
-		if a.events != nil && a.pipeDone != nil {
-			close(a.events) // nothing sends any more: HTTP, gateway and sweeper are stopped
-			errs = append(errs, <-a.pipeDone)
-		}
-		if a.rengine != nil {
-			errs = append(errs, a.rengine.Close())
-		}
-		if a.locks != nil {
-			errs = append(errs, a.locks.Close())
-		}
-		if a.redis != nil {
-			a.redis.Close()
+		if a.engine.close != nil {
+			errs = append(errs, a.engine.close())
 		}
 		if a.store != nil {
 			errs = append(errs, a.store.Close())
