@@ -2,6 +2,7 @@ package exporter
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -19,13 +20,18 @@ const (
 // OutboxLog is the order store's outbox as an export.Log. The position of each sink is its
 // cursor row, and the lead is that row's lease, held by owner (unique per process) and renewed
 // while it leads.
-func OutboxLog(store export.Outbox, owner string) export.Log {
-	return &outboxLog{store: store, owner: owner, pos: map[string]int64{}}
+// Failures to claim the cursor are logged to log (nil: not logged).
+func OutboxLog(store export.Outbox, owner string, log *slog.Logger) export.Log {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &outboxLog{store: store, owner: owner, log: log, pos: map[string]int64{}}
 }
 
 type outboxLog struct {
 	store export.Outbox
 	owner string
+	log   *slog.Logger
 
 	mu  sync.Mutex
 	pos map[string]int64 // per sink, while this process leads it
@@ -52,6 +58,9 @@ func (l *outboxLog) Lead(ctx context.Context, sink string) (context.Context, fun
 				})
 			}
 			return lead, release, nil
+		}
+		if err != nil && ctx.Err() == nil {
+			l.log.Warn("exporter: claiming a sink's outbox cursor failed; retrying", "sink", sink, "err", err)
 		}
 		if !sleep(ctx, outboxLease/3) {
 			return nil, nil, ctx.Err()

@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
-	"weak"
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/export"
@@ -57,22 +55,14 @@ const (
 	maxMarkReplayed = batchLockIDs
 )
 
-// outboxOn records the stores whose ApplyEvents write the outbox (EnableOutbox). It is kept
-// beside Store rather than in it, so that the outbox stays within this file; its keys are weak,
-// so it keeps no closed store alive (one small entry stays per store that enabled it).
-var outboxOn sync.Map // weak.Pointer[Store] → struct{}
-
 // EnableOutbox makes ApplyEvents write every event of its batch (export.FromEngine) to the
 // outbox, in the same transaction as the reservations. Call it once, before the store is used,
 // when the engine keeps no outbox of its own (the memory engine). The refund events are written
 // whether or not it was called.
-func (s *Store) EnableOutbox() { outboxOn.Store(weak.Make(s), struct{}{}) }
+func (s *Store) EnableOutbox() { s.outbox.Store(true) }
 
 // outboxEnabled reports whether EnableOutbox was called.
-func (s *Store) outboxEnabled() bool {
-	_, ok := outboxOn.Load(weak.Make(s))
-	return ok
-}
+func (s *Store) outboxEnabled() bool { return s.outbox.Load() }
 
 // outboxRow is one export_outbox row to write (its seq is taken in the transaction).
 type outboxRow struct {

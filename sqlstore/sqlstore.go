@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/seckill-go/seckill"
@@ -47,6 +48,8 @@ type Store struct {
 	now func() time.Time
 	// inserts are the prepared multi-row INSERTs of reservations (dialect.preparedInserts).
 	inserts preparedInserts
+	// outbox makes ApplyEvents write every event to the export outbox (EnableOutbox).
+	outbox atomic.Bool
 }
 
 var _ seckill.OrderStore = (*Store)(nil)

@@ -37,7 +37,7 @@ func newEventExport(ctx context.Context, cfg config, store *sqlstore.Store, reng
 	for _, s := range list {
 		log.Info("exporting events", "sink", s.Name())
 	}
-	outbox := exporter.OutboxLog(store, processName())
+	outbox := exporter.OutboxLog(store, processName(), log)
 	logs := func(context.Context) ([]export.Log, error) { return []export.Log{outbox}, nil }
 	if rengine != nil {
 		logs = func(ctx context.Context) ([]export.Log, error) {
