@@ -412,7 +412,7 @@ func (h *harness) run(rt *rapid.T) {
 		"createSale": func() { m.createSale(false) }, "listSales": m.listSales, "getSale": m.getSale,
 		"purchasePath": m.purchasePath, "buy": m.buy, "getReservation": m.getReservation,
 		"cancelReservation": m.cancelReservation, "pay": m.pay, "paymentWebhook": m.webhook,
-		"gatewayPaymentWebhook": m.gatewayWebhook, "listOrders": m.orders, "listRefunds": m.refunds, "audit": m.audit, "addStock": m.addStock, "closeSale": m.closeSale,
+		"gatewayPaymentWebhook": m.gatewayWebhook, "listOrders": m.orders, "listRefunds": m.refunds, "exportStatus": m.exportStatus, "audit": m.audit, "addStock": m.addStock, "closeSale": m.closeSale,
 		"updateSale": m.updateSale, "deleteSale": m.deleteSale,
 		"devToken": m.devToken, "healthz": m.simple("healthz", "/healthz"), "readyz": m.simple("readyz", "/readyz"),
 		"openapi": m.simple("openapi", "/openapi.json"), "saleEvents": m.events, "saleActivity": m.activity,
@@ -1027,6 +1027,12 @@ func (m *model) refunds() {
 	}
 	ok := status != "paid" && (limit == "" || limit == "1" || limit == "100" || limit == "1000")
 	m.send(call{op: "listRefunds", method: "GET", target: "/api/v1/refunds?" + q.Encode(), auth: auth, valid: verdict(ok && present)})
+}
+
+// exportStatus reads the export's sinks (none are configured here: the list is empty).
+func (m *model) exportStatus() {
+	auth, present := m.adminAuth()
+	m.send(call{op: "exportStatus", method: "GET", target: "/api/v1/export", auth: auth, valid: verdict(present)})
 }
 
 func (m *model) audit() {

@@ -366,7 +366,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	if checks["database"] != "ok" {
 		status = "degraded"
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"status": status, "checks": checks})
+	answer := map[string]any{"status": status, "checks": checks}
+	if behind := s.exportBehind(); len(behind) > 0 {
+		answer["export_behind"] = behind // reported only: a slow shop endpoint keeps nobody out
+	}
+	return writeJSON(w, http.StatusOK, answer)
 }
 
 func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) error {

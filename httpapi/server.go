@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/exporter"
 	"github.com/seckill-go/seckill/payment"
 )
 
@@ -45,6 +46,9 @@ type Config struct {
 	// Checks are the engine's readiness checks, by name (e.g. "redis"): /readyz answers 503
 	// when one fails. The database is checked too, but only reported ("degraded").
 	Checks map[string]func(context.Context) error
+	// Export reports the event export's sinks (GET /api/v1/export; /readyz names those far
+	// behind); nil when the process exports nothing.
+	Export func() []exporter.SinkStatus
 	// EventInterval is how often a sale with live listeners (GET /api/v1/sales/{id}/events)
 	// is read for changes; default 250 ms, the sweeper's period.
 	EventInterval time.Duration
@@ -164,6 +168,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/orders", s.orders},
 		{"GET", "/api/v1/sales/{id}/audit", s.audit},
 		{"GET", "/api/v1/refunds", s.refunds},
+		{"GET", "/api/v1/export", s.exportStatus},
 		{"POST", "/api/v1/sales/{id}/stock", s.addStock},
 		{"POST", "/api/v1/sales/{id}/close", s.closeSale},
 		{"POST", "/api/v1/dev/token", s.devToken},

@@ -1,0 +1,71 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/exporter"
+	"github.com/seckill-go/seckill/httpapi"
+	"github.com/seckill-go/seckill/memory"
+	"github.com/seckill-go/seckill/seckilltest"
+	"github.com/seckill-go/seckill/sqlstore"
+)
+
+// TestExportStatusAndReadyz: GET /api/v1/export lists the sinks (admin only), and /readyz
+// names a sink far behind while staying 200 ready: a slow shop endpoint takes no instance out.
+func TestExportStatusAndReadyz(t *testing.T) {
+	store, err := sqlstore.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "seckill.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	clock := seckilltest.NewManualClock(t0)
+	svc := seckill.NewService(seckill.ServiceConfig{Inventory: memory.New(clock), Store: store, Clock: clock, AuthSecret: []byte(authSecret)})
+	var behind atomic.Bool
+	api := httpapi.New(httpapi.Config{Service: svc, AuthSecret: []byte(authSecret), AdminToken: adminToken,
+		PaymentSecret: []byte(paySecret), Clock: clock,
+		Export: func() []exporter.SinkStatus {
+			return []exporter.SinkStatus{{Sink: "http://shop/hook", Published: 7, LagEvents: 3, LagSeconds: 90, FarBehind: behind.Load()},
+				{Sink: "amqp://mq:5672/", Published: 10}}
+		}})
+	srv := httptest.NewServer(api.Handler())
+	defer srv.Close()
+	get := func(path, token string) (int, map[string]any) {
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body
+	}
+	if code, _ := get("/api/v1/export", ""); code != http.StatusUnauthorized {
+		t.Fatalf("without the admin token: %d, want 401", code)
+	}
+	code, body := get("/api/v1/export", adminToken)
+	sinks, _ := body["sinks"].([]any)
+	if code != 200 || len(sinks) != 2 || sinks[0].(map[string]any)["lag_events"] != float64(3) {
+		t.Fatalf("GET /api/v1/export: %d %v", code, body)
+	}
+	if code, body := get("/readyz", ""); code != 200 || body["export_behind"] != nil {
+		t.Fatalf("/readyz with every sink caught up: %d %v; want 200 without export_behind", code, body)
+	}
+	behind.Store(true)
+	code, body = get("/readyz", "")
+	list, _ := body["export_behind"].([]any)
+	if code != 200 || body["status"] != "ready" || !slices.Equal(list, []any{"http://shop/hook"}) {
+		t.Fatalf("/readyz with a sink far behind: %d %v; want 200 ready naming it", code, body)
+	}
+}
