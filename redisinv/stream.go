@@ -101,7 +101,9 @@ func (e *Engine) NewConsumer(sink Sink, cfg ConsumerConfig) *Consumer {
 		cfg.Logger = e.log
 	}
 	if cfg.List == nil {
-		cfg.List = func(context.Context) ([]string, error) { return nil, errors.New("redisinv: consumer without a sale list") }
+		cfg.List = func(context.Context) ([]string, error) {
+			return nil, errors.New("redisinv: consumer without a sale list")
+		}
 	}
 	return &Consumer{e: e, apply: pipeline.Applier{Sink: sink, RetryDelay: cfg.RetryDelay}, cfg: cfg}
 }
