@@ -15,12 +15,14 @@ package exporter
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/seckill-go/seckill/export"
+	"github.com/seckill-go/seckill/internal/background"
 	"github.com/seckill-go/seckill/internal/backoff"
 )
 
@@ -149,7 +151,7 @@ func (x *Exporter) Run(ctx context.Context) error {
 		if x.cfg.Outbox != nil && time.Since(trimmed) >= trimOutboxEvery {
 			n, err := x.cfg.Outbox.TrimOutbox(ctx, time.Now().Add(-x.cfg.OutboxKeep))
 			if err != nil && ctx.Err() == nil {
-				x.cfg.Logger.Warn("exporter: deleting old outbox entries failed; retrying in ten minutes", "err", err)
+				background.Report(ctx, fmt.Errorf("exporter: deleting old outbox entries failed (retrying in ten minutes): %w", err))
 			} else if n > 0 {
 				x.cfg.Logger.Info("exporter: deleted old outbox entries", "entries", n, "older_than", x.cfg.OutboxKeep)
 			}
@@ -172,7 +174,7 @@ func (x *Exporter) list(ctx context.Context, wg *sync.WaitGroup, running map[pai
 	logs, err := x.cfg.Logs(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			x.cfg.Logger.Warn("exporter: listing the logs failed; retrying", "err", err)
+			background.Report(ctx, fmt.Errorf("exporter: listing the logs failed (retrying): %w", err))
 		}
 		return
 	}
@@ -225,7 +227,7 @@ func (x *Exporter) follow(lead context.Context, l export.Log, s *sinkState, k pa
 			}
 			attempt++
 			s.failures.Add(1)
-			x.cfg.Logger.Warn("exporter: reading a log failed; retrying", "log", k.log, "sink", k.sink, "err", err)
+			background.Report(lead, fmt.Errorf("exporter: reading %s for %s failed (retrying): %w", k.log, k.sink, err))
 			sleep(lead, backoff.Jittered(x.cfg.RetryBase, x.cfg.RetryMax, attempt))
 			continue
 		}
@@ -272,8 +274,8 @@ func (x *Exporter) deliver(lead context.Context, s *sinkState, k pairKey, events
 			return x.bury(lead, s, k, events, err)
 		}
 		pause := backoff.Jittered(x.cfg.RetryBase, x.cfg.RetryMax, attempt)
-		x.cfg.Logger.Warn("exporter: publishing failed; retrying", "sink", k.sink, "log", k.log, "events", len(events),
-			"attempt", attempt, "retry_in", pause, "err", err)
+		background.Report(lead, fmt.Errorf("exporter: publishing %d events of %s to %s failed (attempt %d, retrying in %v): %w",
+			len(events), k.log, k.sink, attempt, pause.Round(time.Millisecond), err))
 		if !sleep(lead, pause) {
 			return false
 		}
@@ -296,7 +298,7 @@ func (x *Exporter) bury(lead context.Context, s *sinkState, k pairKey, events []
 			return false
 		}
 		s.failures.Add(1)
-		x.cfg.Logger.Warn("exporter: storing dead letters failed; retrying", "sink", k.sink, "err", err)
+		background.Report(lead, fmt.Errorf("exporter: storing dead letters of %s failed (retrying): %w", k.sink, err))
 		if !sleep(lead, backoff.Jittered(x.cfg.RetryBase, x.cfg.RetryMax, attempt)) {
 			return false
 		}
@@ -315,7 +317,7 @@ func (x *Exporter) ack(lead context.Context, s *sinkState, k pairKey, b export.B
 			return false
 		}
 		s.failures.Add(1)
-		x.cfg.Logger.Warn("exporter: acknowledging a batch failed; retrying", "sink", k.sink, "log", k.log, "err", err)
+		background.Report(lead, fmt.Errorf("exporter: acknowledging a batch of %s for %s failed (retrying): %w", k.log, k.sink, err))
 		if !sleep(lead, backoff.Jittered(x.cfg.RetryBase, x.cfg.RetryMax, attempt)) {
 			return false
 		}

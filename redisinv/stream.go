@@ -208,7 +208,9 @@ func (c *Consumer) consume(ctx context.Context, saleID string) {
 			}
 		}
 		if time.Since(lastTrim) >= c.cfg.TrimEvery {
-			_, _ = c.e.execRaw(ctx, c.e.scripts.trim, saleID, Group)
+			if err := c.e.trimStream(ctx, saleID); err != nil {
+				background.Report(ctx, fmt.Errorf("sale %s: trimming its stream: %w", saleID, err))
+			}
 			lastTrim = time.Now()
 		}
 	}
