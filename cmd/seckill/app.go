@@ -14,6 +14,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/closer"
+	"github.com/seckill-go/seckill/export"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/background"
 	"github.com/seckill-go/seckill/lock"
@@ -46,6 +47,7 @@ type app struct {
 	url      string
 
 	engine engine             // the configured inventory engine
+	export *eventExport       // the event export (docs/EVENTS.md); its exporter is the last service
 	pipe   *pipeline.Pipeline // memory engine: its events' way to the store (tests read its backlog)
 	bg     *background.Runner // every background service; stops them in reverse start order
 
@@ -69,8 +71,11 @@ type engine struct {
 	// (memory). The Redis engine's state is shared and lives in Redis; a sale missing there is
 	// rebuilt on first use.
 	recover bool
-	checks  map[string]func(context.Context) error // /readyz checks beyond the database
-	close   func() error                           // after its services have stopped; may be nil
+	// streamLog is a sale's own event log for the export (redis: its stream); nil when the
+	// order store's outbox holds every event (memory: EnableOutbox, with an export configured).
+	streamLog func(saleID string) export.Log
+	checks    map[string]func(context.Context) error // /readyz checks beyond the database
+	close     func() error                           // after its services have stopped; may be nil
 }
 
 // sweepEvery is the sweepers' period (invariant 8 of docs/MODEL.md).
@@ -110,6 +115,15 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 		return nil, err
 	}
 	a.inv = a.engine.inv
+	if a.export, err = newEventExport(ctx, cfg, a.store, a.engine.streamLog, log); err != nil {
+		return nil, err
+	}
+	if a.engine.streamLog == nil && len(a.export.sinks) > 0 {
+		// The memory engine keeps no event record of its own: the pipeline writes every event to
+		// the outbox, in the transaction that stores it. Only while exporting: it costs the
+		// pipeline about twice its database time (docs/DECISIONS.md).
+		a.store.EnableOutbox()
+	}
 	a.bg.Start(a.engine.feed...)
 	if opts.wrapInventory != nil {
 		a.inv = opts.wrapInventory(a.inv)
@@ -145,7 +159,8 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	a.api = httpapi.New(httpapi.Config{
 		Service: a.svc, AuthSecret: []byte(cfg.AuthSecret), AdminToken: cfg.AdminToken,
 		PaymentSecret: []byte(cfg.PaymentSecret), Gateways: []payment.Gateway{a.payGW}, Dev: cfg.Dev, Logger: log, BuyRate: opts.buyRate,
-		Checks: a.engine.checks, Collectors: []prometheus.Collector{a.bg.Collector()},
+		Checks: a.engine.checks, Collectors: []prometheus.Collector{a.bg.Collector(), a.export.x.Collector()},
+		Export:      a.export.x.Status,
 		MaxInFlight: lim.MaxInFlight, MaxStreams: lim.MaxStreams, MaxStreamsPerUser: lim.MaxStreamsPerUser,
 	})
 	handler := a.api.Handler()
@@ -236,7 +251,8 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 				return eng.Services(redisinv.ServicesConfig{List: svc.LiveSaleIDs, Locks: locks, Sink: sink,
 					SweepEvery: sweepEvery, Consumer: redisinv.ConsumerConfig{Logger: log}})
 			},
-			checks: map[string]func(context.Context) error{"redis": eng.Ping},
+			streamLog: func(saleID string) export.Log { return eng.ExportLog(saleID, locks) },
+			checks:    map[string]func(context.Context) error{"redis": eng.Ping},
 			close: func() error {
 				err := errors.Join(eng.Close(), locks.Close())
 				clients.Close()
@@ -267,7 +283,8 @@ func (a *app) services(cfg config) []background.Service {
 			list = append(list, refund.New(a.store, g, refund.Config{Logger: a.log}))
 		}
 	}
-	return list
+	// The exporter reads what everything before it writes, and stops first.
+	return append(list, a.export.x)
 }
 
 // close shuts down in reverse dependency order and waits for every goroutine it owns.
@@ -291,6 +308,9 @@ func (a *app) close(ctx context.Context) error {
 			// Last started, first stopped: consumers finish and acknowledge the batch in hand,
 			// and the pipeline, stopped after everything that sends to it, drains its channel.
 			errs = append(errs, a.bg.Stop(ctx))
+		}
+		if a.export != nil {
+			errs = append(errs, a.export.close()) // its exporter stopped with the services
 		}
 		if a.engine.close != nil {
 			errs = append(errs, a.engine.close())

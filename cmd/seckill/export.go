@@ -13,8 +13,6 @@ import (
 	"github.com/seckill-go/seckill/export"
 	"github.com/seckill-go/seckill/export/sinks"
 	"github.com/seckill-go/seckill/exporter"
-	"github.com/seckill-go/seckill/lock"
-	"github.com/seckill-go/seckill/redisinv"
 	"github.com/seckill-go/seckill/sqlstore"
 )
 
@@ -27,9 +25,10 @@ type eventExport struct {
 
 // newEventExport opens the sinks of cfg.Export and builds the exporter over the logs of the
 // engine: the order store's outbox (refund events on every engine; every event on the memory
-// engine) and, on the Redis engine, each sale's stream. It is built (and its retention of the
-// outbox runs) even with no sink, so that the outbox never grows without bound.
-func newEventExport(ctx context.Context, cfg config, store *sqlstore.Store, rengine *redisinv.Engine, locks *lock.Client, log *slog.Logger) (*eventExport, error) {
+// engine) and, when the engine has them (streamLog non-nil: Redis), each sale's stream. It is
+// built (and its retention of the outbox runs) even with no sink, so that the outbox never
+// grows without bound.
+func newEventExport(ctx context.Context, cfg config, store *sqlstore.Store, streamLog func(saleID string) export.Log, log *slog.Logger) (*eventExport, error) {
 	list, err := sinks.OpenAll(ctx, cfg.Export, export.Options{Secret: []byte(cfg.PaymentSecret)})
 	if err != nil {
 		return nil, fmt.Errorf("--export: %w", err)
@@ -39,7 +38,7 @@ func newEventExport(ctx context.Context, cfg config, store *sqlstore.Store, reng
 	}
 	outbox := exporter.OutboxLog(store, processName(), log)
 	logs := func(context.Context) ([]export.Log, error) { return []export.Log{outbox}, nil }
-	if rengine != nil {
+	if streamLog != nil {
 		logs = func(ctx context.Context) ([]export.Log, error) {
 			ids, err := exportSaleIDs(ctx, store, cfg.ExportGiveUp)
 			if err != nil {
@@ -48,7 +47,7 @@ func newEventExport(ctx context.Context, cfg config, store *sqlstore.Store, reng
 			out := make([]export.Log, 0, len(ids)+1)
 			out = append(out, outbox)
 			for _, id := range ids {
-				out = append(out, rengine.ExportLog(id, locks))
+				out = append(out, streamLog(id))
 			}
 			return out, nil
 		}
