@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -735,4 +737,42 @@ func TestBrowserDashboardTokenAndLayout(t *testing.T) {
 		tb.fail("the chart's labels are %.1f px tall on a phone, want at least 10", h)
 	}
 	tb.shot("phone")
+}
+
+// TestBrowserDashboardShowsExport: the dashboard lists the export's sinks; a sink that refuses
+// every callback shows its lag in events and its failed attempts.
+func TestBrowserDashboardShowsExport(t *testing.T) {
+	b := startBrowser(t)
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+	}))
+	defer refusing.Close()
+	cfg := config{Addr: "127.0.0.1:0", Engine: "memory", DB: "sqlite://" + filepath.Join(t.TempDir(), "x.db"), Dev: true,
+		Export: refusing.URL + "/hook", ExportGiveUp: time.Hour}
+	if _, err := cfg.secrets(); err != nil {
+		t.Fatal(err)
+	}
+	a, err := startApp(context.Background(), cfg, appOptions{buyRate: -1}, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.close(context.Background()) })
+	tb := b.newTab("export", time.Now().Add(60*time.Second), false)
+	tb.do("open the dashboard", chromedp.Navigate(a.url+"/admin"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=admin-token]`)))
+	tb.do("enter the admin token and create a sale",
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=admin-token]`), cfg.AdminToken),
+		chromedp.Click(chromedp.CSS(`[data-testid=admin-save]`)),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=create-id]`), "exp"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=create-name]`), "Export sale"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=create-price]`), "5.00"),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=create-stock]`), "5"),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=create-starts-in]`), "0"),
+		chromedp.Click(chromedp.CSS(`[data-testid=create-button]`)))
+	tb.wait("the sale is shown", jsQ(`[data-testid=detail-status]`)+`.dataset.status === 'active'`)
+	if out, err := benchAgainst(t, a, cfg, "--sale", "exp-bench", "--units", "5", "--buyers", "40"); err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	sink := jsQ(`[data-testid=export-sinks] li`)
+	tb.wait("the refusing sink is listed with its lag and failed attempts",
+		sink+` && `+sink+`.dataset.sink === `+strconv.Quote(refusing.URL+"/hook")+` && /lag [1-9]\d* events?/.test(`+sink+`.textContent) && /failed attempts [1-9]/.test(`+sink+`.textContent)`)
 }

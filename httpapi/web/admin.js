@@ -378,6 +378,7 @@ async function refreshAudit(gen) {
     + `database: sold ${d.sold}, paid units ${d.paid_units}, paid orders ${d.paid_orders}, refunds ${d.refunds}`
     + ` (owed ${d.refunds_required || 0}, pending ${d.refunds_pending || 0}, refunded ${d.refunded || 0}, failed ${d.refunds_failed || 0})`);
   await refreshFailedRefunds(gen);
+  await refreshExport(gen);
   return 3000;
 }
 
@@ -401,6 +402,29 @@ async function refreshFailedRefunds(gen) {
   byId('refunds-failed').replaceChildren(...list.map((f) => h('li', { data: { payment: f.payment_id } },
     `${f.payment_id} · ${f.sale_id || '?'} · ${f.user_id || 'unknown buyer'} · ${fmtMoney(f.amount_cents)} · `
     + `${f.attempts} attempt${f.attempts === 1 ? '' : 's'}: ${f.last_error || 'refused'}`)));
+}
+
+// refreshExport shows where each sink of the event export stands on this instance: its lag
+// (events not yet acknowledged and the age of the oldest), what it published and gave up on.
+async function refreshExport(gen) {
+  let r;
+  try {
+    r = await adminCall('GET', '/api/v1/export');
+  } catch (e) {
+    if (gen !== A.gen) return;
+    byId('export-sinks').replaceChildren();
+    setText(byId('export-empty'), `Unknown: ${messageFor(e, 'admin')}`);
+    byId('export-empty').hidden = false;
+    return;
+  }
+  if (gen !== A.gen) return;
+  const list = r.sinks || [];
+  setText(byId('export-empty'), 'No sink configured (SECKILL_EXPORT).');
+  byId('export-empty').hidden = list.length > 0;
+  byId('export-sinks').replaceChildren(...list.map((s) => h('li', { data: { sink: s.sink, behind: String(s.far_behind) } },
+    `${s.sink} · lag ${s.lag_events} event${s.lag_events === 1 ? '' : 's'}, ${s.lag_seconds.toFixed(1)} s`
+    + `${s.far_behind ? ' (far behind)' : ''} · published ${s.published} · dead letters ${s.dead_lettered}`
+    + ` · failed attempts ${s.failures}`)));
 }
 
 // ---- activity -----------------------------------------------------------------------------
