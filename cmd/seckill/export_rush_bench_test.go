@@ -1,0 +1,247 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-go/seckill/internal/testenv"
+)
+
+// TestExportRushBenchmark measures the event export during a rush (docs/BENCHMARKS.md, "Event
+// export"); it runs only with SECKILL_BENCH_EXPORT=1 and asserts nothing: it prints figures.
+// Each round runs the same `seckill bench` rush twice against three fresh `serve --engine
+// redis` instances (private Redis, fresh MariaDB database): without --export, then exporting
+// to RabbitMQ and a signed-callback endpoint in this process. Every buyer gets a hold (units =
+// buyers), so the crowd runs at the engine's full buy rate. While it runs, every instance's
+// /metrics is read every 100 ms (seckill_export_lag_seconds and _lag_events); the shop side
+// stamps each event's arrival, so the lag is also measured as arrival − the event's `at`.
+//
+//	SECKILL_BENCH_EXPORT=1 go test -count=1 -v -run TestExportRushBenchmark -timeout 30m ./cmd/seckill/
+//
+// SECKILL_BENCH_EXPORT_BUYERS (default 20000) and SECKILL_BENCH_EXPORT_ROUNDS (default 1)
+// size it.
+func TestExportRushBenchmark(t *testing.T) {
+	if os.Getenv("SECKILL_BENCH_EXPORT") == "" {
+		t.Skip("a benchmark: set SECKILL_BENCH_EXPORT=1")
+	}
+	amqpBase := testenv.AMQP(t)
+	buyers := envInt(t, "SECKILL_BENCH_EXPORT_BUYERS", 20000)
+	rounds := envInt(t, "SECKILL_BENCH_EXPORT_ROUNDS", 1)
+	var lines []string
+	for round := 1; round <= rounds; round++ {
+		for _, export := range []bool{false, true} {
+			name := fmt.Sprintf("round%d/no-export", round)
+			if export {
+				name = fmt.Sprintf("round%d/export", round)
+			}
+			t.Run(name, func(t *testing.T) {
+				lines = append(lines, name+": "+exportRush(t, amqpBase, buyers, export))
+			})
+		}
+	}
+	summary := "event export benchmark (" + strconv.Itoa(buyers) + " buyers, 3 instances):\n  " + strings.Join(lines, "\n  ")
+	t.Log(summary)
+	fmt.Println(summary)
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+// lagSample is one reading of every instance's /metrics: per sink, the largest
+// seckill_export_lag_seconds and the sum of seckill_export_lag_events over the instances.
+type lagSample struct {
+	at      time.Time
+	seconds map[string]float64
+	events  map[string]float64
+}
+
+// exportRush runs one rush and returns its figures as one line.
+func exportRush(t *testing.T, amqpBase string, buyers int, withExport bool) string {
+	var shops []*shopSink
+	var extra []string
+	if withExport {
+		queue, amqpURL := shopQueue(t, amqpBase)
+		hooks, hookURL := shopEndpoint(t, clusterPayment)
+		shops = []*shopSink{queue, hooks}
+		extra = []string{"--export", amqpURL + "," + hookURL}
+	}
+	c := startCluster(t, 3, extra...)
+	var urls []string
+	for _, in := range c.insts {
+		urls = append(urls, in.url)
+	}
+
+	// Sample the exporters' lag every 100 ms until the rush and its drain are over.
+	var (
+		mu      sync.Mutex
+		samples []lagSample
+	)
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	if withExport {
+		go func() {
+			defer close(sampled)
+			client := &http.Client{Timeout: time.Second}
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				s := lagSample{at: time.Now(), seconds: map[string]float64{}, events: map[string]float64{}}
+				for _, in := range c.insts {
+					secs, _ := exportMetrics(context.Background(), client, in.url, "seckill_export_lag_seconds")
+					for k, v := range secs {
+						s.seconds[k] = max(s.seconds[k], v)
+					}
+					evs, _ := exportMetrics(context.Background(), client, in.url, "seckill_export_lag_events")
+					for k, v := range evs {
+						s.events[k] += v
+					}
+				}
+				mu.Lock()
+				samples = append(samples, s)
+				mu.Unlock()
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+			}
+		}()
+	} else {
+		close(sampled)
+	}
+
+	var b [4]byte
+	_, _ = crand.Read(b[:])
+	sale := "exbench-" + hex.EncodeToString(b[:])
+	env := map[string]string{"SECKILL_ADMIN_TOKEN": clusterAdmin, "SECKILL_AUTH_SECRET": clusterAuth, "SECKILL_PAYMENT_SECRET": clusterPayment}
+	var out, errOut bytes.Buffer
+	start := time.Now()
+	err := bench(context.Background(), []string{"--target", strings.Join(urls, ","), "--sale", sale,
+		"--units", strconv.Itoa(buyers), "--buyers", strconv.Itoa(buyers), "--json"},
+		func(k string) string { return env[k] }, &out, &errOut)
+	if err != nil {
+		t.Errorf("bench: %v\n%s\n%s", err, errOut.String(), tail(out.String(), 40))
+	}
+	var rep struct {
+		ElapsedMS int64            `json:"elapsed_ms"`
+		Counts    map[string]int64 `json:"counts"`
+		Latency   map[string]map[string]int64
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.ElapsedMS == 0 {
+		t.Fatalf("bench report: %v\n%s", err, tail(out.String(), 20))
+	}
+	elapsed := time.Duration(rep.ElapsedMS) * time.Millisecond
+	rushEnd := start.Add(elapsed + time.Second) // sale creation and the crowd
+	secs := elapsed.Seconds()
+	line := fmt.Sprintf("crowd %.1f s, %.0f buys/s (%d holds, %.0f holds/s), %.0f requests/s, buy p99 %.1f ms",
+		secs, float64(rep.Latency["buy"]["count"])/secs, rep.Counts["held"], float64(rep.Counts["held"])/secs,
+		float64(rep.Counts["requests"])/secs, float64(rep.Latency["buy"]["p99_us"])/1000)
+	if !withExport {
+		return line
+	}
+
+	db, err := sql.Open("mysql", mysqlConfig(t, c.db).FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	facts := waitForExport(t, c, db, sale, shops, 5*time.Minute)
+	caughtUp := time.Now().Add(-3 * time.Second) // waitForExport waits 3 s of no growth
+	close(stop)
+	<-sampled
+
+	for _, s := range shops {
+		got := s.arrivals()
+		firstAt := map[string]time.Time{}
+		var lags, rushLags []time.Duration
+		inRush, dups := 0, 0
+		var last time.Time
+		for _, a := range got {
+			if _, seen := firstAt[a.ev.ID]; seen {
+				dups++
+				continue
+			}
+			firstAt[a.ev.ID] = a.at
+			d := a.at.Sub(a.ev.At)
+			lags = append(lags, d)
+			if !a.at.After(rushEnd) {
+				inRush++
+				rushLags = append(rushLags, d)
+			}
+			last = a.at
+		}
+		var metricSecs, metricEvents []float64
+		mu.Lock()
+		for _, sm := range samples {
+			if sm.at.After(rushEnd) {
+				break
+			}
+			for k, v := range sm.seconds {
+				if strings.HasPrefix(k, s.name) {
+					metricSecs = append(metricSecs, v)
+				}
+			}
+			for k, v := range sm.events {
+				if strings.HasPrefix(k, s.name) {
+					metricEvents = append(metricEvents, v)
+				}
+			}
+		}
+		mu.Unlock()
+		problems := checkExport(facts, got)
+		line += fmt.Sprintf("\n    %s sink: %d events (%d redelivered); during the crowd %d, %.0f events/s; all by %.1f s after the crowd "+
+			"(last arrival +%.1f s); arrival − at: p50 %s p99 %s max %s (crowd only: p99 %s); /metrics lag_seconds over %d samples "+
+			"in the crowd: p99 %.2f s max %.2f s, lag_events max %.0f; detector: %d problems",
+			s.name, len(firstAt), dups, inRush, float64(inRush)/secs, caughtUp.Sub(rushEnd).Seconds(), last.Sub(rushEnd).Seconds(),
+			pct(lags, 50), pct(lags, 99), pct(lags, 100), pct(rushLags, 99),
+			len(metricSecs), pctF(metricSecs, 99), pctF(metricSecs, 100), pctF(metricEvents, 100), len(problems))
+		for i, p := range problems {
+			if i == 10 {
+				break
+			}
+			t.Logf("%s sink: %s", s.name, p)
+		}
+	}
+	return line
+}
+
+func pct(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := min(len(s)-1, int(float64(len(s))*p/100))
+	return s[i].Round(time.Millisecond)
+}
+
+func pctF(d []float64, p float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p/100))]
+}
