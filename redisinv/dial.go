@@ -23,7 +23,10 @@ type Clients struct {
 	Locks     redis.UniversalClient
 	// Cluster tells whether the deployment is a Redis Cluster.
 	Cluster bool
-	// Addrs are the addresses the URL named.
+	// MasterSet is the master's name when the deployment is found through Redis Sentinel
+	// (master_set); empty otherwise.
+	MasterSet string
+	// Addrs are the addresses the URL named (the sentinels' with master_set).
 	Addrs []string
 }
 
@@ -41,6 +44,13 @@ type Endpoint struct {
 	DB       int
 	TLS      bool
 	Cluster  bool // asked for with ?cluster=1 or by naming several addresses
+	// MasterSet is the name of the master the sentinels at Addrs watch (?master_set=name):
+	// the deployment is a master with replicas, found and failed over by Redis Sentinel.
+	MasterSet string
+	// SentinelPassword authenticates to the sentinels (?sentinel_password=…), for sentinels
+	// configured with requirepass; empty: the sentinels take no password. Username and
+	// Password are the master's (and its replicas'), never sent to the sentinels.
+	SentinelPassword string
 }
 
 // ParseURL reads a Redis URL:
@@ -48,11 +58,16 @@ type Endpoint struct {
 //	redis://[user[:password]@]host[:port][/db]            a standalone server (db 0–15, default 0)
 //	redis://[user[:password]@]h1:p1,h2:p2,h3:p3           a Redis Cluster, by some of its nodes
 //	redis://[user[:password]@]host:port?cluster=1         a Redis Cluster, by one node
+//	redis://[user[:password]@]s1:p1,s2:p2,s3:p3[/db]?master_set=name
+//	                                                      a master found through Redis Sentinel,
+//	                                                      by some of its sentinels (one is allowed)
 //	rediss://…                                            the same over TLS
 //
-// The port defaults to 6379. A server that answers as a cluster node is used as a cluster even
-// without cluster=1 (Dial asks it). A cluster has only db 0. The password never appears in
-// errors.
+// The port defaults to 6379 (26379 with master_set, Sentinel's own). A server that answers as
+// a cluster node is used as a cluster even without cluster=1 (Dial asks it). A cluster has only
+// db 0; master_set and cluster=1 exclude each other. With master_set, user and password are the
+// master's; sentinels that require a password of their own are given it with
+// sentinel_password=… (percent-encoded). No password ever appears in errors.
 func ParseURL(raw string) (Endpoint, error) {
 	var ep Endpoint
 	scheme, rest, ok := strings.Cut(raw, "://")
@@ -85,10 +100,37 @@ func ParseURL(raw string) (Endpoint, error) {
 	if rest == "" {
 		return ep, fmt.Errorf("redis URL %q names no host", redactURL(raw))
 	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		// Not wrapped: the parser's error quotes the text, which may be a password.
+		return ep, fmt.Errorf("redis URL: bad query (percent-encode '&', '=', '%%' and ';' in values)")
+	}
+	for k, v := range q {
+		switch k {
+		case "cluster", "master_set", "sentinel_password":
+		default:
+			return ep, fmt.Errorf("redis URL: unknown option %q (only cluster, master_set and sentinel_password)", k)
+		}
+		if len(v) != 1 {
+			return ep, fmt.Errorf("redis URL: option %q given %d times", k, len(v))
+		}
+	}
+	ep.MasterSet = q.Get("master_set")
+	ep.SentinelPassword = q.Get("sentinel_password")
+	if q.Has("master_set") && ep.MasterSet == "" {
+		return ep, fmt.Errorf("redis URL: master_set is empty; want the master's name in the sentinels' configuration")
+	}
+	if ep.SentinelPassword != "" && ep.MasterSet == "" {
+		return ep, fmt.Errorf("redis URL: sentinel_password without master_set")
+	}
+	defaultPort := "6379"
+	if ep.MasterSet != "" {
+		defaultPort = "26379"
+	}
 	for _, h := range strings.Split(rest, ",") {
 		host, port, err := net.SplitHostPort(h)
 		if err != nil {
-			host, port = h, "6379"
+			host, port = h, defaultPort
 		}
 		if host == "" || strings.ContainsAny(host, "[]") && !strings.HasPrefix(h, "[") {
 			return ep, fmt.Errorf("redis URL: bad host %q", h)
@@ -105,21 +147,18 @@ func ParseURL(raw string) (Endpoint, error) {
 		}
 		ep.DB = db
 	}
-	q, err := url.ParseQuery(query)
-	if err != nil {
-		return ep, fmt.Errorf("redis URL: bad query: %w", err)
-	}
-	for k := range q {
-		if k != "cluster" {
-			return ep, fmt.Errorf("redis URL: unknown option %q (only cluster=1)", k)
-		}
-	}
 	switch c := q.Get("cluster"); c {
 	case "", "0", "false":
 	case "1", "true":
 		ep.Cluster = true
 	default:
 		return ep, fmt.Errorf("redis URL: cluster=%q; want 1 or 0", c)
+	}
+	if ep.MasterSet != "" {
+		if ep.Cluster {
+			return ep, fmt.Errorf("redis URL: master_set (Sentinel) and cluster=1 exclude each other")
+		}
+		return ep, nil
 	}
 	if len(ep.Addrs) > 1 {
 		ep.Cluster = true
@@ -130,13 +169,18 @@ func ParseURL(raw string) (Endpoint, error) {
 	return ep, nil
 }
 
-// redactURL hides a password in a URL so that errors can quote it.
+// redactURL hides a password in a URL so that errors can quote it: the user info, and the
+// query, which may hold sentinel_password.
 func redactURL(raw string) string {
 	if at := strings.LastIndex(raw, "@"); at >= 0 {
 		if i := strings.Index(raw, "://"); i >= 0 && i < at {
-			return raw[:i+3] + "…" + raw[at:]
+			raw = raw[:i+3] + "…" + raw[at:]
+		} else {
+			raw = "…" + raw[at:]
 		}
-		return "…" + raw[at:]
+	}
+	if i := strings.Index(raw, "?"); i >= 0 {
+		raw = raw[:i] + "?…"
 	}
 	return raw
 }
@@ -149,6 +193,11 @@ const (
 )
 
 // Dial connects to the deployment that raw (ParseURL) names and checks that it answers.
+//
+// With master_set (Sentinel), both clients ask the sentinels for the master, follow their
+// failover announcements (+switch-master) and re-ask them every sentinelRefresh as well, so
+// that an instance moves to the promoted replica without a restart; calls in flight during the
+// switch fail as unavailable (503) and the next ones go to the new master.
 func Dial(ctx context.Context, raw string) (*Clients, error) {
 	ep, err := ParseURL(raw)
 	if err != nil {
@@ -156,8 +205,12 @@ func Dial(ctx context.Context, raw string) (*Clients, error) {
 	}
 	var tlsConf *tls.Config
 	if ep.TLS {
-		host, _, _ := net.SplitHostPort(ep.Addrs[0])
-		tlsConf = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
+		tlsConf = &tls.Config{MinVersion: tls.VersionTLS12}
+		if ep.MasterSet == "" {
+			// With Sentinel the master's host is learnt at run time: crypto/tls then checks
+			// the certificate against the host each connection dials.
+			tlsConf.ServerName, _, _ = net.SplitHostPort(ep.Addrs[0])
+		}
 	}
 	opt := rueidis.ClientOption{
 		InitAddress:      ep.Addrs,
@@ -169,22 +222,37 @@ func Dial(ctx context.Context, raw string) (*Clients, error) {
 		ConnWriteTimeout: ioTimeout,
 		Dialer:           net.Dialer{Timeout: dialTimeout},
 	}
+	if ep.MasterSet != "" {
+		opt.Sentinel = rueidis.SentinelOption{
+			MasterSet: ep.MasterSet, Password: ep.SentinelPassword, TLSConfig: tlsConf,
+			Dialer: net.Dialer{Timeout: dialTimeout}, TopologyRefreshInterval: sentinelRefresh,
+		}
+	}
 	inv, err := rueidis.NewClient(opt)
 	if err != nil {
 		return nil, fmt.Errorf("redis %s: %w", strings.Join(ep.Addrs, ","), err)
 	}
-	cluster, err := isCluster(ctx, inv)
-	if err != nil {
-		inv.Close()
-		return nil, fmt.Errorf("redis %s: %w", strings.Join(ep.Addrs, ","), err)
+	cluster := false
+	if ep.MasterSet == "" { // a master found through Sentinel is never a cluster node
+		if cluster, err = isCluster(ctx, inv); err != nil {
+			inv.Close()
+			return nil, fmt.Errorf("redis %s: %w", strings.Join(ep.Addrs, ","), err)
+		}
 	}
-	c := &Clients{Inventory: inv, Cluster: cluster, Addrs: ep.Addrs}
-	if cluster {
+	c := &Clients{Inventory: inv, Cluster: cluster, MasterSet: ep.MasterSet, Addrs: ep.Addrs}
+	switch {
+	case ep.MasterSet != "":
+		c.Locks = redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: ep.MasterSet, SentinelAddrs: ep.Addrs, SentinelPassword: ep.SentinelPassword,
+			Username: ep.Username, Password: ep.Password, DB: ep.DB, TLSConfig: tlsConf,
+			DialTimeout: dialTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout,
+		})
+	case cluster:
 		c.Locks = redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: ep.Addrs, Username: ep.Username, Password: ep.Password, TLSConfig: tlsConf,
 			DialTimeout: dialTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout,
 		})
-	} else {
+	default:
 		c.Locks = redis.NewClient(&redis.Options{
 			Addr: ep.Addrs[0], Username: ep.Username, Password: ep.Password, DB: ep.DB, TLSConfig: tlsConf,
 			DialTimeout: dialTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout,
@@ -196,6 +264,12 @@ func Dial(ctx context.Context, raw string) (*Clients, error) {
 	}
 	return c, nil
 }
+
+// sentinelRefresh is how often the engine's client re-asks the sentinels for the master, in
+// case it missed a +switch-master announcement (a sentinel restarted, a dropped connection):
+// without it, a client that missed one would stay on the demoted master, which answers
+// READONLY (unavailable) for ever.
+const sentinelRefresh = 2 * time.Second
 
 // isCluster asks a node whether it runs in cluster mode.
 func isCluster(ctx context.Context, c rueidis.Client) (bool, error) {

@@ -20,6 +20,13 @@ func TestParseURL(t *testing.T) {
 		{"redis://h1:7001,h2:7002,h3", Endpoint{Addrs: []string{"h1:7001", "h2:7002", "h3:6379"}, Cluster: true}},
 		{"redis://h1:7001?cluster=1", Endpoint{Addrs: []string{"h1:7001"}, Cluster: true}},
 		{"redis://[::1]:6379", Endpoint{Addrs: []string{"[::1]:6379"}}},
+		// Sentinel: the addresses are the sentinels' (default port 26379); one is allowed;
+		// user and password are the master's, sentinel_password the sentinels'.
+		{"redis://s1:26379,s2:26380,s3/2?master_set=mymaster",
+			Endpoint{Addrs: []string{"s1:26379", "s2:26380", "s3:26379"}, DB: 2, MasterSet: "mymaster"}},
+		{"redis://s1?master_set=m", Endpoint{Addrs: []string{"s1:26379"}, MasterSet: "m"}},
+		{"rediss://u:p%26w@s1:5000?master_set=m&sentinel_password=s%26p&cluster=0",
+			Endpoint{Addrs: []string{"s1:5000"}, Username: "u", Password: "p&w", TLS: true, MasterSet: "m", SentinelPassword: "s&p"}},
 	} {
 		got, err := ParseURL(c.url)
 		if err != nil || !reflect.DeepEqual(got, c.want) {
@@ -30,6 +37,12 @@ func TestParseURL(t *testing.T) {
 		"127.0.0.1:6379", "http://h", "redis://", "redis://h:0", "redis://h:99999", "redis://h/16",
 		"redis://h/x", "redis://h1,h2/1", "redis://h?cluster=maybe", "redis://h?timeout=1",
 		"redis://user:topsecret@h:x",
+		"redis://s1,s2?master_set=m&cluster=1", "redis://s1?master_set=", "redis://s1?master_set=a&master_set=b",
+		"redis://s1/16?master_set=m", "redis://h?sentinel_password=topsecret",
+		"redis://s1?master_set=m&sentinel_password=topsecret&bogus=1",
+		"redis://s1?master_set=m&sentinel_password=top%zzsecret",
+		"redis://s1?master_set=m;sentinel_password=topsecret",
+		"redis://:topsecret@?master_set=m", "ftp://:topsecret@h?sentinel_password=topsecret",
 	} {
 		_, err := ParseURL(bad)
 		if err == nil {

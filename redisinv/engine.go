@@ -53,6 +53,7 @@ type Engine struct {
 	batches  batcher // groups the buys of one sale that arrive together (batch.go)
 	maxBatch int
 	stream   streamLimits // how the sales' streams are trimmed (export.go)
+	acks     replicaAcks  // WAIT after state-changing scripts (replicas.go); off by default
 
 	randMu  sync.Mutex
 	randBuf []byte
@@ -238,7 +239,7 @@ func (e *Engine) execRaw(ctx context.Context, s *script, saleID string, args ...
 	argv := make([]string, 0, 1+len(args))
 	argv = append(argv, e.clockArg())
 	argv = append(argv, args...)
-	msgs, err := s.lua.Exec(ctx, e.rdb, e.keys(saleID), argv).ToArray()
+	msgs, err := e.run(ctx, s, e.keys(saleID), argv) // replicas.go
 	if err != nil {
 		wrapped := fmt.Errorf("redisinv: %s script for sale %s: %w", s.name, saleID, err)
 		if transient(err) {
