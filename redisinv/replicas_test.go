@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -170,5 +171,46 @@ func TestWithReplicasBounds(t *testing.T) {
 		if err := CheckReplicas(c.n, c.d); (err == nil) != c.ok {
 			t.Errorf("CheckReplicas(%d, %v) = %v; want ok %v", c.n, c.d, err, c.ok)
 		}
+	}
+}
+
+// BenchmarkBuyReplicaAck measures the buy rate of one hot sale (64 goroutines, every buy a new
+// user and so a new hold) on a private master with one replica on the same machine, with
+// replica acknowledgement off and with WithReplicas(1, 100 ms), side by side: run it with
+// -count to interleave the two.
+//
+//	go test -run '^$' -bench BuyReplicaAck -benchtime 5s -count 3 ./redisinv/
+func BenchmarkBuyReplicaAck(b *testing.B) {
+	master := startMaster(b)
+	startReplica(b, master, "replica")
+	mc := master.client()
+	for _, c := range []struct {
+		name string
+		opts []Option
+	}{{"off", nil}, {"replicas=1", []Option{WithReplicas(1, 100*time.Millisecond)}}} {
+		b.Run(c.name, func(b *testing.B) {
+			e := New(mc, c.opts...)
+			defer e.Close()
+			saleID := fmt.Sprintf("bench%d", time.Now().UnixNano())
+			loadTestSale(b, e, saleID, 10_000_000)
+			var user atomic.Int64
+			b.SetParallelism(32) // 64 goroutines on two CPUs
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					u := fmt.Sprint("u", user.Add(1))
+					if _, err := e.Buy(context.Background(), seckill.BuyRequest{SaleID: saleID, UserID: u, Quantity: 1}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "buys/s")
+			st := e.ReplicaStats()
+			if st.Acknowledged > 0 {
+				b.ReportMetric(float64(b.N)/float64(st.Acknowledged), "buys/WAIT")
+			}
+		})
 	}
 }
