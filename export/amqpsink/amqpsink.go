@@ -225,8 +225,13 @@ func (s *Sink) publishChunk(ctx context.Context, events []export.Event) error {
 		break
 	}
 	if len(unroutable) > 0 {
+		// The first few name the events: the error is logged on every retry.
+		named := strings.Join(unroutable[:min(len(unroutable), 3)], ", ")
+		if len(unroutable) > 3 {
+			named += fmt.Sprintf(" and %d more", len(unroutable)-3)
+		}
 		return fmt.Errorf("no queue is bound to exchange %q for %d event(s), which RabbitMQ would have dropped: %s",
-			s.exchange, len(unroutable), strings.Join(unroutable, ", "))
+			s.exchange, len(unroutable), named)
 	}
 	return nil
 }
