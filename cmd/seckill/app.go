@@ -75,6 +75,7 @@ type engine struct {
 	// order store's outbox holds every event (memory: EnableOutbox, with an export configured).
 	streamLog func(saleID string) export.Log
 	checks    map[string]func(context.Context) error // /readyz checks beyond the database
+	metrics   []prometheus.Collector                 // the engine's own metrics on /metrics
 	close     func() error                           // after its services have stopped; may be nil
 }
 
@@ -159,7 +160,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	a.api = httpapi.New(httpapi.Config{
 		Service: a.svc, AuthSecret: []byte(cfg.AuthSecret), AdminToken: cfg.AdminToken,
 		PaymentSecret: []byte(cfg.PaymentSecret), Gateways: []payment.Gateway{a.payGW}, Dev: cfg.Dev, Logger: log, BuyRate: opts.buyRate,
-		Checks: a.engine.checks, Collectors: []prometheus.Collector{a.bg.Collector(), a.export.x.Collector()},
+		Checks: a.engine.checks, Collectors: append([]prometheus.Collector{a.bg.Collector(), a.export.x.Collector()}, a.engine.metrics...),
 		Export:      a.export.x.Status,
 		MaxInFlight: lim.MaxInFlight, MaxStreams: lim.MaxStreams, MaxStreamsPerUser: lim.MaxStreamsPerUser,
 	})
@@ -223,6 +224,9 @@ func (a *app) newGateway(cfg config, opts appOptions, log *slog.Logger) (payment
 func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (engine, error) {
 	switch cfg.Engine {
 	case "memory":
+		if cfg.RedisReplicas > 0 {
+			return engine{}, errors.New("--redis-replicas is for --engine redis")
+		}
 		events := make(chan seckill.Event, 1<<16)
 		a.pipe = pipeline.New(a.store, events, pipeline.Config{Logger: log})
 		return engine{
@@ -240,7 +244,8 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 			return engine{}, scrubError(fmt.Errorf("connect to redis %s: %w", maskURL(cfg.RedisURL), err), urlSecrets(cfg.RedisURL)...)
 		}
 		locks := lock.New(clients.Locks, &lock.Options{Lease: lockLease})
-		eng := redisinv.New(clients.Inventory, redisinv.WithRebuild(a.store, locks), redisinv.WithLogger(log))
+		eng := redisinv.New(clients.Inventory, redisinv.WithRebuild(a.store, locks), redisinv.WithLogger(log),
+			redisinv.WithReplicas(cfg.RedisReplicas, redisinv.DefaultReplicaTimeout))
 		var sink redisinv.Sink // nil with --consume=false: `seckill worker` processes store the streams
 		if !cfg.NoConsume {
 			sink = a.store
@@ -253,6 +258,7 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 			},
 			streamLog: func(saleID string) export.Log { return eng.ExportLog(saleID, locks) },
 			checks:    map[string]func(context.Context) error{"redis": eng.Ping},
+			metrics:   []prometheus.Collector{eng.ReplicaCollector()},
 			close: func() error {
 				err := errors.Join(eng.Close(), locks.Close())
 				clients.Close()

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/seckill-go/seckill/exporter"
+	"github.com/seckill-go/seckill/redisinv"
 )
 
 var errFlagHelp = errors.New("help requested")
@@ -36,6 +38,9 @@ type config struct {
 	// PublicURL is where buyers reach the storefront (--public-url, SECKILL_PUBLIC_URL): Stripe's
 	// hosted page sends them back there. Empty: the server's own address.
 	PublicURL string
+	// RedisReplicas is how many replicas must have each state change before it is answered
+	// (--redis-replicas, SECKILL_REDIS_REPLICAS; redisinv.WithReplicas); 0: off.
+	RedisReplicas int
 	// NoConsume leaves the Redis streams to `seckill worker` processes (--consume=false).
 	NoConsume bool
 	// Export is the comma-separated list of sink URLs that receive every reservation event
@@ -79,6 +84,7 @@ func bindConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
 		}
 		c.NoConsume = !b
 	}
+	bindRedisReplicas(fs, getenv, c)
 	dev := getenv("SECKILL_DEV")
 	fs.BoolVar(&c.Dev, "dev", dev == "1" || strings.EqualFold(dev, "true"), "development mode: generate missing secrets, mock payment gateway, token endpoint (SECKILL_DEV=1)")
 
@@ -103,7 +109,30 @@ func bindEngineStoreConfig(fs *flag.FlagSet, getenv func(string) string, c *conf
 	}
 	fs.StringVar(&c.Engine, "engine", env("SECKILL_ENGINE", "memory"), "inventory engine: memory (one process) or redis (SECKILL_ENGINE)")
 	fs.StringVar(&c.DB, "db", env("SECKILL_DB", "sqlite://./seckill.db"), "order store URL: sqlite://file, mysql://user:pass@host:port/db or postgres://user:pass@host:port/db (SECKILL_DB)")
-	fs.StringVar(&c.RedisURL, "redis-url", env("SECKILL_REDIS_URL", ""), "Redis URL for the redis engine: redis://host:port/db, a cluster as redis://h1:p1,h2:p2 (SECKILL_REDIS_URL)")
+	fs.StringVar(&c.RedisURL, "redis-url", env("SECKILL_REDIS_URL", ""), "Redis URL for the redis engine: redis://host:port/db, a cluster as redis://h1:p1,h2:p2, Sentinel as redis://s1:26379,s2:26379/db?master_set=name (SECKILL_REDIS_URL)")
+}
+
+// bindRedisReplicas registers --redis-replicas, serve's only (it is about what a buyer is
+// answered; `seckill worker` answers nobody).
+func bindRedisReplicas(fs *flag.FlagSet, getenv func(string) string, c *config) {
+	set := func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", v)
+		}
+		if err := redisinv.CheckReplicas(n, redisinv.DefaultReplicaTimeout); err != nil {
+			return err
+		}
+		c.RedisReplicas = n
+		return nil
+	}
+	if s := getenv("SECKILL_REDIS_REPLICAS"); s != "" {
+		if err := set(s); err != nil {
+			c.envErr = errors.Join(c.envErr, fmt.Errorf("SECKILL_REDIS_REPLICAS: %w", err))
+		}
+	}
+	fs.Func("redis-replicas", fmt.Sprintf("redis engine: answer a state change only once `n` replicas have it (WAIT, %v timeout, else 503, the change kept); 0 to %d, default 0 (off) (SECKILL_REDIS_REPLICAS)",
+		redisinv.DefaultReplicaTimeout, redisinv.MaxReplicas), set)
 }
 
 // bindExportConfig registers the event export's flags (docs/EVENTS.md): serve and worker both
