@@ -12,6 +12,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/seckilltest"
 )
 
 // loadTestSale loads a sale of stock units, started, holds of an hour, on e.
@@ -156,6 +157,35 @@ func TestReplicaAcknowledgedWrites(t *testing.T) {
 	}
 	if _, err := e.Cancel(ctx, kept, "u"); err != nil {
 		t.Fatalf("cancel after SIGCONT: %v", err)
+	}
+}
+
+// TestInventoryReplicaAck runs the shared conformance suite against a private master with one
+// replica and WithReplicas(1, 1 s): every write script goes the other way (DoMulti of
+// EVALSHA and WAIT on a dedicated connection, EVAL on a fresh server's NOSCRIPT) and must
+// answer exactly as through the pipeline.
+func TestInventoryReplicaAck(t *testing.T) {
+	master := startMaster(t)
+	startReplica(t, master, "replica")
+	mc := master.client()
+	var engines []*Engine
+	var mu sync.Mutex
+	seckilltest.TestInventory(t, func(t *testing.T, clock seckill.Clock) seckill.Inventory {
+		e := newTestEngine(t, mc, clock, WithReplicas(1, MaxReplicaTimeout))
+		mu.Lock()
+		engines = append(engines, e)
+		mu.Unlock()
+		return e
+	})
+	var st ReplicaStats
+	for _, e := range engines {
+		s := e.ReplicaStats()
+		st.Acknowledged += s.Acknowledged
+		st.Short += s.Short
+	}
+	t.Logf("%d engines: %+v", len(engines), st)
+	if st.Acknowledged == 0 {
+		t.Fatal("no script call waited for the replica: the suite did not go through WAIT")
 	}
 }
 
