@@ -533,34 +533,42 @@ func reported(problems []exportProblem, kind, id string) bool {
 // exportMetrics reads one instance's /metrics and returns the values of name, by sink; ok is
 // false if the instance could not be read or shows no such series.
 func exportMetrics(ctx context.Context, client *http.Client, base, name string) (map[string]float64, bool) {
+	m := exportMetricsAll(ctx, client, base)[name]
+	return m, len(m) > 0
+}
+
+// exportMetricsAll reads one instance's /metrics and returns the values of every series with a
+// sink label, by metric name and sink; nil if the instance could not be read.
+func exportMetricsAll(ctx context.Context, client *http.Client, base string) map[string]map[string]float64 {
 	req, err := http.NewRequestWithContext(ctx, "GET", base+"/metrics", nil)
 	if err != nil {
-		return nil, false
+		return nil
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, false
+		return nil
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != 200 {
-		return nil, false
+		return nil
 	}
-	out := map[string]float64{}
+	out := map[string]map[string]float64{}
 	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, name+"{") {
+		name, rest, ok := strings.Cut(line, `{sink="`)
+		if !ok || strings.HasPrefix(line, "#") {
 			continue
 		}
+		sink, _, _ := strings.Cut(rest, `"`)
 		sp := strings.LastIndexByte(line, ' ')
 		v, err := strconv.ParseFloat(line[sp+1:], 64)
 		if sp < 0 || err != nil {
 			continue
 		}
-		sink := line[len(name)+1 : sp]
-		if _, rest, ok := strings.Cut(sink, `sink="`); ok {
-			sink, _, _ = strings.Cut(rest, `"`)
+		if out[name] == nil {
+			out[name] = map[string]float64{}
 		}
-		out[sink] = v
+		out[name][sink] = v
 	}
-	return out, len(out) > 0
+	return out
 }
