@@ -119,6 +119,10 @@ type Event struct {
 	// empty for every other change, whose type is its status. The order store ignores it; the
 	// event export (docs/EVENTS.md) reads it.
 	Type string
+	// Version is the sale's state version after the change (docs/MODEL.md "The state's
+	// version"), 0 when unknown (the memory engine, entries written before versions existed).
+	// The order store records the highest it has stored, per sale.
+	Version uint64
 }
 
 // Event types beyond a reservation's status (Event.Type).

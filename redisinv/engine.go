@@ -54,6 +54,7 @@ type Engine struct {
 	maxBatch int
 	stream   streamLimits // how the sales' streams are trimmed (export.go)
 	acks     replicaAcks  // WAIT after state-changing scripts (replicas.go); off by default
+	versions versionBook  // the sales' highest versions seen (version.go)
 
 	randMu  sync.Mutex
 	randBuf []byte
@@ -239,6 +240,7 @@ func (e *Engine) execRaw(ctx context.Context, s *script, saleID string, args ...
 	argv := make([]string, 0, 1+len(args))
 	argv = append(argv, e.clockArg())
 	argv = append(argv, args...)
+	floor := e.versionFloor(saleID)                  // version.go
 	msgs, err := e.run(ctx, s, e.keys(saleID), argv) // replicas.go
 	if err != nil {
 		wrapped := fmt.Errorf("redisinv: %s script for sale %s: %w", s.name, saleID, err)
@@ -247,10 +249,14 @@ func (e *Engine) execRaw(ctx context.Context, s *script, saleID string, args ...
 		}
 		return nil, wrapped
 	}
-	if len(msgs) == 0 {
-		return nil, fmt.Errorf("redisinv: %s script for sale %s: empty reply", s.name, saleID)
+	r, v, err := splitVersion(msgs)
+	if err != nil {
+		return nil, fmt.Errorf("redisinv: %s script for sale %s: %w", s.name, saleID, err)
 	}
-	return reply(msgs), nil
+	if err := e.checkVersion(ctx, saleID, floor, v); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // transientReplies are the error replies of a Redis that cannot serve now but will: out of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -50,6 +51,7 @@ type rebuilder struct {
 
 	mu      sync.Mutex
 	running map[string]bool
+	stale   map[string]uint64    // sales found stale (version.go): the version that showed it
 	failing map[string]backoff   // sales whose last rebuild failed: when to try again
 	known   map[string]time.Time // sales the database was seen to have, and when
 	wg      sync.WaitGroup
@@ -107,6 +109,27 @@ func (rb *rebuilder) missing(ctx context.Context, saleID string) error {
 	return seckill.Errorf(seckill.CodeUnavailable, "sale %q is being restored from the database; retry shortly", saleID)
 }
 
+// startStale rebuilds a sale that is present in Redis but behind version want (version.go):
+// the rebuild replaces its keys, under the same lock and fence as a missing sale's.
+func (rb *rebuilder) startStale(saleID string, want uint64) {
+	rb.mu.Lock()
+	if rb.stale == nil || len(rb.stale) > 10_000 {
+		rb.stale = map[string]uint64{}
+	}
+	rb.stale[saleID] = max(rb.stale[saleID], want)
+	rb.mu.Unlock()
+	rb.start(saleID)
+}
+
+// takeStale returns and forgets the version that showed the sale stale, 0 if none.
+func (rb *rebuilder) takeStale(saleID string) uint64 {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	v := rb.stale[saleID]
+	delete(rb.stale, saleID)
+	return v
+}
+
 // start rebuilds the sale in the background unless this process is rebuilding it already.
 func (rb *rebuilder) start(saleID string) {
 	rb.mu.Lock()
@@ -133,7 +156,11 @@ func (rb *rebuilder) start(saleID string) {
 		ctx, cancel := context.WithTimeout(rb.ctx, rebuildTimeout)
 		defer cancel()
 		start := time.Now()
-		n, err := rb.rebuild(ctx, saleID)
+		stale := rb.takeStale(saleID)
+		n, err := rb.rebuild(ctx, saleID, stale)
+		if err != nil && stale != 0 {
+			rb.startStaleLater(saleID, stale)
+		}
 		switch {
 		case errors.Is(err, lock.ErrNotAcquired):
 			// Another instance holds the lock and is rebuilding.
@@ -146,7 +173,11 @@ func (rb *rebuilder) start(saleID string) {
 			if rb.recovered(saleID) {
 				rb.e.log.Warn("redisinv: a rebuild that had failed has succeeded", "sale", saleID)
 			}
-			if n >= 0 {
+			switch {
+			case n >= 0 && stale != 0:
+				rb.e.log.Warn("redisinv: sale was behind in Redis (it went back in time) and has been rebuilt from the database",
+					"sale", saleID, "reservations", n, "took", time.Since(start))
+			case n >= 0:
 				rb.e.log.Warn("redisinv: sale was missing from Redis and has been rebuilt from the database",
 					"sale", saleID, "reservations", n, "took", time.Since(start))
 			}
@@ -185,8 +216,10 @@ func (rb *rebuilder) close() {
 }
 
 // rebuild restores one sale under its lock and returns how many reservations it restored,
-// or -1 if the sale turned out to be there already (another instance rebuilt it first).
-func (rb *rebuilder) rebuild(ctx context.Context, saleID string) (int, error) {
+// or -1 if the sale turned out to be there already (another instance rebuilt it first). stale,
+// when not 0, is the version that showed the sale's keys present but behind (version.go):
+// load.lua then replaces them if they are still below it.
+func (rb *rebuilder) rebuild(ctx context.Context, saleID string, stale uint64) (int, error) {
 	m := rb.locks.NewMutex("seckill:rebuild:" + saleID)
 	lease, err := m.TryLock(ctx, 0, 0)
 	if err != nil {
@@ -207,7 +240,12 @@ func (rb *rebuilder) rebuild(ctx context.Context, saleID string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read reservations: %w", err)
 	}
-	r, err := rb.e.execRaw(ctx, rb.e.scripts.load, saleID, loadArgs(def, sold, "rebuild", token)...)
+	ver, err := rb.rebuildVersion(ctx, saleID, stale) // version.go
+	if err != nil {
+		return 0, fmt.Errorf("sale version: %w", err)
+	}
+	args := append(loadArgs(def, sold, "rebuild", token), strconv.FormatUint(ver, 10), strconv.FormatUint(stale, 10))
+	r, err := rb.e.execRaw(ctx, rb.e.scripts.load, saleID, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -251,7 +289,11 @@ func (rb *rebuilder) restoreAll(ctx context.Context, saleID string, rs []seckill
 			if err != nil {
 				return fmt.Errorf("restore: %w", err)
 			}
-			switch err := restoreResult(execs[i].Args[3], reply(msgs)); {
+			r, _, err := splitVersion(msgs)
+			if err != nil {
+				return fmt.Errorf("restore: %w", err)
+			}
+			switch err := restoreResult(execs[i].Args[3], r); {
 			case errors.Is(err, errFenced):
 				return err
 			case isCode(err, seckill.CodeConflict):
@@ -262,4 +304,16 @@ func (rb *rebuilder) restoreAll(ctx context.Context, saleID string, rs []seckill
 		}
 	}
 	return nil
+}
+
+// startStaleLater keeps a stale sale's version for the next attempt of a rebuild that failed
+// (the next call on the sale finds it stale again anyway; this keeps the sweeper's and the
+// consumer's calls from needing to).
+func (rb *rebuilder) startStaleLater(saleID string, stale uint64) {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	if rb.stale == nil {
+		rb.stale = map[string]uint64{}
+	}
+	rb.stale[saleID] = max(rb.stale[saleID], stale)
 }

@@ -265,6 +265,9 @@ func execScript(rdb rueidis.Client, s *script, keys, argv []string) ([]string, e
 	if err != nil {
 		return nil, err
 	}
+	if len(msgs) >= 2 {
+		msgs = msgs[:len(msgs)-1] // the sale's version (with_version in common.lua)
+	}
 	out := make([]string, len(msgs))
 	for i := range msgs {
 		out[i] = msgText(&msgs[i])

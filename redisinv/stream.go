@@ -318,12 +318,22 @@ func (c *Consumer) store(ctx context.Context, saleID, key string, entries []ruei
 	}
 }
 
-// decodeEvent turns a field of a stream entry written by emit (common.lua) into an Event.
+// decodeEvent turns a field of a stream entry written by emit (common.lua) into an Event,
+// with the sale's version after the change when the entry carries one.
 func decodeEvent(saleID string, fv rueidis.XRangeFieldValue) (seckill.Event, error) {
 	if fv.Field != "e" {
 		return seckill.Event{}, fmt.Errorf("field %q, want e", fv.Field)
 	}
 	e := fv.Value
+	var version uint64 // "v<version>|" before the event; absent in entries older than versions
+	if strings.HasPrefix(e, "v") {
+		vs, rest, ok := strings.Cut(e[1:], "|")
+		n, err := strconv.ParseUint(vs, 10, 64)
+		if !ok || err != nil {
+			return seckill.Event{}, fmt.Errorf("bad version %q", vs)
+		}
+		version, e = n, rest
+	}
 	f := strings.SplitN(e, "|", 11)
 	if len(f) != 11 {
 		return seckill.Event{}, errors.New("too few fields")
@@ -359,7 +369,7 @@ func decodeEvent(saleID string, fv rueidis.XRangeFieldValue) (seckill.Event, err
 	if len(f[0]) != 32 || !r.Status.Valid() {
 		return seckill.Event{}, errors.New("bad id or status")
 	}
-	return seckill.Event{Reservation: r, At: fromMillis(nums[4]), Type: typ}, nil
+	return seckill.Event{Reservation: r, At: fromMillis(nums[4]), Type: typ, Version: version}, nil
 }
 
 // sleep waits d or until ctx is done; it reports whether the full d passed.

@@ -244,7 +244,8 @@ func (s *Store) ApplyEvents(ctx context.Context, events []seckill.Event) error {
 		return err
 	}
 	out, err := s.outboxOfEvents(events)
-	if err != nil || len(rows)+len(out) == 0 {
+	vs := eventVersions(events) // version.go
+	if err != nil || len(rows)+len(out)+len(vs) == 0 {
 		return err
 	}
 	// inTx runs apply and then writes the outbox, in one transaction: an attempt that fails
@@ -252,6 +253,9 @@ func (s *Store) ApplyEvents(ctx context.Context, events []seckill.Event) error {
 	inTx := func(apply func(tx *sql.Tx) error) error {
 		return s.inTx(ctx, func(tx *sql.Tx) error {
 			if err := apply(tx); err != nil {
+				return err
+			}
+			if err := s.raiseVersions(ctx, tx, vs); err != nil {
 				return err
 			}
 			return s.writeOutbox(ctx, tx, out)

@@ -23,4 +23,4 @@ end
 
 local out = main()
 save_state()
-return out
+return with_version(out)

@@ -41,4 +41,4 @@ end
 
 local out = main()
 save_state()
-return out
+return with_version(out)

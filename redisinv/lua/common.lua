@@ -25,8 +25,13 @@
 -- wrote the sale, '' if none); and
 -- st = cmsgpack(price, stock, holdback, starts, ends (ms), limit (per user), hold (s), qlimit
 -- (buyers), created (ms), closed (0/1), avail, held, sold, qunits (units wanted by queued
--- buyers), seq (last reservation sequence), now (ms), loading (1 during a rebuild)), so that a
--- script reads and writes the whole state in one command and converts no number to text.
+-- buyers), seq (last reservation sequence), now (ms), loading (1 during a rebuild), qlen, nexp,
+-- ver), so that a script reads and writes the whole state in one command and converts no number
+-- to text. ver is the sale's version (docs/MODEL.md "The state's version"): it only grows, by one
+-- per script call that changes the state (bump), and starts at load.lua's ARGV[17] (1 for a new
+-- sale, above every version seen before for a rebuild); a state written before it existed reads
+-- as 0 (unknown). Every script's reply ends with it (with_version), and every stream entry of a
+-- call carries the version after the call's change ('v<ver>|' before each e field).
 -- To look at it: EVAL "return {cmsgpack.unpack(redis.call('HGET', KEYS[1], 'st'))}" 1 <sale key>
 --
 -- Numbers sent to Redis commands go through num() (string.format('%d')): Redis would format a
@@ -40,6 +45,7 @@ local now     -- the script's time in ms, set by the script before load_state
 local S       -- the sale's definition and counters, once load_state found them
 local changed -- whether save_state has counters to write
 local pending = {} -- XADD's field-value arguments for the script's changes not yet in the stream
+local vtag = ''    -- 'v<ver>|' once the call has bumped the version (bump), else ''
 
 -- load_state reads the sale's hash into S. It returns false when the sale is not loaded.
 local function load_state()
@@ -48,11 +54,12 @@ local function load_state()
     return false
   end
   local price, stock, holdback, starts, ends, limit, hold, qlimit, created, closed, avail, held,
-    sold, qunits, seq, last, loading, qlen, nexp = cmsgpack.unpack(v)
+    sold, qunits, seq, last, loading, qlen, nexp, ver = cmsgpack.unpack(v)
   S = {
     price = price, stock = stock, holdback = holdback, starts = starts, ends = ends, limit = limit,
     hold = hold, qlimit = qlimit, created = created, closed = closed, avail = avail, held = held,
     sold = sold, qunits = qunits, seq = seq, now = last, loading = loading, qlen = qlen, nexp = nexp,
+    ver = ver or 0,
   }
   if S.now > now then
     now = S.now
@@ -64,7 +71,24 @@ end
 -- pack_state is the st field for S.
 local function pack_state()
   return pack_st(S.price, S.stock, S.holdback, S.starts, S.ends, S.limit, S.hold, S.qlimit,
-    S.created, S.closed, S.avail, S.held, S.sold, S.qunits, S.seq, now, S.loading, S.qlen, S.nexp)
+    S.created, S.closed, S.avail, S.held, S.sold, S.qunits, S.seq, now, S.loading, S.qlen, S.nexp, S.ver)
+end
+
+-- bump raises the version once per call, at the call's first change: every event of the call
+-- and the saved state carry the same version, the one after the call.
+local function bump()
+  if vtag == '' then
+    S.ver = S.ver + 1
+    vtag = 'v' .. num(S.ver) .. '|'
+  end
+end
+
+-- with_version appends the sale's version to a script's reply table (0 when the sale is not
+-- loaded): the Go side takes it off in one place (execRaw) and compares it with the highest
+-- version this instance has seen (version.go).
+local function with_version(out)
+  out[#out + 1] = (S and S.ver) or 0
+  return out
 end
 
 -- flush_events appends the pending changes to the stream, as one entry.
@@ -79,6 +103,7 @@ end
 -- changes' events.
 local function save_state()
   if changed then
+    bump()
     redis.call('HSET', KEYS[1], 'st', pack_state())
   end
   flush_events()
@@ -102,7 +127,7 @@ end
 
 -- emit records r, as it is after its change, for the sale's stream: in the same script as the
 -- change, so that the order store can never miss one (no dual write). Each change is one
--- field e = "<id>|<status>|<user>|<quantity>|<seq>|<amount>|<created>|<at>|<expires>|<payment
+-- field e = "v<version>|<id>|<status>|<user>|<quantity>|<seq>|<amount>|<created>|<at>|<expires>|<payment
 -- id length>|<payment id><idempotency key>" (numbers in decimal, expires 0 unless held): the
 -- fields before the payment id cannot contain '|', and the two strings are told apart by the
 -- length. The changes of one call go in one entry (save_state), at most EVENTS_PER_ENTRY of
@@ -117,8 +142,9 @@ local function emit(r, typ)
   if r.status == 'held' then
     exp = r.exp
   end
+  bump()
   pending[#pending + 1] = 'e'
-  pending[#pending + 1] = event(r.id, typ or r.status, r.user, r.q, r.seq, r.amount, r.created, now, exp,
+  pending[#pending + 1] = vtag .. event(r.id, typ or r.status, r.user, r.q, r.seq, r.amount, r.created, now, exp,
     r.pid, r.key)
   if #pending >= 2 * EVENTS_PER_ENTRY then
     flush_events()
@@ -303,6 +329,7 @@ local function begin()
   check_keys()
   now = clock_arg(ARGV[1])
   changed = false
+  vtag = ''
 end
 
 local function ready()

@@ -10,9 +10,14 @@
 --       most 200 bytes); [5] price_cents (0 to 10^12); [6] stock; [7] holdback; [8] starts_at
 --       and [9] ends_at (ms); [10] per-user limit (1 to 10^9); [11] hold seconds (1 to 604800);
 --       [12] queue limit (buyers, 0 to 10^10); [13] created_at (ms); [14] units already sold;
---       [15] currency ('' or 3 lower-case letters); [16] listed ('1' or '0').
+--       [15] currency ('' or 3 lower-case letters); [16] listed ('1' or '0'); [17] the
+--       version the sale starts at (optional, default 1; a rebuild sends one above every version
+--       seen before, docs/MODEL.md "The state's version"); [18] for 'rebuild' only, a stale
+--       version (optional, default 0): a sale that is present and not being rebuilt, whose
+--       version is below it, is a Redis that went back in time and is replaced (never one at or
+--       above it: another rebuild has replaced it already).
 -- Returns: {'ok'}, {'conflict'}, or {'fenced'} (a rebuild with a newer token is under way);
---          a rebuild leaves the sale 'loading' until ready.lua.
+--          a rebuild leaves the sale 'loading' until ready.lua. Then the version (common.lua).
 -- @common
 local function main()
   begin()
@@ -46,7 +51,12 @@ local function main()
   if listed ~= '1' and listed ~= '0' then
     fail("listed must be '1' or '0'")
   end
-  if load_state() then
+  local ver = int_arg(ARGV[17] or '1', 'version', 1, MAX_EXACT)
+  local stale = int_arg(ARGV[18] or '0', 'stale version', 0, MAX_EXACT)
+  if mode == 'new' and stale ~= 0 then
+    fail("a stale version is for 'rebuild' only")
+  end
+  if load_state() and not (mode == 'rebuild' and S.loading ~= 1 and S.ver < stale) then
     if mode == 'new' or S.loading ~= 1 then
       return {'conflict'}
     end
@@ -66,7 +76,7 @@ local function main()
   S = {
     price = price, stock = stock, holdback = holdback, starts = starts, ends = ends, limit = limit,
     hold = hold_s, qlimit = qlimit, created = created, closed = 0, avail = stock - holdback - sold,
-    held = 0, sold = sold, qunits = 0, seq = 0, loading = loading, qlen = 0, nexp = 0,
+    held = 0, sold = sold, qunits = 0, seq = 0, loading = loading, qlen = 0, nexp = 0, ver = ver,
   }
   redis.call('DEL', KEYS[1])
   redis.call('HSET', KEYS[1], 'name', name, 'loader', token, 'st', pack_state(), 'currency', currency,
@@ -74,4 +84,4 @@ local function main()
   return {'ok'}
 end
 
-return main()
+return with_version(main())

@@ -125,9 +125,9 @@ end
 
 -- pack_st is the sale hash's st field (common.lua's header lists the values, in this order).
 local function pack_st(price, stock, holdback, starts, ends, limit, hold, qlimit, created, closed,
-    avail, held, sold, qunits, seq, now, loading, qlen, nexp)
+    avail, held, sold, qunits, seq, now, loading, qlen, nexp, ver)
   return cmsgpack.pack(price, stock, holdback, starts, ends, limit, hold, qlimit, created, closed,
-    avail, held, sold, qunits, seq, now, loading, qlen, nexp)
+    avail, held, sold, qunits, seq, now, loading, qlen, nexp, ver)
 end
 
 -- event is a stream entry's e field (common.lua, emit): "<id>|<status>|<user>|<quantity>|<seq>|

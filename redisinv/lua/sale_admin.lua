@@ -51,4 +51,4 @@ local out = main()
 if ARGV[2] ~= 'drop' then
   save_state()
 end
-return out
+return with_version(out)

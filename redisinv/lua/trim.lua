@@ -98,4 +98,4 @@ local function main()
   return {'ok', removed, left}
 end
 
-return main()
+return with_version(main())

@@ -1,0 +1,221 @@
+package redisinv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/seckill-go/seckill"
+)
+
+// A sale's state has a version that only grows (common.lua: ver, bump): every script call that
+// changes the state raises it by one, every stream entry carries the version after its change,
+// and every script's reply ends with the sale's version. The order store records the highest
+// version it has stored (VersionSource). A Redis that answers with a version lower than one
+// already seen — by this instance in an earlier reply, or by the database — went back in time
+// (a failover to a replica that lagged, a restore from an old snapshot): its answer is not
+// served, and the sale is rebuilt from the database (rebuild.go) as if its keys were missing.
+// docs/MODEL.md "The state's version" is the contract.
+
+// VersionSource is the optional part of a Source that records sales' versions: the order
+// store's highest version stored (sqlstore.Store implements it). A rebuild from a Source that
+// is not a VersionSource still works; an instance then compares only with the versions it has
+// seen itself.
+type VersionSource interface {
+	// SaleVersion is the highest version of the sale the store has recorded, 0 if none.
+	SaleVersion(ctx context.Context, saleID string) (uint64, error)
+	// RaiseSaleVersion records v unless a higher version is recorded already.
+	RaiseSaleVersion(ctx context.Context, saleID string, v uint64) error
+}
+
+// epoch is the step between the versions a rebuild starts from: a rebuild starts the sale at
+// the next multiple of epoch above every version known (the database's, this instance's), and
+// records that start in the database before it loads the sale, so that no instance can have
+// seen a version at or above it, and so that the next rebuild starts higher still. A sale can
+// make 2^32 changes between two rebuilds and be rebuilt 2^21 times before its version reaches
+// 2^53, the largest integer the scripts hold exactly.
+const epoch = 1 << 32
+
+// nextEpoch is the version a rebuild starts from, given the highest version known.
+func nextEpoch(known uint64) uint64 { return (known/epoch + 1) * epoch }
+
+// maxVersionEntries bounds the sales a versionBook remembers. Entries are only made for sales
+// Redis has (a reply with a version), which only an admin creates; past the bound the book
+// starts again empty (each sale is then compared with the database once more).
+const maxVersionEntries = 100_000
+
+// dbRetry is how long an instance waits before asking the database again for a sale's version
+// after it could not read it (the database is down: calls go on, compared with what this
+// instance has seen only).
+const dbRetry = time.Second
+
+// versionBook is what an instance knows of its sales' versions.
+type versionBook struct {
+	off     bool     // withoutVersionCheck: tests only (the negative control)
+	m       sync.Map // sale id -> *saleVersion
+	entries atomic.Int64
+	stale   atomic.Int64 // replies refused as stale, for tests and logs
+}
+
+// saleVersion is one sale's highest version seen, and whether the database was asked.
+type saleVersion struct {
+	seen    atomic.Uint64
+	checked atomic.Bool  // the database's version was read and folded into seen
+	retryAt atomic.Int64 // unix ns before which the database is not asked again
+	mu      sync.Mutex   // one reader of the database per sale at a time
+}
+
+// withoutVersionCheck switches the detection off: replies are served whatever their version.
+// It exists for the negative control of the tests, which must see the stale answer served.
+func withoutVersionCheck() Option { return func(e *Engine) { e.versions.off = true } }
+
+// versionFloor is the highest version of the sale this instance has seen, read before a call is
+// sent: any reply to the call must carry at least it, since Redis produced it before the call
+// was sent. Reading it before rather than after the reply is what makes concurrent replies
+// safe: a reply that arrives late with a lower version than one stored meanwhile was produced
+// earlier, not by a Redis that went back.
+func (e *Engine) versionFloor(saleID string) uint64 {
+	if v, ok := e.versions.m.Load(saleID); ok {
+		return v.(*saleVersion).seen.Load()
+	}
+	return 0
+}
+
+// checkVersion compares a reply's version v with floor (versionFloor before the call) and, the
+// first time this instance sees the sale, with the database's. It returns an unavailable error,
+// after starting the rebuild, when Redis is behind; otherwise it raises the sale's highest
+// version seen. v = 0 is a sale not loaded or loaded before versions existed: nothing to compare.
+func (e *Engine) checkVersion(ctx context.Context, saleID string, floor, v uint64) error {
+	if v == 0 || !e.versionsOn() {
+		return nil
+	}
+	if v < floor {
+		return e.stale(saleID, floor, v)
+	}
+	sv := e.saleVersion(saleID)
+	if !sv.checked.Load() {
+		if db, ok := e.dbVersion(ctx, saleID, sv); ok && v < db {
+			return e.stale(saleID, db, v)
+		}
+	}
+	for {
+		cur := sv.seen.Load()
+		if cur >= v || sv.seen.CompareAndSwap(cur, v) {
+			return nil
+		}
+	}
+}
+
+// saleVersion returns the sale's entry, made on first use.
+func (e *Engine) saleVersion(saleID string) *saleVersion {
+	if v, ok := e.versions.m.Load(saleID); ok {
+		return v.(*saleVersion)
+	}
+	if e.versions.entries.Load() >= maxVersionEntries {
+		e.versions.m.Clear()
+		e.versions.entries.Store(0)
+	}
+	v, loaded := e.versions.m.LoadOrStore(saleID, &saleVersion{})
+	if !loaded {
+		e.versions.entries.Add(1)
+	}
+	return v.(*saleVersion)
+}
+
+// dbVersion reads the database's version of the sale once (then folds it into sv.seen) and
+// reports it; ok is false when there is no database to ask or it cannot be read now.
+func (e *Engine) dbVersion(ctx context.Context, saleID string, sv *saleVersion) (uint64, bool) {
+	vs := e.versionSource()
+	if vs == nil {
+		sv.checked.Store(true)
+		return 0, false
+	}
+	if time.Now().UnixNano() < sv.retryAt.Load() {
+		return 0, false
+	}
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if sv.checked.Load() {
+		return sv.seen.Load(), true
+	}
+	db, err := vs.SaleVersion(ctx, saleID)
+	if err != nil {
+		sv.retryAt.Store(time.Now().Add(dbRetry).UnixNano())
+		e.log.Warn("redisinv: cannot read the sale's version from the database; comparing with this instance's only for now",
+			"sale", saleID, "err", err)
+		return 0, false
+	}
+	for {
+		cur := sv.seen.Load()
+		if cur >= db || sv.seen.CompareAndSwap(cur, db) {
+			break
+		}
+	}
+	sv.checked.Store(true)
+	return db, true
+}
+
+// versionSource is the rebuild's source as a VersionSource, or nil.
+func (e *Engine) versionSource() VersionSource {
+	if e.rebuild == nil {
+		return nil
+	}
+	vs, _ := e.rebuild.src.(VersionSource)
+	return vs
+}
+
+// stale refuses a reply from a Redis that went back in time and starts the sale's rebuild.
+// Without WithRebuild there is nothing to rebuild from: the check is then off (versionsOn).
+func (e *Engine) stale(saleID string, want, got uint64) error {
+	e.versions.stale.Add(1)
+	e.log.Error("redisinv: Redis answered with an older state of the sale than already seen (a failover to a replica that lagged?); rebuilding it from the database",
+		"sale", saleID, "version", got, "seen", want)
+	e.rebuild.startStale(saleID, want)
+	return seckill.Errorf(seckill.CodeUnavailable, "sale %q is being restored from the database; retry shortly", saleID)
+}
+
+// versionsOn reports whether replies are checked: only with a rebuild to repair what the check
+// finds (WithRebuild), and not in the negative control.
+func (e *Engine) versionsOn() bool { return e.rebuild != nil && !e.versions.off }
+
+// rebuildVersion is the version a rebuild of the sale starts from, recorded in the database
+// first when the source records versions: the next epoch above the database's, this
+// instance's highest seen and stale (the version that showed Redis stale, 0 if none).
+func (rb *rebuilder) rebuildVersion(ctx context.Context, saleID string, stale uint64) (uint64, error) {
+	known := max(stale, rb.e.versionFloor(saleID))
+	vs, _ := rb.src.(VersionSource)
+	if vs != nil {
+		db, err := vs.SaleVersion(ctx, saleID)
+		if err != nil {
+			return 0, err
+		}
+		known = max(known, db)
+	}
+	v := nextEpoch(known)
+	if v > maxExact {
+		return 0, seckill.Errorf(seckill.CodeInternal, "sale %q: version %d past 2^53", saleID, v)
+	}
+	if vs != nil {
+		if err := vs.RaiseSaleVersion(ctx, saleID, v); err != nil {
+			return 0, err
+		}
+	}
+	return v, nil
+}
+
+// splitVersion takes the version off the end of a script's reply (with_version in common.lua).
+func splitVersion(msgs []rueidis.RedisMessage) (reply, uint64, error) {
+	if len(msgs) < 2 {
+		return nil, 0, errors.New("reply too short: want a code and a version")
+	}
+	v, err := msgs[len(msgs)-1].AsInt64()
+	if err != nil || v < 0 {
+		return nil, 0, fmt.Errorf("reply does not end with a version: %v", err)
+	}
+	return reply(msgs[:len(msgs)-1]), uint64(v), nil
+}

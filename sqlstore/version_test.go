@@ -1,0 +1,66 @@
+package sqlstore
+
+import (
+	"testing"
+	"time"
+
+	"github.com/seckill-go/seckill"
+)
+
+// TestSaleVersion: ApplyEvents records the highest Version of each sale's events in the same
+// transaction, and never lowers it (entries stored again, an older batch after a newer one);
+// RaiseSaleVersion only raises; events without a version (the memory engine) record nothing;
+// an unknown sale reads 0. On every dialect.
+func TestSaleVersion(t *testing.T) {
+	allDialects(t, func(t *testing.T, fresh freshDB) {
+		ctx := t.Context()
+		s := openT(t, fresh(t))
+		now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+		price := int64(0)
+		def, err := seckill.NewSale(seckill.SaleInput{ID: "v", PriceCents: &price, Stock: ptrInt(5), StartsAt: &now}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CreateSale(ctx, def); err != nil {
+			t.Fatal(err)
+		}
+		want := func(step string, w uint64) {
+			t.Helper()
+			if got, err := s.SaleVersion(ctx, "v"); err != nil || got != w {
+				t.Fatalf("%s: SaleVersion = %d, %v; want %d", step, got, err, w)
+			}
+		}
+		want("new sale", 0)
+		ev := func(seq int, v uint64) seckill.Event {
+			exp := now.Add(time.Minute)
+			id := seckill.ReservationID("v", []byte{15: byte(seq)})
+			return seckill.Event{Reservation: seckill.Reservation{ID: id, SaleID: "v", UserID: "u", Quantity: 1,
+				Status: seckill.StatusHeld, Seq: uint64(seq), AmountCents: 0, CreatedAt: now, ExpiresAt: &exp}, At: now, Version: v}
+		}
+		if err := s.ApplyEvents(ctx, []seckill.Event{ev(1, 3), ev(2, 7), ev(3, 5)}); err != nil {
+			t.Fatal(err)
+		}
+		want("after a batch", 7)
+		if err := s.ApplyEvents(ctx, []seckill.Event{ev(1, 3)}); err != nil {
+			t.Fatal(err)
+		}
+		want("after an older batch", 7)
+		if err := s.ApplyEvents(ctx, []seckill.Event{ev(4, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		want("after events without a version", 7)
+		if err := s.RaiseSaleVersion(ctx, "v", 1<<32); err != nil {
+			t.Fatal(err)
+		}
+		want("raised", 1<<32)
+		if err := s.RaiseSaleVersion(ctx, "v", 9); err != nil {
+			t.Fatal(err)
+		}
+		want("not lowered", 1<<32)
+		if got, err := s.SaleVersion(ctx, "nope"); err != nil || got != 0 {
+			t.Fatalf("unknown sale: %d, %v; want 0", got, err)
+		}
+	})
+}
+
+func ptrInt(n int) *int { return &n }
