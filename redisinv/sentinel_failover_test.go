@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -40,7 +41,7 @@ func runSentinelFailover(t *testing.T, replicas int) failoverFigures {
 	master := startMaster(t)
 	startReplica(t, master, "replica1")
 	startReplica(t, master, "replica2")
-	sentinels := startSentinels(t, master, 3, 2)
+	sentinels := startSentinels(t, master, 3, 2, "")
 	c := dialT(t, sentinelURL(sentinels))
 	if c.Cluster || c.MasterSet != sentinelMaster {
 		t.Fatalf("Dial(%s): cluster %v, master set %q", sentinelURL(sentinels), c.Cluster, c.MasterSet)
@@ -188,5 +189,44 @@ func TestSentinelFailoverReplicaAck(t *testing.T) {
 	t.Log(f)
 	if f.Lost != 0 {
 		t.Errorf("%d of %d holds acknowledged by a replica were lost in the failover", f.Lost, f.Acked)
+	}
+}
+
+// TestSentinelAuth: a master and replica that require a password and a sentinel that requires
+// its own, reached with the master's password as the URL's user info and the sentinel's as
+// sentinel_password. A wrong or missing sentinel password fails Dial, quoting neither.
+func TestSentinelAuth(t *testing.T) {
+	const masterPW, sentinelPW = "master-secret-pw", "sentinel-secret-pw"
+	master := startMaster(t, masterPW)
+	startReplica(t, master, "replica")
+	sentinels := startSentinels(t, master, 1, 1, sentinelPW)
+	addr := sentinels[0].addr()
+	c := dialT(t, "redis://:"+masterPW+"@"+addr+"/0?master_set="+sentinelMaster+"&sentinel_password="+sentinelPW)
+	e := New(c.Inventory)
+	defer e.Close()
+	loadTestSale(t, e, "auth", 10)
+	if _, err := e.Buy(t.Context(), seckill.BuyRequest{SaleID: "auth", UserID: "u", Quantity: 1}); err != nil {
+		t.Fatalf("buy through an authenticated Sentinel deployment: %v", err)
+	}
+	if err := c.Locks.Set(t.Context(), "seckilltest:auth-lock", "x", time.Minute).Err(); err != nil {
+		t.Fatalf("the locks' client through an authenticated Sentinel deployment: %v", err)
+	}
+	for _, url := range []string{
+		"redis://:" + masterPW + "@" + addr + "/0?master_set=" + sentinelMaster + "&sentinel_password=wrong-" + sentinelPW,
+		"redis://:" + masterPW + "@" + addr + "/0?master_set=" + sentinelMaster,
+		"redis://:wrong-" + masterPW + "@" + addr + "/0?master_set=" + sentinelMaster + "&sentinel_password=" + sentinelPW,
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		bad, err := Dial(ctx, url)
+		cancel()
+		if err == nil {
+			bad.Close()
+			t.Fatalf("Dial(%s) succeeded", redactURL(url))
+		}
+		for _, secret := range []string{masterPW, sentinelPW} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("Dial(%s) error quotes a password: %v", redactURL(url), err)
+			}
+		}
 	}
 }

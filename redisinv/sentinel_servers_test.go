@@ -24,10 +24,11 @@ import (
 
 // redisProc is one redis-server process.
 type redisProc struct {
-	t    testing.TB
-	port string
-	cmd  *exec.Cmd
-	log  string // its log file, shown when a wait fails
+	t        testing.TB
+	port     string
+	cmd      *exec.Cmd
+	log      string // its log file, shown when a wait fails
+	password string // requirepass, if any: client() authenticates with it
 }
 
 func (p *redisProc) addr() string { return "127.0.0.1:" + p.port }
@@ -43,7 +44,7 @@ func (p *redisProc) signal(sig syscall.Signal) {
 // client is a plain rueidis client of this one server.
 func (p *redisProc) client() rueidis.Client {
 	p.t.Helper()
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{p.addr()}, DisableCache: true,
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{p.addr()}, DisableCache: true, Password: p.password,
 		Dialer: net.Dialer{Timeout: time.Second}, ConnWriteTimeout: 2 * time.Second})
 	if err != nil {
 		p.t.Fatalf("connect to redis %s: %v\n%s", p.port, err, p.tail())
@@ -105,7 +106,7 @@ func startRedisProc(t testing.TB, name string, conf []string, extra ...string) *
 		}
 		buf := make([]byte, 16)
 		n, _ := c.Read(buf)
-		return strings.HasPrefix(string(buf[:n]), "+PONG")
+		return strings.HasPrefix(string(buf[:n]), "+PONG") || strings.HasPrefix(string(buf[:n]), "-NOAUTH")
 	})
 	return p
 }
@@ -114,13 +115,29 @@ func startRedisProc(t testing.TB, name string, conf []string, extra ...string) *
 // replication), and replicas that answer reads while they resynchronise.
 var dataConf = []string{`save ""`, "appendonly no", "repl-diskless-sync no", "repl-ping-replica-period 1"}
 
-// startMaster starts a master.
-func startMaster(t testing.TB) *redisProc { return startRedisProc(t, "master", dataConf) }
+// startMaster starts a master; with a password, it requires it.
+func startMaster(t testing.TB, password ...string) *redisProc {
+	conf := append([]string{}, dataConf...)
+	if len(password) > 0 {
+		conf = append(conf, "requirepass "+password[0])
+	}
+	p := startRedisProc(t, "master", conf)
+	if len(password) > 0 {
+		p.password = password[0]
+	}
+	return p
+}
 
-// startReplica starts a replica of master and waits until its link is up.
+// startReplica starts a replica of master (with master's password, which it requires too) and
+// waits until its link is up.
 func startReplica(t testing.TB, master *redisProc, name string) *redisProc {
 	t.Helper()
-	r := startRedisProc(t, name, append(append([]string{}, dataConf...), "replicaof 127.0.0.1 "+master.port))
+	conf := append(append([]string{}, dataConf...), "replicaof 127.0.0.1 "+master.port)
+	if master.password != "" {
+		conf = append(conf, "masterauth "+master.password, "requirepass "+master.password)
+	}
+	r := startRedisProc(t, name, conf)
+	r.password = master.password
 	c := r.client()
 	waitUntil(t, 15*time.Second, name+" linked to its master", func() bool {
 		info, err := c.Do(context.Background(), c.B().Info().Section("replication").Build()).ToString()
@@ -134,17 +151,26 @@ const sentinelMaster = "mymaster"
 
 // startSentinels starts n sentinels watching master with quorum n/2+1, a master declared down
 // after 1 s without an answer, and waits until each knows the replicas and the other
-// sentinels (a failover needs both).
-func startSentinels(t testing.TB, master *redisProc, n, replicas int) []*redisProc {
+// sentinels (a failover needs both). They use master's password; with sentinelPassword they
+// require one of their own (and use it with each other).
+func startSentinels(t testing.TB, master *redisProc, n, replicas int, sentinelPassword string) []*redisProc {
 	t.Helper()
 	var out []*redisProc
 	for i := range n {
-		s := startRedisProc(t, fmt.Sprintf("sentinel%d", i+1), []string{
+		conf := []string{
 			fmt.Sprintf("sentinel monitor %s 127.0.0.1 %s %d", sentinelMaster, master.port, n/2+1),
 			"sentinel down-after-milliseconds " + sentinelMaster + " 1000",
 			"sentinel failover-timeout " + sentinelMaster + " 10000",
 			"sentinel parallel-syncs " + sentinelMaster + " 2",
-		}, "--sentinel")
+		}
+		if master.password != "" {
+			conf = append(conf, "sentinel auth-pass "+sentinelMaster+" "+master.password)
+		}
+		if sentinelPassword != "" {
+			conf = append(conf, "requirepass "+sentinelPassword, "sentinel sentinel-pass "+sentinelPassword)
+		}
+		s := startRedisProc(t, fmt.Sprintf("sentinel%d", i+1), conf, "--sentinel")
+		s.password = sentinelPassword
 		out = append(out, s)
 	}
 	for _, s := range out {
