@@ -85,8 +85,9 @@ type Exporter struct {
 type pairKey struct{ log, sink string }
 
 type lag struct {
-	events int64
-	oldest time.Time
+	events   int64
+	oldest   time.Time
+	measured time.Time // when: the lag in seconds is measured - oldest, not now - oldest
 }
 
 // sinkState counts what happened to one sink's events in this process.
@@ -246,7 +247,7 @@ func (x *Exporter) follow(lead context.Context, l export.Log, s *sinkState, k pa
 func (x *Exporter) measure(lead context.Context, l export.Log, k pairKey) {
 	for {
 		if n, oldest, err := l.Lag(lead, k.sink); err == nil {
-			x.setLag(k, &lag{events: n, oldest: oldest})
+			x.setLag(k, &lag{events: n, oldest: oldest, measured: time.Now()})
 		}
 		if !sleep(lead, lagEvery) {
 			return
@@ -349,7 +350,6 @@ type SinkStatus struct {
 
 // Status reports every sink, in configuration order.
 func (x *Exporter) Status() []SinkStatus {
-	now := time.Now()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	out := make([]SinkStatus, 0, len(x.cfg.Sinks))
@@ -362,7 +362,7 @@ func (x *Exporter) Status() []SinkStatus {
 			}
 			st.LagEvents += l.events
 			if l.events > 0 && !l.oldest.IsZero() {
-				st.LagSeconds = max(st.LagSeconds, now.Sub(l.oldest).Seconds())
+				st.LagSeconds = max(st.LagSeconds, l.measured.Sub(l.oldest).Seconds())
 			}
 		}
 		st.FarBehind = st.LagSeconds >= x.cfg.FarBehind.Seconds()

@@ -135,12 +135,18 @@ func (l *streamLog) Lead(ctx context.Context, sink string) (context.Context, fun
 	for {
 		lease, err := m.TryLock(ctx, 0, 0)
 		if err == nil {
+			// The lead ends with the lease (lost or released) or with ctx (the exporter stops):
+			// the lease's own context knows nothing of ctx.
+			lead, cancel := context.WithCancel(ctx)
+			stop := context.AfterFunc(lease.Context(), cancel)
 			release := func() {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				defer cancel()
+				stop()
+				cancel()
+				ctx, cancelUnlock := context.WithTimeout(context.Background(), time.Second)
+				defer cancelUnlock()
 				_ = m.Unlock(ctx)
 			}
-			return lease.Context(), release, nil
+			return lead, release, nil
 		}
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()

@@ -299,3 +299,22 @@ func ids(events []export.Event) []string {
 	}
 	return out
 }
+
+// TestExportLeadEndsWithItsContext: the lead ends when the exporter stops (its context is
+// cancelled), not only when the lock's lease is lost: otherwise an instance exporting a sale
+// could not shut down (its pair goroutine would follow the lead forever).
+func TestExportLeadEndsWithItsContext(t *testing.T) {
+	r := newExportRig(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	lead, release, err := r.e.ExportLog(r.sale, r.locks).Lead(ctx, "http://shop/hook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	cancel()
+	select {
+	case <-lead.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lead lives on after the exporter's context was cancelled")
+	}
+}
