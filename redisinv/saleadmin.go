@@ -38,6 +38,9 @@ func (e *Engine) CloseUnreserved(ctx context.Context, saleID string) (seckill.Sa
 // (seckill.Service.DeleteSale deletes the row first).
 func (e *Engine) DropSale(ctx context.Context, saleID string) error {
 	_, err := e.saleAdmin(ctx, saleID, "drop")
+	if err == nil {
+		e.versions.m.Delete(saleID) // a sale made again under this id starts its versions anew
+	}
 	return err
 }
 
