@@ -132,7 +132,19 @@ func startMaster(t testing.TB, password ...string) *redisProc {
 // waits until its link is up.
 func startReplica(t testing.TB, master *redisProc, name string) *redisProc {
 	t.Helper()
-	conf := append(append([]string{}, dataConf...), "replicaof 127.0.0.1 "+master.port)
+	return startReplicaVia(t, master, name, master.addr())
+}
+
+// startReplicaVia is startReplica with the replica connecting to master at addr: a proxy that
+// can hold the replication stream (gateProxy), so that the replica falls behind while it still
+// answers the sentinels.
+func startReplicaVia(t testing.TB, master *redisProc, name, addr string) *redisProc {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := append(append([]string{}, dataConf...), "replicaof "+host+" "+port)
 	if master.password != "" {
 		conf = append(conf, "masterauth "+master.password, "requirepass "+master.password)
 	}
