@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -116,6 +117,24 @@ func TestExportRushThreeInstances(t *testing.T) {
 	}
 	if !reported(problems, "order", swapped) {
 		t.Errorf("the detector missed the events of %s swapped: %v", swapped, problems)
+	}
+
+	// Every instance, exporting, still shuts down cleanly: SIGTERM, exit 0 well within the
+	// 15 s the services get to stop (an exporter that followed its lead forever made it exit 1).
+	for i, in := range c.insts {
+		in.alive.Store(false)
+		_ = in.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- in.cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("instance %d did not shut down cleanly: %v\n%s", i, err, tail(in.log.String(), 20))
+			}
+		case <-time.After(20 * time.Second):
+			_ = in.cmd.Process.Kill()
+			t.Errorf("instance %d did not stop within 20 s of SIGTERM", i)
+		}
 	}
 }
 
