@@ -255,6 +255,9 @@ func (rb *rebuilder) rebuild(ctx context.Context, saleID string, stale uint64) (
 	case "fenced":
 		return 0, errFenced
 	}
+	if err := rb.recordVersion(ctx, saleID, ver); err != nil { // version.go
+		return 0, fmt.Errorf("record sale version: %w", err)
+	}
 	if err := rb.restoreAll(ctx, saleID, rs, token); err != nil {
 		return 0, err
 	}

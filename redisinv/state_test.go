@@ -10,7 +10,7 @@ import (
 
 // stateFields are the names of the values packed in a sale's st field (common.lua).
 var stateFields = []string{"price", "stock", "holdback", "starts", "ends", "limit", "hold", "qlimit",
-	"created", "closed", "avail", "held", "sold", "qunits", "seq", "now", "loading", "qlen", "nexp"}
+	"created", "closed", "avail", "held", "sold", "qunits", "seq", "now", "loading", "qlen", "nexp", "ver"}
 
 // rawState reads a sale's packed state without running one of the engine's scripts (which
 // would reclaim and serve the queue on its own): a plain unpack, in Redis.

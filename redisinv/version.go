@@ -51,8 +51,13 @@ const maxVersionEntries = 100_000
 
 // dbRetry is how long an instance waits before asking the database again for a sale's version
 // after it could not read it (the database is down: calls go on, compared with what this
-// instance has seen only).
-const dbRetry = time.Second
+// instance has seen only); dbTimeout bounds one such read, which the sale's calls arriving
+// meanwhile wait for (so that none is served before the comparison), so that a database that
+// hangs holds a fresh instance's calls of a sale at most that long every dbRetry.
+const (
+	dbRetry   = 5 * time.Second
+	dbTimeout = 500 * time.Millisecond
+)
 
 // versionBook is what an instance knows of its sales' versions.
 type versionBook struct {
@@ -65,39 +70,53 @@ type versionBook struct {
 // saleVersion is one sale's highest version seen, and whether the database was asked.
 type saleVersion struct {
 	seen    atomic.Uint64
-	checked atomic.Bool  // the database's version was read and folded into seen
-	retryAt atomic.Int64 // unix ns before which the database is not asked again
-	mu      sync.Mutex   // one reader of the database per sale at a time
+	db      atomic.Uint64 // the database's version, once read
+	checked atomic.Bool   // the database's version was read and folded into seen
+	retryAt atomic.Int64  // unix ns before which the database is not asked again
+	mu      sync.Mutex    // one reader of the database per sale at a time
 }
 
 // withoutVersionCheck switches the detection off: replies are served whatever their version.
 // It exists for the negative control of the tests, which must see the stale answer served.
 func withoutVersionCheck() Option { return func(e *Engine) { e.versions.off = true } }
 
+// versionMark is what an instance knew of a sale's version before it sent a call: the highest
+// version seen, and the sale's entry (nil before the sale's first reply).
+type versionMark struct {
+	floor uint64
+	sv    *saleVersion
+}
+
 // versionFloor is the highest version of the sale this instance has seen, read before a call is
 // sent: any reply to the call must carry at least it, since Redis produced it before the call
 // was sent. Reading it before rather than after the reply is what makes concurrent replies
 // safe: a reply that arrives late with a lower version than one stored meanwhile was produced
 // earlier, not by a Redis that went back.
-func (e *Engine) versionFloor(saleID string) uint64 {
+func (e *Engine) versionFloor(saleID string) versionMark {
 	if v, ok := e.versions.m.Load(saleID); ok {
-		return v.(*saleVersion).seen.Load()
+		sv := v.(*saleVersion)
+		return versionMark{floor: sv.seen.Load(), sv: sv}
 	}
-	return 0
+	return versionMark{}
 }
 
-// checkVersion compares a reply's version v with floor (versionFloor before the call) and, the
-// first time this instance sees the sale, with the database's. It returns an unavailable error,
-// after starting the rebuild, when Redis is behind; otherwise it raises the sale's highest
-// version seen. v = 0 is a sale not loaded or loaded before versions existed: nothing to compare.
-func (e *Engine) checkVersion(ctx context.Context, saleID string, floor, v uint64) error {
+// checkVersion compares a reply's version v with the mark taken before the call and, the first
+// time this instance sees the sale, with the database's. It returns an unavailable error, after
+// starting the rebuild, when Redis is behind; otherwise it raises the sale's highest version
+// seen. v = 0 is a sale not loaded or loaded before versions existed: nothing to compare. On the
+// hot path (the sale seen before) it costs a comparison, an atomic load and, when the version
+// rose, a compare-and-swap.
+func (e *Engine) checkVersion(ctx context.Context, saleID string, m versionMark, v uint64) error {
 	if v == 0 || !e.versionsOn() {
 		return nil
 	}
-	if v < floor {
-		return e.stale(saleID, floor, v)
+	if v < m.floor {
+		return e.stale(saleID, m.floor, v)
 	}
-	sv := e.saleVersion(saleID)
+	sv := m.sv
+	if sv == nil {
+		sv = e.saleVersion(saleID)
+	}
 	if !sv.checked.Load() {
 		if db, ok := e.dbVersion(ctx, saleID, sv); ok && v < db {
 			return e.stale(saleID, db, v)
@@ -141,8 +160,14 @@ func (e *Engine) dbVersion(ctx context.Context, saleID string, sv *saleVersion) 
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
 	if sv.checked.Load() {
-		return sv.seen.Load(), true
+		// Not seen: it may already hold versions of replies produced after this one.
+		return sv.db.Load(), true
 	}
+	if time.Now().UnixNano() < sv.retryAt.Load() {
+		return 0, false // the read just failed for another call
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
+	defer cancel()
 	db, err := vs.SaleVersion(ctx, saleID)
 	if err != nil {
 		sv.retryAt.Store(time.Now().Add(dbRetry).UnixNano())
@@ -156,6 +181,7 @@ func (e *Engine) dbVersion(ctx context.Context, saleID string, sv *saleVersion) 
 			break
 		}
 	}
+	sv.db.Store(db)
 	sv.checked.Store(true)
 	return db, true
 }
@@ -183,13 +209,15 @@ func (e *Engine) stale(saleID string, want, got uint64) error {
 // finds (WithRebuild), and not in the negative control.
 func (e *Engine) versionsOn() bool { return e.rebuild != nil && !e.versions.off }
 
-// rebuildVersion is the version a rebuild of the sale starts from, recorded in the database
-// first when the source records versions: the next epoch above the database's, this
-// instance's highest seen and stale (the version that showed Redis stale, 0 if none).
+// rebuildVersion is the version a rebuild of the sale starts from: the next epoch above the
+// database's version, this instance's highest seen and stale (the version that showed Redis
+// stale, 0 if none). The rebuild records it in the database (recordVersion) once load.lua has
+// accepted it, not before: a rebuild that finds the sale fine after all (another instance
+// rebuilt it, or a false alarm: a reply overtaken by the database) must not leave the database
+// ahead of a healthy Redis.
 func (rb *rebuilder) rebuildVersion(ctx context.Context, saleID string, stale uint64) (uint64, error) {
-	known := max(stale, rb.e.versionFloor(saleID))
-	vs, _ := rb.src.(VersionSource)
-	if vs != nil {
+	known := max(stale, rb.e.versionFloor(saleID).floor)
+	if vs, ok := rb.src.(VersionSource); ok {
 		db, err := vs.SaleVersion(ctx, saleID)
 		if err != nil {
 			return 0, err
@@ -200,12 +228,16 @@ func (rb *rebuilder) rebuildVersion(ctx context.Context, saleID string, stale ui
 	if v > maxExact {
 		return 0, seckill.Errorf(seckill.CodeInternal, "sale %q: version %d past 2^53", saleID, v)
 	}
-	if vs != nil {
-		if err := vs.RaiseSaleVersion(ctx, saleID, v); err != nil {
-			return 0, err
-		}
-	}
 	return v, nil
+}
+
+// recordVersion records the rebuilt sale's starting version in the database, so that the next
+// rebuild starts above it even if no entry of this one reaches the database.
+func (rb *rebuilder) recordVersion(ctx context.Context, saleID string, v uint64) error {
+	if vs, ok := rb.src.(VersionSource); ok {
+		return vs.RaiseSaleVersion(ctx, saleID, v)
+	}
+	return nil
 }
 
 // splitVersion takes the version off the end of a script's reply (with_version in common.lua).

@@ -308,3 +308,55 @@ func TestNextEpoch(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadReplacesOnlyAStaleSale: load.lua in rebuild mode with a stale version replaces a
+// present sale only while the sale's version is below it (a sale already rebuilt, or a false
+// alarm, is left alone), and starts the replaced sale at the version given. Every state-changing
+// call raises the version by one; reads do not.
+func TestLoadReplacesOnlyAStaleSale(t *testing.T) {
+	c := dialT(t, testenv.Redis(t))
+	ctx := t.Context()
+	clock := seckilltest.NewManualClock(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
+	now := clock.Now()
+	def, err := seckill.NewSale(seckill.SaleInput{ID: "ls", PriceCents: ptr(int64(1)), Stock: ptr(5), StartsAt: &now}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := testPrefix()
+	t.Cleanup(func() { dropPrefix(t, c.Inventory, prefix) })
+	e := New(c.Inventory, WithTestClock(clock), WithPrefix(prefix))
+	t.Cleanup(func() { _ = e.Close() })
+	if err := e.LoadSale(ctx, def, 0); err != nil {
+		t.Fatal(err)
+	}
+	key := e.keys("ls")[0]
+	ver := func() int64 { return rawState(t, c.Inventory, key)["ver"] }
+	if v := ver(); v != 1 {
+		t.Fatalf("new sale: version %d; want 1", v)
+	}
+	for _, u := range []string{"a", "b"} {
+		if _, err := e.Buy(ctx, seckill.BuyRequest{SaleID: "ls", UserID: u, Quantity: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := e.Sale(ctx, "ls"); err != nil {
+		t.Fatal(err)
+	}
+	if v := ver(); v != 3 {
+		t.Fatalf("after two buys and a read: version %d; want 3", v)
+	}
+	load := func(stale string) string {
+		t.Helper()
+		r, err := e.execRaw(ctx, e.scripts.load, "ls", append(loadArgs(def, 0, "rebuild", "7-aa"), fmt.Sprint(epoch), stale)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.code()
+	}
+	if code := load("3"); code != "conflict" || ver() != 3 {
+		t.Fatalf("stale version 3 on a sale at 3: %s, version %d; want conflict and the sale untouched", code, ver())
+	}
+	if code := load("4"); code != "ok" || ver() != epoch || rawState(t, c.Inventory, key)["loading"] != 1 {
+		t.Fatalf("stale version 4 on a sale at 3: %s, %v; want ok, version 2^32, loading", code, rawState(t, c.Inventory, key))
+	}
+}
