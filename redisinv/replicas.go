@@ -24,7 +24,7 @@ import (
 //
 // How the two commands share a connection: rueidis marks WAIT as a blocking command, so a
 // DoMulti of [EVALSHA, WAIT] goes, in that order, on one connection taken from rueidis'
-// pool of dedicated connections (ClientOption.BlockingPoolSize, 1000 by default) and
+// pool of dedicated connections (ClientOption.BlockingPoolSize, 1024 by default) and
 // returned to it afterwards, never on the shared auto-pipelined connection, which a WAIT
 // would stall for every other caller. On a Cluster, DoMulti sends the keyless WAIT to the
 // node of the script's keys. A grouped buy call (batch.go) is one script call and so one
