@@ -495,3 +495,12 @@ func killAndRestart(t *testing.T, rs *faultRedis) func() {
 	}
 }
 
+// TestFaultRedisKilledAOFEverysec: the same with appendfsync everysec. Holds answered in the
+// last second before the kill may be lost (the row reports them); nothing oversold and no
+// paid order lost all the same, since a payment is answered only from the database.
+func TestFaultRedisKilledAOFEverysec(t *testing.T) {
+	faultSuite(t)
+	rs := startFaultRedis(t, "everysec")
+	runFaultScenario(t, "Redis SIGKILL, restarted on its AOF (appendfsync everysec)", rs, killAndRestart(t, rs))
+}
+
