@@ -504,3 +504,14 @@ func TestFaultRedisKilledAOFEverysec(t *testing.T) {
 	runFaultScenario(t, "Redis SIGKILL, restarted on its AOF (appendfsync everysec)", rs, killAndRestart(t, rs))
 }
 
+// TestFaultRedisPaused: Redis stopped with SIGSTOP for 3 s, then SIGCONT: calls answer 503
+// after their 2 s bound meanwhile, and nothing is lost.
+func TestFaultRedisPaused(t *testing.T) {
+	faultSuite(t)
+	rs := startFaultRedis(t, "everysec")
+	runFaultScenario(t, "Redis paused (SIGSTOP) for 3 s, then SIGCONT", rs, func() {
+		rs.signal(syscall.SIGSTOP)
+		time.Sleep(3 * time.Second)
+		rs.signal(syscall.SIGCONT)
+	})
+}
