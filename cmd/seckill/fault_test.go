@@ -18,6 +18,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill-go/seckill/httpapi"
+	"github.com/seckill-go/seckill/internal/tcpproxy"
 	"github.com/seckill-go/seckill/internal/testenv"
 )
 
@@ -126,12 +127,12 @@ func (r *faultRedis) waitUp(within time.Duration) bool {
 // startFaultCluster starts n `seckill serve --engine redis` processes on rs and a fresh
 // MariaDB database, as startCluster does on its own private Redis, and waits until each is
 // ready.
-func startFaultCluster(t *testing.T, n int, rs *faultRedis) *cluster {
+func startFaultCluster(t *testing.T, n int, rs *faultRedis, redisURL string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, rdb: rs.rdb, bin: seckillBinary(t), client: &http.Client{Timeout: 10 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 128}}}
 	c.db = freshMySQL(t)
-	c.env = append(os.Environ(), "SECKILL_REDIS_URL="+rs.url(), "SECKILL_DB="+c.db,
+	c.env = append(os.Environ(), "SECKILL_REDIS_URL="+redisURL, "SECKILL_DB="+c.db,
 		"SECKILL_ADMIN_TOKEN="+clusterAdmin, "SECKILL_AUTH_SECRET="+clusterAuth,
 		"SECKILL_PAYMENT_SECRET="+clusterPayment, "SECKILL_DEV=")
 	for i := range n {
@@ -360,7 +361,14 @@ func (f faultRow) String() string {
 // audit ok, logs the row and returns it.
 func runFaultScenario(t *testing.T, name string, rs *faultRedis, inject func()) faultRow {
 	t.Helper()
-	c := startFaultCluster(t, 3, rs)
+	return runFaultScenarioVia(t, name, rs, rs.url(), inject)
+}
+
+// runFaultScenarioVia is runFaultScenario with the instances reaching Redis at redisURL (a
+// proxy in front of rs).
+func runFaultScenarioVia(t *testing.T, name string, rs *faultRedis, redisURL string, inject func()) faultRow {
+	t.Helper()
+	c := startFaultCluster(t, 3, rs, redisURL)
 	p := startProbe(t, c)
 	var urls []string
 	for _, in := range c.insts {
@@ -467,6 +475,20 @@ func TestFaultRedisKilledAOFAlways(t *testing.T) {
 	faultSuite(t)
 	rs := startFaultRedis(t, "always")
 	runFaultScenario(t, "Redis SIGKILL, restarted on its AOF (appendfsync always)", rs, killAndRestart(t, rs))
+}
+
+// TestFaultRedisPartitioned: every connection between the three instances and Redis cut for
+// 3 s (internal/tcpproxy: open connections closed, new ones accepted and closed at once, as
+// a dead peer would), then restored. The test's own client reaches Redis directly.
+func TestFaultRedisPartitioned(t *testing.T) {
+	faultSuite(t)
+	rs := startFaultRedis(t, "everysec")
+	px := tcpproxy.New(t, rs.addr())
+	runFaultScenarioVia(t, "instances cut from Redis for 3 s (tcpproxy Cut)", rs, "redis://"+px.Addr+"/0", func() {
+		px.Cut()
+		time.Sleep(3 * time.Second)
+		px.Restore()
+	})
 }
 
 // checkLostDetector is the lost-hold count's negative control: a hold answered for a
