@@ -111,14 +111,18 @@ func (rb *rebuilder) missing(ctx context.Context, saleID string) error {
 
 // startStale rebuilds a sale that is present in Redis but behind version want (version.go):
 // the rebuild replaces its keys, under the same lock and fence as a missing sale's.
-func (rb *rebuilder) startStale(saleID string, want uint64) {
+// It reports whether the sale was not already waiting for such a rebuild (to log it once).
+func (rb *rebuilder) startStale(saleID string, want uint64) (first bool) {
 	rb.mu.Lock()
 	if rb.stale == nil || len(rb.stale) > 10_000 {
 		rb.stale = map[string]uint64{}
 	}
-	rb.stale[saleID] = max(rb.stale[saleID], want)
+	old, had := rb.stale[saleID]
+	rb.stale[saleID] = max(old, want)
+	first = !had && !rb.running[saleID]
 	rb.mu.Unlock()
 	rb.start(saleID)
+	return first
 }
 
 // takeStale returns and forgets the version that showed the sale stale, 0 if none.

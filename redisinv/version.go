@@ -199,9 +199,10 @@ func (e *Engine) versionSource() VersionSource {
 // Without WithRebuild there is nothing to rebuild from: the check is then off (versionsOn).
 func (e *Engine) stale(saleID string, want, got uint64) error {
 	e.versions.stale.Add(1)
-	e.log.Error("redisinv: Redis answered with an older state of the sale than already seen (a failover to a replica that lagged?); rebuilding it from the database",
-		"sale", saleID, "version", got, "seen", want)
-	e.rebuild.startStale(saleID, want)
+	if e.rebuild.startStale(saleID, want) { // logged once per rebuild, not per refused call
+		e.log.Error("redisinv: Redis answered with an older state of the sale than already seen (a failover to a replica that lagged?); rebuilding it from the database",
+			"sale", saleID, "version", got, "seen", want)
+	}
 	return seckill.Errorf(seckill.CodeUnavailable, "sale %q is being restored from the database; retry shortly", saleID)
 }
 

@@ -193,6 +193,9 @@ func wentBack(t *testing.T, url string, check, fresh bool) (problems []string, f
 	return detectStale(t, served, store, id, got), first, served.versions.stale.Load()
 }
 
+// The order store is a source of versions.
+var _ VersionSource = (*sqlstore.Store)(nil)
+
 // errServed marks a first buy that was answered (not refused) after Redis went back.
 var errServed = fmt.Errorf("served")
 
