@@ -477,20 +477,6 @@ func TestFaultRedisKilledAOFAlways(t *testing.T) {
 	runFaultScenario(t, "Redis SIGKILL, restarted on its AOF (appendfsync always)", rs, killAndRestart(t, rs))
 }
 
-// TestFaultRedisPartitioned: every connection between the three instances and Redis cut for
-// 3 s (internal/tcpproxy: open connections closed, new ones accepted and closed at once, as
-// a dead peer would), then restored. The test's own client reaches Redis directly.
-func TestFaultRedisPartitioned(t *testing.T) {
-	faultSuite(t)
-	rs := startFaultRedis(t, "everysec")
-	px := tcpproxy.New(t, rs.addr())
-	runFaultScenarioVia(t, "instances cut from Redis for 3 s (tcpproxy Cut)", rs, "redis://"+px.Addr+"/0", func() {
-		px.Cut()
-		time.Sleep(3 * time.Second)
-		px.Restore()
-	})
-}
-
 // checkLostDetector is the lost-hold count's negative control: a hold answered for a
 // reservation that was never made counts as lost.
 func (p *probe) checkLostDetector(t *testing.T) {
@@ -535,5 +521,19 @@ func TestFaultRedisPaused(t *testing.T) {
 		rs.signal(syscall.SIGSTOP)
 		time.Sleep(3 * time.Second)
 		rs.signal(syscall.SIGCONT)
+	})
+}
+
+// TestFaultRedisPartitioned: every connection between the three instances and Redis cut for
+// 3 s (internal/tcpproxy: open connections closed, new ones accepted and closed at once, as
+// a dead peer would), then restored. The test's own client reaches Redis directly.
+func TestFaultRedisPartitioned(t *testing.T) {
+	faultSuite(t)
+	rs := startFaultRedis(t, "everysec")
+	px := tcpproxy.New(t, rs.addr())
+	runFaultScenarioVia(t, "instances cut from Redis for 3 s (tcpproxy Cut)", rs, "redis://"+px.Addr+"/0", func() {
+		px.Cut()
+		time.Sleep(3 * time.Second)
+		px.Restore()
 	})
 }
