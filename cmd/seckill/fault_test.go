@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -535,5 +537,90 @@ func TestFaultRedisPartitioned(t *testing.T) {
 		px.Cut()
 		time.Sleep(3 * time.Second)
 		px.Restore()
+	})
+}
+
+// latencyProxy forwards connections to a target, holding every chunk in each direction for
+// the current delay before passing it on (order kept): network latency, switched on and off
+// while connections stay open. The suite's own, so as not to add a fault-injection module.
+type latencyProxy struct {
+	addr   string
+	target string
+	delay  atomic.Int64 // nanoseconds, each way
+}
+
+func newLatencyProxy(t *testing.T, target string) *latencyProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &latencyProxy{addr: ln.Addr().String(), target: target}
+	var conns sync.Map
+	t.Cleanup(func() {
+		_ = ln.Close()
+		conns.Range(func(k, _ any) bool { _ = k.(net.Conn).Close(); return true })
+	})
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = in.Close()
+				continue
+			}
+			conns.Store(in, nil)
+			conns.Store(out, nil)
+			go p.pipe(in, out)
+			go p.pipe(out, in)
+		}
+	}()
+	return p
+}
+
+// pipe copies src to dst, each chunk delayed by the delay in force when it was read.
+func (p *latencyProxy) pipe(src, dst net.Conn) {
+	type chunk struct {
+		b   []byte
+		due time.Time
+	}
+	ch := make(chan chunk, 1024)
+	go func() {
+		defer close(ch)
+		for {
+			b := make([]byte, 32<<10)
+			n, err := src.Read(b)
+			if n > 0 {
+				ch <- chunk{b[:n], time.Now().Add(time.Duration(p.delay.Load()))}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for c := range ch {
+		time.Sleep(time.Until(c.due))
+		if _, err := dst.Write(c.b); err != nil {
+			break
+		}
+	}
+	_ = src.Close()
+	_ = dst.Close()
+}
+
+// TestFaultRedisLatency: 100 ms added each way between the three instances and Redis for 5 s
+// (a 200 ms round trip on every call; a buy makes several): calls slow down but stay within
+// their bounds, nothing is lost.
+func TestFaultRedisLatency(t *testing.T) {
+	faultSuite(t)
+	rs := startFaultRedis(t, "everysec")
+	px := newLatencyProxy(t, rs.addr())
+	runFaultScenarioVia(t, "100 ms latency each way between the instances and Redis for 5 s", rs, "redis://"+px.addr+"/0", func() {
+		px.delay.Store(int64(100 * time.Millisecond))
+		time.Sleep(5 * time.Second)
+		px.delay.Store(0)
 	})
 }
