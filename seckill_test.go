@@ -276,7 +276,7 @@ func TestSweeperReclaimsWithoutTraffic(t *testing.T) {
 	}
 	sweepCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); _ = svc.Sweeper(10*time.Millisecond).Run(sweepCtx) }()
+	go func() { defer close(done); _ = svc.Sweeper(10 * time.Millisecond).Run(sweepCtx) }()
 	defer func() { stop(); <-done }()
 	time.Sleep(50 * time.Millisecond)
 	if inv.reclaimed.Load() != 0 {
