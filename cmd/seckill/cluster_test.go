@@ -173,9 +173,17 @@ func startCluster(t *testing.T, n int, extra ...string) *cluster {
 	t.Helper()
 	testenv.Redis(t) // the acceptance runs belong to the integration tests
 	redisURL, rdb := privateRedis(t)
+	return launchCluster(t, n, rdb, redisURL, freshMySQL(t), extra...)
+}
+
+// launchCluster starts n `seckill serve --engine redis` processes (with extra flags) on a Redis
+// of the caller's (rdb, reached by the instances at redisURL: a private server, or a proxy in
+// front of one) and the database db, and waits until each is ready.
+func launchCluster(t *testing.T, n int, rdb rueidis.Client, redisURL, db string, extra ...string) *cluster {
+	t.Helper()
 	c := &cluster{t: t, rdb: rdb, bin: seckillBinary(t), client: &http.Client{Timeout: 10 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 128}}}
-	c.db = freshMySQL(t)
+	c.db = db
 	c.env = append(os.Environ(), "SECKILL_REDIS_URL="+redisURL, "SECKILL_DB="+c.db,
 		"SECKILL_ADMIN_TOKEN="+clusterAdmin, "SECKILL_AUTH_SECRET="+clusterAuth,
 		"SECKILL_PAYMENT_SECRET="+clusterPayment, "SECKILL_DEV=")

@@ -145,25 +145,11 @@ func (m *privateMariaDB) kill() {
 }
 
 // startClusterOn starts n `seckill serve --engine redis` processes on a private Redis and the
-// database db, as startCluster does on the shared MariaDB, and waits until each is ready.
+// database db, as startCluster does on a fresh MariaDB database, and waits until each is ready.
 func startClusterOn(t *testing.T, n int, db string) *cluster {
 	t.Helper()
 	redisURL, rdb := privateRedis(t)
-	c := &cluster{t: t, rdb: rdb, bin: seckillBinary(t), db: db, client: &http.Client{Timeout: 10 * time.Second,
-		Transport: &http.Transport{MaxIdleConnsPerHost: 128}}}
-	c.env = append(os.Environ(), "SECKILL_REDIS_URL="+redisURL, "SECKILL_DB="+db,
-		"SECKILL_ADMIN_TOKEN="+clusterAdmin, "SECKILL_AUTH_SECRET="+clusterAuth,
-		"SECKILL_PAYMENT_SECRET="+clusterPayment, "SECKILL_DEV=")
-	for i := range n {
-		port := freePort(t)
-		in := c.spawn(fmt.Sprintf("instance %d", i), "serve", "--engine", "redis", "--addr", "127.0.0.1:"+port)
-		in.url = "http://127.0.0.1:" + port
-		c.insts = append(c.insts, in)
-	}
-	for i := range c.insts {
-		c.waitReadiness(i, "ready", 30*time.Second)
-	}
-	return c
+	return launchCluster(t, n, rdb, redisURL, db)
 }
 
 // readiness is one /readyz answer.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -128,37 +127,11 @@ func (r *faultRedis) waitUp(within time.Duration) bool {
 	return false
 }
 
-// startFaultCluster starts n `seckill serve --engine redis` processes on rs and a fresh
-// MariaDB database, as startCluster does on its own private Redis, and waits until each is
-// ready.
+// startFaultCluster starts n `seckill serve --engine redis` processes on rs (reached at
+// redisURL) and a fresh MariaDB database, and waits until each is ready.
 func startFaultCluster(t *testing.T, n int, rs *faultRedis, redisURL string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, rdb: rs.rdb, bin: seckillBinary(t), client: &http.Client{Timeout: 10 * time.Second,
-		Transport: &http.Transport{MaxIdleConnsPerHost: 128}}}
-	c.db = freshMySQL(t)
-	c.env = append(os.Environ(), "SECKILL_REDIS_URL="+redisURL, "SECKILL_DB="+c.db,
-		"SECKILL_ADMIN_TOKEN="+clusterAdmin, "SECKILL_AUTH_SECRET="+clusterAuth,
-		"SECKILL_PAYMENT_SECRET="+clusterPayment, "SECKILL_DEV=")
-	for i := range n {
-		port := freePort(t)
-		in := c.spawn(fmt.Sprintf("instance %d", i), "serve", "--engine", "redis", "--addr", "127.0.0.1:"+port)
-		in.url = "http://127.0.0.1:" + port
-		c.insts = append(c.insts, in)
-	}
-	for i, in := range c.insts {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			st, _, _, err := c.do(in, "GET", "/readyz", "", nil, nil)
-			if err == nil && st == 200 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("instance %d never became ready (%d, %v):\n%s", i, st, err, in.log.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	return c
+	return launchCluster(t, n, rs.rdb, redisURL, freshMySQL(t))
 }
 
 // probeBuy is one of the probe's buys.
