@@ -177,9 +177,11 @@ func TestConsumerStoresEveryChange(t *testing.T) {
 func TestConsumerAcksOnlyAfterCommit(t *testing.T) {
 	r := newStreamRig(t, 3)
 	sink := &fakeSink{failures: 4}
-	c, _ := r.run(sink, ConsumerConfig{RetryDelay: 20 * time.Millisecond, TrimEvery: 10 * time.Millisecond})
+	// Both entries are written before the consumer starts, so that its first batch holds both
+	// (a consumer already waiting would read the first alone, and stay on it while it fails).
 	r.buy("u1")
 	r.buy("u2")
+	c, _ := r.run(sink, ConsumerConfig{RetryDelay: 20 * time.Millisecond, TrimEvery: 10 * time.Millisecond})
 	eventually(t, "a failed attempt", func() bool { return c.Failures() >= 1 })
 	if p := r.pending(); p != 2 {
 		t.Fatalf("pending %d while the store fails; want the 2 entries kept", p)
