@@ -130,3 +130,48 @@ func TestSetListedAndListedSales(t *testing.T) {
 		t.Fatalf("the store's a: listed %v, %v; want false", s.Listed, err)
 	}
 }
+
+// rebuildingOnCreate is an engine on which the sale just created is being loaded by another
+// call (a read that found it in the database first): its LoadSale answers conflict (the sale is
+// there) and its reads answer unavailable a few times, as a rebuild in progress does.
+type rebuildingOnCreate struct {
+	seckill.Inventory
+	busy int
+}
+
+func (e *rebuildingOnCreate) LoadSale(ctx context.Context, def seckill.Sale, sold int) error {
+	if err := e.Inventory.LoadSale(ctx, def, sold); err != nil {
+		return err
+	}
+	return seckill.Errorf(seckill.CodeConflict, "sale %q already loaded", def.ID)
+}
+
+func (e *rebuildingOnCreate) Sale(ctx context.Context, id string) (seckill.Sale, seckill.StockState, error) {
+	if e.busy > 0 {
+		e.busy--
+		return seckill.Sale{}, seckill.StockState{}, seckill.Errorf(seckill.CodeUnavailable, "sale %q is being restored from the database; retry shortly", id)
+	}
+	return e.Inventory.Sale(ctx, id)
+}
+
+// TestCreateSaleWhileARebuildLoadsIt: a sale read by another call between its insert and its
+// load is loaded by that call (a rebuild); the creation still answers the sale, not 503.
+func TestCreateSaleWhileARebuildLoadsIt(t *testing.T) {
+	ctx := t.Context()
+	clock := seckilltest.NewManualClock(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
+	store, err := sqlstore.Open(ctx, "sqlite://:memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	inv := &rebuildingOnCreate{Inventory: memory.New(clock), busy: 3}
+	svc := seckill.NewService(seckill.ServiceConfig{Inventory: inv, Store: store, Clock: clock, AuthSecret: []byte("k")})
+	price, stock := int64(100), 2
+	v, err := svc.CreateSale(ctx, seckill.SaleInput{ID: "r", PriceCents: &price, Stock: &stock})
+	if err != nil || v.ID != "r" || inv.busy != 0 {
+		t.Fatalf("CreateSale during the sale's rebuild: %+v, %v (reads left busy %d); want the sale", v, err, inv.busy)
+	}
+	if _, _, err := store.Sale(ctx, "r"); err != nil {
+		t.Fatalf("the created sale is not in the store: %v", err)
+	}
+}

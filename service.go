@@ -137,8 +137,28 @@ func (s *Service) CreateSale(ctx context.Context, in SaleInput) (SaleView, error
 		}
 		return SaleView{}, err
 	}
-	return s.Sale(ctx, sale.ID)
+	// The sale exists now. A call that found it in the database before this load may have
+	// started loading it in the engine itself (a rebuild, above): while that runs, the engine
+	// answers unavailable for a moment. The creation succeeded, so wait that moment out rather
+	// than answer 503 for a sale that was created (a client retrying would get 409).
+	view, err := s.Sale(ctx, sale.ID)
+	for wait := time.Duration(0); ErrorCode(err) == CodeUnavailable && wait < createSettle; wait += createSettleStep {
+		select {
+		case <-ctx.Done():
+			return SaleView{}, err
+		case <-time.After(createSettleStep):
+		}
+		view, err = s.Sale(ctx, sale.ID)
+	}
+	return view, err
 }
+
+// createSettle bounds how long CreateSale waits for a rebuild of the sale it just created
+// (started by a concurrent read) before it answers; it polls every createSettleStep.
+const (
+	createSettle     = 3 * time.Second
+	createSettleStep = 50 * time.Millisecond
+)
 
 // Sale returns one sale with live counts.
 func (s *Service) Sale(ctx context.Context, id string) (SaleView, error) {
