@@ -48,7 +48,7 @@ type Config struct {
 	// RetryBase and RetryMax bound the pause between attempts (exponential with jitter);
 	// defaults 100 ms and 30 s.
 	RetryBase, RetryMax time.Duration
-	// FarBehind is the lag from which a sink is reported far behind (Behind, /readyz);
+	// FarBehind is the lag from which a sink is reported far behind (SinkStatus.FarBehind: /readyz, the dashboard);
 	// default 1 min.
 	FarBehind time.Duration
 	// Outbox, if set, has its entries older than OutboxKeep deleted every ten minutes (by
@@ -367,18 +367,6 @@ func (x *Exporter) Status() []SinkStatus {
 		}
 		st.FarBehind = st.LagSeconds >= x.cfg.FarBehind.Seconds()
 		out = append(out, st)
-	}
-	return out
-}
-
-// Behind names the sinks that are far behind, for /readyz (which reports them without
-// failing: a slow shop endpoint must not take the instance out of the load balancer).
-func (x *Exporter) Behind() []string {
-	var out []string
-	for _, s := range x.Status() {
-		if s.FarBehind {
-			out = append(out, s.Sink)
-		}
 	}
 	return out
 }
