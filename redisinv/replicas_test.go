@@ -12,6 +12,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/redistest"
 	"github.com/seckill-go/seckill/seckilltest"
 )
 
@@ -50,9 +51,9 @@ func onReplica(t *testing.T, replica rueidis.Client, e *Engine, id string) bool 
 // for one WAIT; read-only calls do not wait. An engine without the setting (the negative
 // control) answers the same buys while the replica is stopped.
 func TestReplicaAcknowledgedWrites(t *testing.T) {
-	master := startMaster(t)
-	replica := startReplica(t, master, "replica")
-	mc, rc := master.client(), replica.client()
+	master := redistest.StartMaster(t)
+	replica := redistest.StartReplica(t, master, "replica")
+	mc, rc := master.Client(), replica.Client()
 	e := New(mc, WithReplicas(1, 100*time.Millisecond))
 	defer e.Close()
 	off := New(mc) // same keys, no WAIT
@@ -74,11 +75,11 @@ func TestReplicaAcknowledgedWrites(t *testing.T) {
 		t.Fatalf("after 20 acknowledged buys: %+v", st)
 	}
 
-	replica.signal(syscall.SIGSTOP)
+	replica.Signal(syscall.SIGSTOP)
 	stopped := true
 	defer func() {
 		if stopped {
-			replica.signal(syscall.SIGCONT)
+			replica.Signal(syscall.SIGCONT)
 		}
 	}()
 
@@ -145,9 +146,9 @@ func TestReplicaAcknowledgedWrites(t *testing.T) {
 	}
 
 	// Replica back: the buys go through, and the one answered 503 is found by its key.
-	replica.signal(syscall.SIGCONT)
+	replica.Signal(syscall.SIGCONT)
 	stopped = false
-	waitUntil(t, 10*time.Second, "a buy acknowledged after SIGCONT", func() bool {
+	redistest.WaitUntil(t, 10*time.Second, "a buy acknowledged after SIGCONT", func() bool {
 		_, err := e.Buy(ctx, seckill.BuyRequest{SaleID: "ack", UserID: "u", Quantity: 1, IdempotencyKey: "after"})
 		return err == nil
 	})
@@ -165,9 +166,9 @@ func TestReplicaAcknowledgedWrites(t *testing.T) {
 // EVALSHA and WAIT on a dedicated connection, EVAL on a fresh server's NOSCRIPT) and must
 // answer exactly as through the pipeline.
 func TestInventoryReplicaAck(t *testing.T) {
-	master := startMaster(t)
-	startReplica(t, master, "replica")
-	mc := master.client()
+	master := redistest.StartMaster(t)
+	redistest.StartReplica(t, master, "replica")
+	mc := master.Client()
 	var engines []*Engine
 	var mu sync.Mutex
 	seckilltest.TestInventory(t, func(t *testing.T, clock seckill.Clock) seckill.Inventory {
@@ -213,9 +214,9 @@ func TestWithReplicasBounds(t *testing.T) {
 //	go test -c -o /tmp/redisinv.test ./redisinv/
 //	for i in 1 2 3; do /tmp/redisinv.test -test.run '^$' -test.bench BuyReplicaAck -test.benchtime 5s; done
 func BenchmarkBuyReplicaAck(b *testing.B) {
-	master := startMaster(b)
-	startReplica(b, master, "replica")
-	mc := master.client()
+	master := redistest.StartMaster(b)
+	redistest.StartReplica(b, master, "replica")
+	mc := master.Client()
 	for _, c := range []struct {
 		name string
 		opts []Option

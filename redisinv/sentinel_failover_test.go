@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/redistest"
 )
 
 // failoverFigures are one Sentinel failover scenario's figures: a row of the fault suite.
@@ -46,21 +47,21 @@ func (f failoverFigures) String() string {
 // With lagging, both replicas replicate through a proxy that is paused 300 ms before the kill
 // while the buyers go on: the promoted replica has none of the changes of those 300 ms.
 func runSentinelFailover(t *testing.T, replicas int, lagging bool) failoverFigures {
-	master := startMaster(t)
+	master := redistest.StartMaster(t)
 	var proxy *gateProxy
 	if lagging {
-		proxy = newGateProxy(t, master.addr())
+		proxy = newGateProxy(t, master.Addr())
 		t.Cleanup(proxy.close)
-		startReplicaVia(t, master, "replica1", proxy.addr)
-		startReplicaVia(t, master, "replica2", proxy.addr)
+		redistest.StartReplicaVia(t, master, "replica1", proxy.addr)
+		redistest.StartReplicaVia(t, master, "replica2", proxy.addr)
 	} else {
-		startReplica(t, master, "replica1")
-		startReplica(t, master, "replica2")
+		redistest.StartReplica(t, master, "replica1")
+		redistest.StartReplica(t, master, "replica2")
 	}
-	sentinels := startSentinels(t, master, 3, 2, "")
-	c := dialT(t, sentinelURL(sentinels))
-	if c.Cluster || c.MasterSet != sentinelMaster {
-		t.Fatalf("Dial(%s): cluster %v, master set %q", sentinelURL(sentinels), c.Cluster, c.MasterSet)
+	sentinels := redistest.StartSentinels(t, master, 3, 2, redistest.SentinelOptions{})
+	c := dialT(t, redistest.SentinelURL(sentinels))
+	if c.Cluster || c.MasterSet != redistest.MasterSet {
+		t.Fatalf("Dial(%s): cluster %v, master set %q", redistest.SentinelURL(sentinels), c.Cluster, c.MasterSet)
 	}
 	opts := []Option{WithTimeout(time.Second)}
 	if replicas > 0 {
@@ -121,14 +122,14 @@ func runSentinelFailover(t *testing.T, replicas int, lagging bool) failoverFigur
 	}
 	defer func() { close(stop); wg.Wait() }()
 
-	waitUntil(t, 20*time.Second, "500 holds before the kill", func() bool { return ok.Load() >= 500 })
+	redistest.WaitUntil(t, 20*time.Second, "500 holds before the kill", func() bool { return ok.Load() >= 500 })
 	if lagging {
 		proxy.pause()
 		time.Sleep(300 * time.Millisecond)
 	}
-	master.signal(syscall.SIGKILL)
-	waitUntil(t, 5*time.Second, "the killed master's port closed", func() bool {
-		conn, err := net.DialTimeout("tcp", master.addr(), 100*time.Millisecond)
+	master.Signal(syscall.SIGKILL)
+	redistest.WaitUntil(t, 5*time.Second, "the killed master's port closed", func() bool {
+		conn, err := net.DialTimeout("tcp", master.Addr(), 100*time.Millisecond)
 		if err == nil {
 			conn.Close()
 		}
@@ -138,7 +139,7 @@ func runSentinelFailover(t *testing.T, replicas int, lagging bool) failoverFigur
 	killedAt = time.Now()
 	dead.Store(true)
 	mu.Unlock()
-	waitUntil(t, 40*time.Second, "a hold acknowledged after the failover", func() bool {
+	redistest.WaitUntil(t, 40*time.Second, "a hold acknowledged after the failover", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return !recovered.IsZero()
@@ -148,12 +149,12 @@ func runSentinelFailover(t *testing.T, replicas int, lagging bool) failoverFigur
 	wg.Wait()
 	stop = make(chan struct{}) // for the deferred close
 
-	if now := sentinelMasterAddr(t, sentinels[0]); now == master.addr() || now == "" {
+	if now := redistest.SentinelMasterAddr(t, sentinels[0]); now == master.Addr() || now == "" {
 		t.Fatalf("the sentinels still name %q as the master", now)
 	}
 	// The locks' client (go-redis failover client) follows too: a write succeeds, which
 	// neither the dead master nor a replica (READONLY) would take.
-	waitUntil(t, 15*time.Second, "the locks' client writes to the new master", func() bool {
+	redistest.WaitUntil(t, 15*time.Second, "the locks' client writes to the new master", func() bool {
 		return c.Locks.Set(context.Background(), "seckilltest:failover-lock", "x", time.Minute).Err() == nil
 	})
 
@@ -238,11 +239,11 @@ func TestSentinelFailoverLaggingReplica(t *testing.T) {
 // sentinel_password. A wrong or missing sentinel password fails Dial, quoting neither.
 func TestSentinelAuth(t *testing.T) {
 	const masterPW, sentinelPW = "master-secret-pw", "sentinel-secret-pw"
-	master := startMaster(t, masterPW)
-	startReplica(t, master, "replica")
-	sentinels := startSentinels(t, master, 1, 1, sentinelPW)
-	addr := sentinels[0].addr()
-	c := dialT(t, "redis://:"+masterPW+"@"+addr+"/0?master_set="+sentinelMaster+"&sentinel_password="+sentinelPW)
+	master := redistest.StartMaster(t, masterPW)
+	redistest.StartReplica(t, master, "replica")
+	sentinels := redistest.StartSentinels(t, master, 1, 1, redistest.SentinelOptions{Password: sentinelPW})
+	addr := sentinels[0].Addr()
+	c := dialT(t, "redis://:"+masterPW+"@"+addr+"/0?master_set="+redistest.MasterSet+"&sentinel_password="+sentinelPW)
 	e := New(c.Inventory)
 	defer e.Close()
 	loadTestSale(t, e, "auth", 10)
@@ -253,9 +254,9 @@ func TestSentinelAuth(t *testing.T) {
 		t.Fatalf("the locks' client through an authenticated Sentinel deployment: %v", err)
 	}
 	for _, url := range []string{
-		"redis://:" + masterPW + "@" + addr + "/0?master_set=" + sentinelMaster + "&sentinel_password=wrong-" + sentinelPW,
-		"redis://:" + masterPW + "@" + addr + "/0?master_set=" + sentinelMaster,
-		"redis://:wrong-" + masterPW + "@" + addr + "/0?master_set=" + sentinelMaster + "&sentinel_password=" + sentinelPW,
+		"redis://:" + masterPW + "@" + addr + "/0?master_set=" + redistest.MasterSet + "&sentinel_password=wrong-" + sentinelPW,
+		"redis://:" + masterPW + "@" + addr + "/0?master_set=" + redistest.MasterSet,
+		"redis://:wrong-" + masterPW + "@" + addr + "/0?master_set=" + redistest.MasterSet + "&sentinel_password=" + sentinelPW,
 	} {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		bad, err := Dial(ctx, url)
