@@ -244,8 +244,8 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 			return engine{}, scrubError(fmt.Errorf("connect to redis %s: %w", maskURL(cfg.RedisURL), err), urlSecrets(cfg.RedisURL)...)
 		}
 		locks := lock.New(clients.Locks, &lock.Options{Lease: lockLease})
-		eng := redisinv.New(clients.Inventory, redisinv.WithRebuild(a.store, locks), redisinv.WithLogger(log),
-			redisinv.WithReplicas(cfg.RedisReplicas, redisinv.DefaultReplicaTimeout))
+		eng := redisinv.New(clients.Inventory, append([]redisinv.Option{redisinv.WithRebuild(a.store, locks), redisinv.WithLogger(log),
+			redisinv.WithReplicas(cfg.RedisReplicas, redisinv.DefaultReplicaTimeout)}, testEngineOptions()...)...)
 		var sink redisinv.Sink // nil with --consume=false: `seckill worker` processes store the streams
 		if !cfg.NoConsume {
 			sink = a.store
