@@ -64,6 +64,7 @@ type Consumer struct {
 
 	dropped atomic.Uint64 // malformed entries; the applier counts the events the store refuses
 	failed  atomic.Uint64 // failed reads and claims; the applier counts failed stores
+	stale   atomic.Uint64 // batches that showed a stream gone back in time (checkVersions)
 }
 
 var _ background.Service = (*Consumer)(nil)
@@ -169,6 +170,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 func (c *Consumer) consume(ctx context.Context, saleID string) {
 	key := c.e.streamKey(saleID)
 	var lastClaim, lastTrim time.Time
+	var highest uint64 // the highest version among the entries this consumer was delivered new
 	delay := c.cfg.RetryDelay
 	backoff := func(err error) {
 		if ctx.Err() != nil {
@@ -202,6 +204,7 @@ func (c *Consumer) consume(ctx context.Context, saleID string) {
 		}
 		delay = c.cfg.RetryDelay
 		if len(entries) > 0 {
+			c.checkVersions(ctx, saleID, &highest, entries)
 			c.store(ctx, saleID, key, entries)
 			if len(entries) < c.cfg.Batch && c.cfg.Linger > 0 {
 				sleep(ctx, c.cfg.Linger)
@@ -316,6 +319,70 @@ func (c *Consumer) store(ctx context.Context, saleID, key string, entries []ruei
 	if err := rdb.Do(sctx, rdb.B().Xack().Key(key).Group(Group).Id(ids...).Build()).Error(); err != nil {
 		background.Report(ctx, fmt.Errorf("sale %s: acknowledging %d stored entries failed; they will be stored again (idempotent): %w", saleID, len(ids), err))
 	}
+}
+
+// checkVersions compares the versions of entries newly delivered to this consumer (XREADGROUP
+// ">", never claims) with the highest it was delivered before, *highest, and raises it. The
+// group delivers a stream's entries once each, in order, to all its consumers together, and a
+// sale's versions grow with its entries, so in a Redis that keeps its history every new entry
+// a consumer is delivered has a version at least its highest so far — across a rebuild too,
+// whose entries start above every earlier version while the older ones stay in the stream. An
+// entry below it means the stream went back in time with the sale (a failover to a replica
+// that lagged: its group had not seen the later deliveries, or the sale's state made changes
+// anew from an older version): the sale is treated as stale like a reply below a version seen
+// (version.go), and rebuilt from the database, its keys replaced only if they are still below
+// the higher of *highest and the database's recorded version. The batch is stored all the
+// same: the store is idempotent and forward-only, so entries of an older state change nothing
+// it has. A consumer that has read nothing yet of the sale (a process just started) cannot
+// tell and compares nothing; the instances' own first call compares with the database.
+func (c *Consumer) checkVersions(ctx context.Context, saleID string, highest *uint64, entries []rueidis.XRangeSlice) {
+	if !c.e.versionsOn() {
+		return
+	}
+	var low, top uint64 = 0, *highest
+	for _, en := range entries {
+		for _, fv := range en.FieldValues {
+			v := entryVersion(fv.Value)
+			if v == 0 {
+				continue
+			}
+			if v < *highest && (low == 0 || v < low) {
+				low = v
+			}
+			top = max(top, v)
+		}
+	}
+	want := *highest
+	*highest = top
+	if low == 0 {
+		return
+	}
+	c.stale.Add(1)
+	if vs := c.e.versionSource(); vs != nil {
+		dctx, cancel := context.WithTimeout(ctx, dbTimeout)
+		if db, err := vs.SaleVersion(dctx, saleID); err == nil {
+			want = max(want, db)
+		}
+		cancel()
+	}
+	_ = c.e.stale(saleID, want, low) // logs once per rebuild, and starts it
+}
+
+// Stale is the number of batches whose entries showed a stream gone back in time.
+func (c *Consumer) Stale() uint64 { return c.stale.Load() }
+
+// entryVersion is the version an entry's event carries ("v<version>|" before it), 0 if none
+// or malformed (decodeEvent reports those).
+func entryVersion(e string) uint64 {
+	if !strings.HasPrefix(e, "v") {
+		return 0
+	}
+	vs, _, ok := strings.Cut(e[1:], "|")
+	n, err := strconv.ParseUint(vs, 10, 64)
+	if !ok || err != nil {
+		return 0
+	}
+	return n
 }
 
 // decodeEvent turns a field of a stream entry written by emit (common.lua) into an Event,
