@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -17,11 +18,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Shopify/toxiproxy/v2"
 	"github.com/redis/rueidis"
+	"github.com/rs/zerolog"
 
 	"github.com/seckill-go/seckill/httpapi"
-	"github.com/seckill-go/seckill/internal/tcpproxy"
 	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/redisinv"
 )
 
 // The fault suite (docs/RELIABILITY.md "Fault suite"): each scenario is a rush of `seckill
@@ -318,7 +321,8 @@ type faultRow struct {
 	oversold, paidLost         int
 	recovery                   time.Duration
 	recovered                  bool
-	auditOK                    bool
+	auditOK                    bool // every live instance's audit ok
+	live, audited              int  // instances alive at the end; audits ok
 	faultLasted                time.Duration
 	rebuilds                   int // sales rebuilt from the database (the instances' logs)
 }
@@ -328,9 +332,9 @@ func (f faultRow) String() string {
 	if f.recovered {
 		rec = f.recovery.Round(10 * time.Millisecond).String()
 	}
-	return fmt.Sprintf("fault row | %s | buys answered %d | holds %d | 503 retried %d | probe holds %d | probe holds lost %d | payments 200 %d | paid %d | refunds %d | oversold %d | paid orders lost %d | fault lasted %s | buys succeed again after %s | sales rebuilt %d | audits ok %v |",
+	return fmt.Sprintf("fault row | %s | buys answered %d | holds %d | 503 retried %d | probe holds %d | probe holds lost %d | payments 200 %d | paid %d | refunds %d | oversold %d | paid orders lost %d | fault lasted %s | buys succeed again after %s | sales rebuilt %d | audits ok %v (%d of %d live) |",
 		f.scenario, f.buys, f.held, f.retried503, f.probeHeld, f.probeLost, f.payments200, f.paid, f.refunds,
-		f.oversold, f.paidLost, f.faultLasted.Round(10*time.Millisecond), rec, f.rebuilds, f.auditOK)
+		f.oversold, f.paidLost, f.faultLasted.Round(10*time.Millisecond), rec, f.rebuilds, f.auditOK, f.audited, f.live)
 }
 
 // runFaultScenario runs one scenario: the cluster on rs, the probe, a bench rush, and inject
@@ -346,7 +350,42 @@ func runFaultScenario(t *testing.T, name string, rs *faultRedis, inject func()) 
 // proxy in front of rs).
 func runFaultScenarioVia(t *testing.T, name string, rs *faultRedis, redisURL string, inject func()) faultRow {
 	t.Helper()
-	c := startFaultCluster(t, 3, rs, redisURL)
+	return runFault(t, faultScenario{name: name, rs: rs, redisURL: redisURL, inject: func(*cluster) { inject() }})
+}
+
+// faultScenario is one row of the suite: what is deployed, and what breaks.
+type faultScenario struct {
+	name     string
+	rs       *faultRedis
+	redisURL string           // where the instances reach Redis: rs.url() if empty, or a proxy in front of rs
+	db       string           // the instances' database: a fresh database on the test MariaDB if empty
+	serve    []string         // more `seckill serve` flags
+	setup    func(c *cluster) // once the instances are ready, before the rush (starts a worker)
+	inject   func(c *cluster) // the fault, called once 30 units are sold; returns when it is over
+}
+
+// runFault runs one scenario: the cluster, the probe, a bench rush, and the fault injected
+// once 30 units of the rush's sale are sold. It asserts nothing oversold, no paid order lost
+// and every live instance's audit ok, logs the row and returns it.
+func runFault(t *testing.T, sc faultScenario) faultRow {
+	t.Helper()
+	redisURL, db := sc.redisURL, sc.db
+	if redisURL == "" {
+		redisURL = sc.rs.url()
+	}
+	if db == "" {
+		db = freshMySQL(t)
+	}
+	c := launchCluster(t, 3, sc.rs.rdb, redisURL, db, sc.serve...)
+	if sc.setup != nil {
+		sc.setup(c)
+	}
+	return runFaultOn(t, c, sc.name, sc.inject)
+}
+
+// runFaultOn is runFault on a cluster already started.
+func runFaultOn(t *testing.T, c *cluster, name string, inject func(c *cluster)) faultRow {
+	t.Helper()
 	p := startProbe(t, c)
 	var urls []string
 	for _, in := range c.insts {
@@ -379,7 +418,7 @@ func runFaultScenarioVia(t *testing.T, name string, rs *faultRedis, redisURL str
 					before = fmt.Sprintf("%+v", s.StockState)
 				}
 				faultAt = time.Now()
-				inject()
+				inject(c)
 				faultEnd = time.Now()
 				return
 			}
@@ -410,10 +449,18 @@ func runFaultScenarioVia(t *testing.T, name string, rs *faultRedis, redisURL str
 	row := faultRow{scenario: name, buys: bj.Latency["buy"]["count"], held: bj.Counts["held"], retried503: bj.Counts["retried_503"],
 		paid: bj.Database.PaidOrders, refunds: bj.Database.Refunds, faultLasted: faultEnd.Sub(faultAt)}
 	row.payments200 = row.paid + row.refunds
-	row.auditOK = len(bj.Instances) == 3
-	for _, in := range bj.Instances {
-		row.auditOK = row.auditOK && in.AuditOK
+	// Every instance alive at the end must give an ok audit; one the scenario killed gives none.
+	for _, in := range c.insts {
+		if in.alive.Load() {
+			row.live++
+		}
 	}
+	for _, in := range bj.Instances {
+		if in.AuditOK {
+			row.audited++
+		}
+	}
+	row.auditOK = row.live > 0 && row.audited == row.live && len(bj.Instances) == len(c.insts)
 	row.oversold = max(0, bj.Database.Sold-bj.Sale.Sellable, bj.Sale.EngineSold-bj.Sale.Sellable)
 	for _, v := range bj.Verdict.Violations {
 		var answered, paid, refunds int
@@ -446,7 +493,7 @@ func runFaultScenarioVia(t *testing.T, name string, rs *faultRedis, redisURL str
 		t.Errorf("paid orders lost: %d of %d payments answered 200 are not in the database", row.paidLost, row.payments200)
 	}
 	if !row.auditOK {
-		t.Errorf("not every instance's audit is ok: %+v", bj.Instances)
+		t.Errorf("not every live instance's audit is ok (%d ok of %d live): %+v", row.audited, row.live, bj.Instances)
 	}
 	return row
 }
@@ -538,101 +585,289 @@ func TestFaultRedisPaused(t *testing.T) {
 	})
 }
 
-// TestFaultRedisPartitioned: every connection between the three instances and Redis cut for
-// 3 s (internal/tcpproxy: open connections closed, new ones accepted and closed at once, as
-// a dead peer would), then restored. The test's own client reaches Redis directly.
+// toxic is a toxiproxy proxy (github.com/Shopify/toxiproxy/v2) in front of a server, run in
+// the test's process on loopback: toxiproxy's own proxy and toxics, driven through its Go API
+// (the ApiServer's collection) rather than its HTTP API, whose listener cannot be stopped and
+// ends the whole process if its port is taken.
+type toxic struct {
+	t    *testing.T
+	p    *toxiproxy.Proxy
+	addr string
+}
+
+// newToxic starts a proxy to upstream (host:port) on a free loopback port, without toxics; it
+// stops when t ends.
+func newToxic(t *testing.T, upstream string) *toxic {
+	t.Helper()
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	p := toxiproxy.NewProxy(srv, "redis", "127.0.0.1:0", upstream)
+	if err := srv.Collection.Add(p, true); err != nil {
+		t.Fatalf("toxiproxy: %v", err)
+	}
+	t.Cleanup(func() { _ = srv.Collection.Clear() })
+	return &toxic{t: t, p: p, addr: p.Listen} // Listen is the address bound once started
+}
+
+func (x *toxic) redisURL() string { return "redis://" + x.addr + "/0" }
+
+// add adds a toxic to one direction of every connection, open or new ("upstream": to the
+// server; "downstream": to the client), on each connection with probability toxicity.
+func (x *toxic) add(name, kind, stream string, toxicity float32, attrs map[string]any) {
+	b, _ := json.Marshal(map[string]any{"name": name, "type": kind, "stream": stream, "toxicity": toxicity, "attributes": attrs})
+	if _, err := x.p.Toxics.AddToxicJson(bytes.NewReader(b)); err != nil {
+		x.t.Errorf("toxiproxy: add %s: %v", name, err)
+	}
+}
+
+func (x *toxic) remove(name string) {
+	if err := x.p.Toxics.RemoveToxic(context.Background(), name); err != nil {
+		x.t.Errorf("toxiproxy: remove %s: %v", name, err)
+	}
+}
+
+// ping sends PING on a new connection through the proxy and returns how long the answer took
+// (from the write), or the error.
+func (x *toxic) ping(within time.Duration) (time.Duration, error) {
+	conn, err := net.DialTimeout("tcp", x.addr, within)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(within))
+	sent := time.Now()
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return 0, err
+	}
+	b := make([]byte, 7)
+	if _, err := io.ReadFull(conn, b); err != nil {
+		return 0, err
+	}
+	if string(b) != "+PONG\r\n" {
+		return 0, fmt.Errorf("PING answered %q", b)
+	}
+	return time.Since(sent), nil
+}
+
+// TestFaultRedisPartitioned: the path between the three instances and Redis cut for 3 s (the
+// toxiproxy proxy disabled: its connections closed, new ones refused), then restored. The
+// test's own client reaches Redis directly.
 func TestFaultRedisPartitioned(t *testing.T) {
 	faultSuite(t)
 	rs := startFaultRedis(t, "everysec")
-	px := tcpproxy.New(t, rs.addr())
-	runFaultScenarioVia(t, "instances cut from Redis for 3 s (tcpproxy Cut)", rs, "redis://"+px.Addr+"/0", func() {
-		px.Cut()
+	px := newToxic(t, rs.addr())
+	var cut, restored error
+	runFaultScenarioVia(t, "instances cut from Redis for 3 s (toxiproxy proxy disabled)", rs, px.redisURL(), func() {
+		px.p.Stop()
+		_, cut = px.ping(time.Second)
 		time.Sleep(3 * time.Second)
-		px.Restore()
+		if err := px.p.Start(); err != nil {
+			t.Errorf("toxiproxy: enable the proxy again: %v", err)
+		}
+		_, restored = px.ping(2 * time.Second)
 	})
-}
-
-// latencyProxy forwards connections to a target, holding every chunk in each direction for
-// the current delay before passing it on (order kept): network latency, switched on and off
-// while connections stay open. The suite's own, so as not to add a fault-injection module.
-type latencyProxy struct {
-	addr   string
-	target string
-	delay  atomic.Int64 // nanoseconds, each way
-}
-
-func newLatencyProxy(t *testing.T, target string) *latencyProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// The scenario's own check: the path was cut, and then open again.
+	if cut == nil {
+		t.Errorf("PING went through the proxy while it was disabled: the instances were not cut from Redis")
 	}
-	p := &latencyProxy{addr: ln.Addr().String(), target: target}
-	var conns sync.Map
-	t.Cleanup(func() {
-		_ = ln.Close()
-		conns.Range(func(k, _ any) bool { _ = k.(net.Conn).Close(); return true })
-	})
-	go func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = in.Close()
-				continue
-			}
-			conns.Store(in, nil)
-			conns.Store(out, nil)
-			go p.pipe(in, out)
-			go p.pipe(out, in)
-		}
-	}()
-	return p
-}
-
-// pipe copies src to dst, each chunk delayed by the delay in force when it was read.
-func (p *latencyProxy) pipe(src, dst net.Conn) {
-	type chunk struct {
-		b   []byte
-		due time.Time
+	if restored != nil {
+		t.Errorf("PING through the proxy after it was enabled again: %v", restored)
 	}
-	ch := make(chan chunk, 1024)
-	go func() {
-		defer close(ch)
-		for {
-			b := make([]byte, 32<<10)
-			n, err := src.Read(b)
-			if n > 0 {
-				ch <- chunk{b[:n], time.Now().Add(time.Duration(p.delay.Load()))}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	for c := range ch {
-		time.Sleep(time.Until(c.due))
-		if _, err := dst.Write(c.b); err != nil {
-			break
-		}
-	}
-	_ = src.Close()
-	_ = dst.Close()
 }
 
 // TestFaultRedisLatency: 100 ms added each way between the three instances and Redis for 5 s
-// (a 200 ms round trip on every call; a buy makes several): calls slow down but stay within
-// their bounds, nothing is lost.
+// (toxiproxy's latency toxic on both directions; a 200 ms round trip on every call, and a buy
+// makes several): calls slow down but stay within their bounds, nothing is lost.
 func TestFaultRedisLatency(t *testing.T) {
 	faultSuite(t)
 	rs := startFaultRedis(t, "everysec")
-	px := newLatencyProxy(t, rs.addr())
-	runFaultScenarioVia(t, "100 ms latency each way between the instances and Redis for 5 s", rs, "redis://"+px.addr+"/0", func() {
-		px.delay.Store(int64(100 * time.Millisecond))
-		time.Sleep(5 * time.Second)
-		px.delay.Store(0)
+	px := newToxic(t, rs.addr())
+	var rtt time.Duration
+	var rttErr error
+	runFaultScenarioVia(t, "100 ms latency each way between the instances and Redis for 5 s (toxiproxy latency)", rs, px.redisURL(), func() {
+		start := time.Now()
+		px.add("latency_up", "latency", "upstream", 1, map[string]any{"latency": 100})
+		px.add("latency_down", "latency", "downstream", 1, map[string]any{"latency": 100})
+		rtt, rttErr = px.ping(2 * time.Second)
+		time.Sleep(5*time.Second - time.Since(start))
+		px.remove("latency_up")
+		px.remove("latency_down")
 	})
+	// The scenario's own check: the latency was in force (a lower bound the toxic guarantees,
+	// not a measure of our speed).
+	t.Logf("PING through the proxy during the fault: %v (%v)", rtt, rttErr)
+	if rttErr != nil || rtt < 200*time.Millisecond {
+		t.Errorf("PING through the proxy took %v (%v) during the fault; want at least the 200 ms round trip injected", rtt, rttErr)
+	}
+}
+
+// TestFaultRedisDrops: packets dropped between the instances and Redis for 5 s. TCP never
+// hands an application a stream with bytes missing: what it sees of dropped packets is a
+// connection that stops carrying data and ends. toxiproxy's reset_peer toxic is that: the
+// data a connection carries is dropped, and 1 s after the first dropped chunk the connection
+// is closed (reset, for connections opened while it is on). It is on each direction of each
+// connection with probability 1/2 (toxicity 0.5), for open connections and for those opened
+// meanwhile, so some calls go through and others hang until their bound, or fail, and the
+// clients reconnect into the same odds. A script whose answer was dropped may have run: the
+// client cannot know.
+func TestFaultRedisDrops(t *testing.T) {
+	faultSuite(t)
+	rs := startFaultRedis(t, "everysec")
+	px := newToxic(t, rs.addr())
+	var answered atomic.Int64
+	const pings = 8
+	runFaultScenarioVia(t, "half the connection directions to Redis drop their data and are reset 1 s later, for 5 s (toxiproxy reset_peer, toxicity 0.5)", rs, px.redisURL(), func() {
+		start := time.Now()
+		px.add("drop_up", "reset_peer", "upstream", 0.5, map[string]any{"timeout": 1000})
+		px.add("drop_down", "reset_peer", "downstream", 0.5, map[string]any{"timeout": 1000})
+		var wg sync.WaitGroup
+		for range pings {
+			wg.Go(func() {
+				if _, err := px.ping(2 * time.Second); err == nil {
+					answered.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		time.Sleep(5*time.Second - time.Since(start))
+		px.remove("drop_up")
+		px.remove("drop_down")
+	})
+	// The scenario's own check: the drops were in force. Each PING goes through with
+	// probability 1/4; all 8 do with probability 1/65 536.
+	t.Logf("PINGs through the proxy during the fault: %d of %d answered", answered.Load(), pings)
+	if answered.Load() == pings {
+		t.Errorf("every PING through the proxy was answered during the fault: nothing was dropped")
+	}
+}
+
+// TestFaultDatabaseDown: the database (a private MariaDB, never the shared one) SIGKILLed
+// mid-rush and started again on its data directory 15 s later. Buys go on from Redis; payment
+// webhooks are answered 503 meanwhile and retried by the bench's gateway, and those that land
+// after their hold expired are refunds (recorded refund_required): refunds are expected here,
+// and every payment answered 200 must be in the database, paid or refunded.
+func TestFaultDatabaseDown(t *testing.T) {
+	faultSuite(t)
+	m := startPrivateMariaDB(t)
+	rs := startFaultRedis(t, "everysec")
+	var unavailable atomic.Int64
+	runFault(t, faultScenario{name: "MariaDB SIGKILLed, started again 15 s later", rs: rs, db: m.url(), inject: func(c *cluster) {
+		m.kill()
+		for until := time.Now().Add(15 * time.Second); time.Now().Before(until); time.Sleep(500 * time.Millisecond) {
+			if r, err := c.readiness(0); err == nil && r.Checks["database"] == "unavailable" {
+				unavailable.Add(1)
+			}
+		}
+		if err := m.start(); err != nil {
+			t.Errorf("restart the private MariaDB: %v", err)
+		}
+	}})
+	// The scenario's own check: the instances did lose their database.
+	if unavailable.Load() == 0 {
+		t.Errorf("no /readyz answer reported the database unavailable during the outage: the fault did not happen")
+	}
+}
+
+// TestFaultInstanceKilled: one of the three instances SIGKILLed mid-rush, not restarted. The
+// bench's buyers and gateway go to the next target after a transport error, as behind a load
+// balancer; the probe skips the dead instance. What the dead instance answered lives in Redis,
+// and the entries its consumer held unacknowledged are taken over by the others' consumers.
+// Its audit cannot be had: the other two must be ok.
+func TestFaultInstanceKilled(t *testing.T) {
+	faultSuite(t)
+	rs := startFaultRedis(t, "everysec")
+	var killed *instance
+	runFault(t, faultScenario{name: "one of the three instances SIGKILLed, not restarted", rs: rs, inject: func(c *cluster) {
+		killed = c.insts[0] // the bench's first target
+		c.kill(0)
+	}})
+	// The scenario's own check: the instance died of the signal.
+	if ws, ok := killed.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Errorf("the instance was not killed: %v", killed.cmd.ProcessState)
+	}
+}
+
+// startWorker starts a `seckill worker` process on the cluster's Redis and database and waits
+// until it runs.
+func startWorker(c *cluster) *instance {
+	c.t.Helper()
+	w := c.spawn("worker", "worker", "--engine", "redis")
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(w.log.String(), "worker running"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the worker never started:\n%s", w.log.String())
+		}
+	}
+	return w
+}
+
+// killProcess ends a spawned process with SIGKILL.
+func killProcess(in *instance) {
+	in.alive.Store(false)
+	_ = in.cmd.Process.Kill()
+	_ = in.cmd.Wait()
+}
+
+// streamPending is how many entries of sale's event stream are delivered to a consumer of the
+// order-store group and not acknowledged; an error (no stream or group yet) counts as 0.
+func streamPending(c *cluster, sale string) int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	v, err := c.rdb.Do(ctx, c.rdb.B().Xpending().Key("seckill:{sale:"+sale+"}:events").Group(redisinv.Group).Build()).ToArray()
+	if err != nil || len(v) == 0 {
+		return 0
+	}
+	n, _ := v[0].AsInt64()
+	return n
+}
+
+// TestFaultWorkerKilled: the instances run with --consume=false and a `seckill worker` stores
+// the event streams; the worker is SIGKILLed while it holds a batch (entries read and not yet
+// acknowledged: its only chance to lose them) and started again 2 s later. The new worker takes
+// the dead one's entries over (XAUTOCLAIM, once they have been pending 5 s) and stores them;
+// storing is idempotent, so a batch the dead worker had committed but not acknowledged is
+// stored twice to no effect.
+func TestFaultWorkerKilled(t *testing.T) {
+	faultSuite(t)
+	rs := startFaultRedis(t, "everysec")
+	c := launchCluster(t, 3, rs.rdb, rs.url(), freshMySQL(t), "--consume=false")
+	w := startWorker(c)
+	var inHand int64
+	tries := 0
+	runFaultOn(t, c, "the seckill worker SIGKILLed with a batch in hand, started again 2 s later", func(c *cluster) {
+		// Kill it when it holds entries; the count read after the kill (no consumer is left
+		// to acknowledge them) says whether it did. If it had just acknowledged, start it again
+		// and wait for its next batch.
+		for tries = 1; tries <= 20; tries++ {
+			for deadline := time.Now().Add(2 * time.Second); streamPending(c, "fault") == 0 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+			killProcess(w)
+			if inHand = streamPending(c, "fault"); inHand > 0 {
+				break
+			}
+			w = startWorker(c)
+		}
+		time.Sleep(2 * time.Second)
+		w = startWorker(c)
+	})
+	t.Logf("the worker was killed with %d entries in hand (try %d); the new worker took over: %q",
+		inHand, tries, grepLines(w.log.String(), "took over events"))
+	// The scenario's own checks: the worker did die with entries in hand, and once the rush
+	// is over none is left unacknowledged.
+	if inHand == 0 {
+		t.Errorf("the worker was never killed with a batch in hand (%d tries): the scenario did not test it", tries-1)
+	}
+	if n := streamPending(c, "fault"); n != 0 {
+		t.Errorf("%d entries of the rush's stream still pending after the run: the dead worker's batch was not taken over", n)
+	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) []string {
+	var out []string
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, sub) {
+			out = append(out, strings.TrimSpace(line))
+		}
+	}
+	return out
 }
