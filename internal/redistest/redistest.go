@@ -182,6 +182,24 @@ func WaitLinked(t testing.TB, r *Proc) {
 	})
 }
 
+// CutReplicas makes master refuse its replicas from now on: the default user may no longer
+// SYNC or PSYNC, and the replicas' connections are closed. The replicas keep trying, stay
+// behind while the master takes writes, and keep answering everyone else (the sentinels
+// among them, which promote one when the master dies). A proxy between master and replica
+// would not do: the sentinels see a replica following another address than the master's and
+// point it at the master itself (+fix-slave-config).
+func CutReplicas(t testing.TB, master *Proc) {
+	t.Helper()
+	c := master.Client()
+	ctx := context.Background()
+	if err := c.Do(ctx, c.B().Arbitrary("ACL", "SETUSER").Args("default", "-sync", "-psync").Build()).Error(); err != nil {
+		t.Fatalf("redis %s: ACL SETUSER default -sync -psync: %v", master.Port, err)
+	}
+	if err := c.Do(ctx, c.B().Arbitrary("CLIENT", "KILL").Args("TYPE", "replica").Build()).Error(); err != nil {
+		t.Fatalf("redis %s: CLIENT KILL TYPE replica: %v", master.Port, err)
+	}
+}
+
 // MasterSet is the master set's name in the tests' sentinels.
 const MasterSet = "mymaster"
 
