@@ -482,6 +482,7 @@ func runFaultOn(t *testing.T, c *cluster, name string, inject func(c *cluster)) 
 	for _, v := range append(bj.Verdict.Violations, bj.Verdict.Unverified...) {
 		t.Logf("bench verdict: %s", v)
 	}
+	t.Logf("bench counts: %v", bj.Counts)
 	t.Log(row.String())
 	p.checkLostDetector(t)
 
