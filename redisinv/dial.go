@@ -28,6 +28,9 @@ type Clients struct {
 	MasterSet string
 	// Addrs are the addresses the URL named (the sentinels' with master_set).
 	Addrs []string
+	// opt is Inventory's option, from which NewWatcher makes the local answers' client
+	// (localanswers.go).
+	opt rueidis.ClientOption
 }
 
 // Close closes both clients.
@@ -239,7 +242,7 @@ func Dial(ctx context.Context, raw string) (*Clients, error) {
 			return nil, fmt.Errorf("redis %s: %w", strings.Join(ep.Addrs, ","), err)
 		}
 	}
-	c := &Clients{Inventory: inv, Cluster: cluster, MasterSet: ep.MasterSet, Addrs: ep.Addrs}
+	c := &Clients{Inventory: inv, Cluster: cluster, MasterSet: ep.MasterSet, Addrs: ep.Addrs, opt: opt}
 	switch {
 	case ep.MasterSet != "":
 		c.Locks = redis.NewFailoverClient(&redis.FailoverOptions{

@@ -56,6 +56,9 @@ type Engine struct {
 	acks     replicaAcks  // WAIT after state-changing scripts (replicas.go); off by default
 	versions versionBook  // the sales' highest versions seen (version.go)
 
+	local    *localAnswers // buys answered without Redis (localanswers.go); nil: off
+	inflight inflightBound // the buys of each sale waiting for Redis (inflight.go)
+
 	randMu  sync.Mutex
 	randBuf []byte
 }
@@ -253,6 +256,7 @@ func (e *Engine) execRaw(ctx context.Context, s *script, saleID string, args ...
 	if err != nil {
 		return nil, fmt.Errorf("redisinv: %s script for sale %s: %w", s.name, saleID, err)
 	}
+	e.noteVersion(saleID, v) // localanswers.go: a view older than this reply is stale
 	if err := e.checkVersion(ctx, saleID, floor, v); err != nil {
 		return nil, err
 	}

@@ -112,7 +112,7 @@ func (e *Engine) Buy(ctx context.Context, req seckill.BuyRequest) (seckill.BuyRe
 		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "idempotency key is longer than %d bytes", maxIdempotencyKey)
 	}
 	q := min(max(req.Quantity, 0), maxExact) // the script answers invalid_argument for 0
-	return e.buy(ctx, &buyCall{req: req, q: q, random: e.random()})
+	return e.buyGuarded(ctx, req, q)
 }
 
 // buyAnswer decodes one buyer's answer of buy.lua.
