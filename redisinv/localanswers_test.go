@@ -68,18 +68,6 @@ func TestConformanceLocalAnswersCluster(t *testing.T) {
 	conformanceLocal(t, url)
 }
 
-// TestConformanceStandalone and TestConformanceCluster are the plain suite (as
-// TestInventoryStandalone and TestInventoryCluster), named so that -run Conformance runs both.
-func TestConformanceStandalone(t *testing.T) { conformance(t, testenv.Redis(t)) }
-
-func TestConformanceCluster(t *testing.T) {
-	url := testenv.RedisCluster(t)
-	if c := dialT(t, url); !c.Cluster {
-		t.Fatalf("%s is not a Redis Cluster", url)
-	}
-	conformance(t, url)
-}
-
 const (
 	laSecret = "local-answers-test-secret-0123456789"
 	laAdmin  = "local-answers-admin"
@@ -508,5 +496,34 @@ func TestLocalAnswersMetrics(t *testing.T) {
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("metrics %v, want %v", got, want)
+	}
+}
+
+// TestLocalAnswersRedisClock: with Redis TIME (no test clock), the view answers ended only
+// once the lower bound of Redis' clock has reached ends_at, sends the buy to Redis while
+// ends_at is within the bounds' uncertainty, and answers from the stock before.
+func TestLocalAnswersRedisClock(t *testing.T) {
+	ms := int64(time.Millisecond)
+	v := &saleView{timeMs: 1_000_000, sent: 0, recv: ms, sets: true,
+		s: st{ends: 1_000_500, limit: 1, qlimit: 10}} // nothing available, nothing held
+	for _, tc := range []struct {
+		after time.Duration // since the snapshot's reply
+		code  string
+		ok    bool
+	}{
+		{400 * time.Millisecond, "sold_out", true},
+		{497 * time.Millisecond, "", false},
+		{501 * time.Millisecond, "", false},
+		{510 * time.Millisecond, "ended", true},
+	} {
+		code, _, ok := v.decide("u", 1, "", v.recv+int64(tc.after))
+		if code != tc.code || ok != tc.ok {
+			t.Errorf("%v after the snapshot: %q %v, want %q %v", tc.after, code, ok, tc.code, tc.ok)
+		}
+	}
+	// The sale's own clock (the latest time a script used) counts even if TIME is behind.
+	v.s.now = 1_000_600
+	if code, _, ok := v.decide("u", 1, "", v.recv); !ok || code != "ended" {
+		t.Errorf("with the sale's clock past ends_at: %q %v", code, ok)
 	}
 }

@@ -244,8 +244,9 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 			return engine{}, scrubError(fmt.Errorf("connect to redis %s: %w", maskURL(cfg.RedisURL), err), urlSecrets(cfg.RedisURL)...)
 		}
 		locks := lock.New(clients.Locks, &lock.Options{Lease: lockLease})
-		eng := redisinv.New(clients.Inventory, append([]redisinv.Option{redisinv.WithRebuild(a.store, locks), redisinv.WithLogger(log),
-			redisinv.WithReplicas(cfg.RedisReplicas, redisinv.DefaultReplicaTimeout)}, testEngineOptions()...)...)
+		buyOpts, closeBuys := redisBuyOptions(cfg.RedisBuys, clients, log) // localanswers.go
+		eng := redisinv.New(clients.Inventory, append(append([]redisinv.Option{redisinv.WithRebuild(a.store, locks), redisinv.WithLogger(log),
+			redisinv.WithReplicas(cfg.RedisReplicas, redisinv.DefaultReplicaTimeout)}, testEngineOptions()...), buyOpts...)...)
 		var sink redisinv.Sink // nil with --consume=false: `seckill worker` processes store the streams
 		if !cfg.NoConsume {
 			sink = a.store
@@ -258,9 +259,10 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 			},
 			streamLog: func(saleID string) export.Log { return eng.ExportLog(saleID, locks) },
 			checks:    map[string]func(context.Context) error{"redis": eng.Ping},
-			metrics:   []prometheus.Collector{eng.ReplicaCollector()},
+			metrics:   []prometheus.Collector{eng.ReplicaCollector(), eng.LocalAnswerCollector()},
 			close: func() error {
 				err := errors.Join(eng.Close(), locks.Close())
+				closeBuys()
 				clients.Close()
 				return err
 			},

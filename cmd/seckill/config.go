@@ -53,6 +53,8 @@ type config struct {
 	Pprof string
 	// HTTP holds serve's HTTP timeouts and bounds (--read-timeout, --max-conns, …).
 	HTTP httpLimits
+	// RedisBuys holds serve's local answers and in-flight bound (localanswers.go).
+	RedisBuys redisBuyConfig
 	// envErr is an environment value that could not be read; secrets reports it.
 	envErr error
 }
@@ -85,6 +87,7 @@ func bindConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
 		c.NoConsume = !b
 	}
 	bindRedisReplicas(fs, getenv, c)
+	bindRedisBuyConfig(fs, getenv, c)
 	dev := getenv("SECKILL_DEV")
 	fs.BoolVar(&c.Dev, "dev", dev == "1" || strings.EqualFold(dev, "true"), "development mode: generate missing secrets, mock payment gateway, token endpoint (SECKILL_DEV=1)")
 
