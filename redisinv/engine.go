@@ -256,7 +256,7 @@ func (e *Engine) execRaw(ctx context.Context, s *script, saleID string, args ...
 	if err != nil {
 		return nil, fmt.Errorf("redisinv: %s script for sale %s: %w", s.name, saleID, err)
 	}
-	e.noteVersion(saleID, v) // localanswers.go: a view older than this reply is stale
+	e.noteVersion(saleID, s.name, v) // localanswers.go: a view older than this call is stale
 	if err := e.checkVersion(ctx, saleID, floor, v); err != nil {
 		return nil, err
 	}

@@ -144,6 +144,7 @@ type localAnswers struct {
 	// counts of buys answered locally, by code (localCodes); reads of views.
 	counts    [len(localCodes)]atomic.Uint64
 	refreshes atomic.Uint64
+	saleReads atomic.Uint64 // Sale answered from a view
 }
 
 // localCodes are the answers a view can give, in the order of localAnswers.counts.
@@ -154,6 +155,7 @@ var localCodes = [...]seckill.Code{seckill.CodeSoldOut, seckill.CodeQueueFull, s
 type saleLocal struct {
 	gen       *atomic.Uint64
 	seen      atomic.Uint64 // the highest version in this engine's own replies for the sale
+	own       atomic.Uint64 // raised by this engine's own calls that may not raise the version
 	view      atomic.Pointer[saleView]
 	busy      atomic.Bool  // a refresh is running
 	notBefore atomic.Int64 // monotonic ns before which no refresh starts
@@ -167,14 +169,17 @@ type st struct {
 
 // saleView is one consistent snapshot of a sale, valid while its gen and epoch are current.
 type saleView struct {
-	gen, epoch uint64
-	sent, recv int64 // monotonic ns around the snapshot's call
-	timeMs     int64 // Redis TIME during the script, in ms (as clock_arg computes it)
-	s          st
-	sets       bool             // users and idem were read (else only window answers)
-	users      map[string]int64 // user → units held + queued + paid
-	idem       map[string]bool  // user:key of every idempotency key seen
-	testClock  seckill.Clock    // the engine's WithTestClock, if any
+	gen, epoch, own uint64
+	sent, recv      int64 // monotonic ns around the snapshot's call
+	timeMs          int64 // Redis TIME during the script, in ms (as clock_arg computes it)
+	s               st
+	sets            bool             // users and idem were read (else only window answers)
+	users           map[string]int64 // user → units held + queued + paid
+	idem            map[string]bool  // user:key of every idempotency key seen
+	testClock       seckill.Clock    // the engine's WithTestClock, if any
+	// The sale hash's other fields, for Sale (sale_reply).
+	name, currency string
+	listed         bool
 }
 
 var monoBase = time.Now()
@@ -279,10 +284,8 @@ func (e *Engine) localAnswer(req seckill.BuyRequest, q int) (ok bool, err error)
 	}
 	sl := l.sale(e, req.SaleID)
 	now := mono()
-	v := sl.view.Load()
-	if v == nil || v.gen != sl.gen.Load() || v.epoch != l.w.epoch.Load() || uint64(v.s.ver) < sl.seen.Load() ||
-		now-v.recv > int64(localMaxAge) {
-		l.maybeRefresh(e, req.SaleID, sl, now)
+	v := l.current(e, req.SaleID, sl, now)
+	if v == nil {
 		return false, nil
 	}
 	code, n, ok := v.decide(req.UserID, q, req.IdempotencyKey, now)
@@ -298,6 +301,52 @@ func (e *Engine) localAnswer(req seckill.BuyRequest, q int) (ok bool, err error)
 	return true, err
 }
 
+// current is the sale's view if it is valid now, else nil, after starting a refresh.
+func (l *localAnswers) current(e *Engine, saleID string, sl *saleLocal, now int64) *saleView {
+	v := sl.view.Load()
+	if v == nil || v.gen != sl.gen.Load() || v.epoch != l.w.epoch.Load() || v.own != sl.own.Load() || uint64(v.s.ver) < sl.seen.Load() ||
+		now-v.recv > int64(localMaxAge) {
+		l.maybeRefresh(e, saleID, sl, now)
+		return nil
+	}
+	return v
+}
+
+// localSale answers Sale from the view when sale.lua would answer exactly the view's state:
+// no hold may have expired by the time the script runs (its reclaim would change the counts)
+// and, with buyers queued, the sale is surely in its window (else the reclaim rejects them).
+// This is what keeps a rush's purchase-path reads (one Sale per buyer) off Redis too.
+func (e *Engine) localSale(id string) (seckill.Sale, seckill.StockState, bool) {
+	l := e.local
+	if l == nil {
+		return seckill.Sale{}, seckill.StockState{}, false
+	}
+	sl := l.sale(e, id)
+	now := mono()
+	v := l.current(e, id, sl, now)
+	if v == nil || v.s.loading == 1 {
+		return seckill.Sale{}, seckill.StockState{}, false
+	}
+	s := &v.s
+	lo, hi := v.scriptNow(now)
+	if s.held > 0 && s.nexp != 0 && s.nexp <= hi {
+		return seckill.Sale{}, seckill.StockState{}, false
+	}
+	if s.qlen > 0 && (s.closed == 1 || lo < s.starts || hi >= s.ends) {
+		return seckill.Sale{}, seckill.StockState{}, false
+	}
+	sale := seckill.Sale{
+		ID: id, Name: v.name, PriceCents: s.price, Stock: int(s.stock), Holdback: int(s.holdback),
+		StartsAt: fromMillis(s.starts), EndsAt: fromMillis(s.ends), PerUserLimit: int(s.limit),
+		HoldSeconds: int(s.hold), QueueLimit: int(s.qlimit), CreatedAt: fromMillis(s.created),
+		Currency: v.currency, Listed: v.listed,
+	}
+	st := seckill.StockState{Sellable: sale.Sellable(), Available: int(s.avail), Held: int(s.held), Sold: int(s.sold),
+		Queued: int(s.qunits)}
+	l.saleReads.Add(1)
+	return sale, st, true
+}
+
 func (l *localAnswers) sale(e *Engine, saleID string) *saleLocal {
 	if v, ok := l.sales.Load(saleID); ok {
 		return v.(*saleLocal)
@@ -310,12 +359,21 @@ func (l *localAnswers) sale(e *Engine, saleID string) *saleLocal {
 // noteVersion records a reply's version: this engine's own change makes its view stale at
 // once, without waiting for the invalidation that Redis pushes to the watcher's connection
 // (which may arrive after the reply), so that a caller sees its own writes.
-func (e *Engine) noteVersion(saleID string, v uint64) {
-	if e.local == nil || v == 0 {
+//
+// Scripts that can change a sale without raising its version (load.lua loads a sale new at
+// version 1, sale_admin.lua edits or drops it; restore.lua and those not named here, to be
+// safe) end every view of the sale this engine has, and any read of one in progress.
+func (e *Engine) noteVersion(saleID, script string, v uint64) {
+	if e.local == nil {
 		return
 	}
 	sl := e.local.sale(e, saleID)
-	for {
+	switch script {
+	case "buy", "cancel", "pay", "add_stock", "close", "reclaim", "sale", "reservation":
+	default:
+		sl.own.Add(1)
+	}
+	for v != 0 {
 		cur := sl.seen.Load()
 		if cur >= v || sl.seen.CompareAndSwap(cur, v) {
 			return
@@ -342,9 +400,9 @@ func (l *localAnswers) maybeRefresh(e *Engine, saleID string, sl *saleLocal, now
 }
 
 // viewScript reads a sale's snapshot: KEYS sale, users, idem; ARGV[1] the most users and keys
-// to return (0: none). It returns {st, TIME seconds, TIME microseconds, {st's values}, flag,
-// users (field, value, …), idem fields}; flag 1 when the two hashes were read, 0 when they hold
-// more entries than ARGV[1]. st is false for a sale not loaded.
+// to return (0: none). It returns {st, TIME seconds, TIME microseconds, {st's values}, {name,
+// currency, listed}, flag, users (field, value, …), idem fields}; flag 1 when the two hashes
+// were read, 0 when they hold more entries than ARGV[1]. st is false for a sale not loaded.
 var viewScript = rueidis.NewLuaScriptReadOnly(`
 local st = redis.call('HGET', KEYS[1], 'st')
 local t = redis.call('TIME')
@@ -357,12 +415,13 @@ for i = 1, 20 do
   v[i] = v[i] or 0
 end
 v[21] = n
+local meta = redis.call('HMGET', KEYS[1], 'name', 'currency', 'listed')
 local cap = tonumber(ARGV[1])
 local nu, ni = redis.call('HLEN', KEYS[2]), redis.call('HLEN', KEYS[3])
 if nu + ni > cap then
-  return {st, t[1], t[2], v, 0}
+  return {st, t[1], t[2], v, meta, 0}
 end
-return {st, t[1], t[2], v, 1, redis.call('HGETALL', KEYS[2]), redis.call('HKEYS', KEYS[3])}
+return {st, t[1], t[2], v, meta, 1, redis.call('HGETALL', KEYS[2]), redis.call('HKEYS', KEYS[3])}
 `)
 
 // read takes a snapshot of the sale: first the tracked read of st (so that any later write is
@@ -373,7 +432,7 @@ func (l *localAnswers) read(e *Engine, saleID string, sl *saleLocal) (*saleView,
 	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
 	defer cancel()
 	ks := e.keys(saleID)
-	gen, epoch := sl.gen.Load(), l.w.epoch.Load()
+	gen, epoch, own := sl.gen.Load(), l.w.epoch.Load(), sl.own.Load()
 	c := l.w.client
 	tracked, err := c.DoCache(ctx, c.B().Hget().Key(ks[0]).Field("st").Cache(), time.Minute).ToString()
 	if rueidis.IsRedisNil(err) {
@@ -388,14 +447,14 @@ func (l *localAnswers) read(e *Engine, saleID string, sl *saleLocal) (*saleView,
 	if err != nil {
 		return nil, err
 	}
-	if len(msgs) < 5 {
+	if len(msgs) < 6 {
 		return nil, nil
 	}
 	raw, err := msgs[0].ToString()
 	if err != nil || raw != tracked {
 		return nil, err // changed in between: the next buy tries again
 	}
-	v := &saleView{gen: gen, epoch: epoch, sent: sent, recv: recv, testClock: e.clock}
+	v := &saleView{gen: gen, epoch: epoch, own: own, sent: sent, recv: recv, testClock: e.clock}
 	sec, err1 := msgs[1].AsInt64()
 	usec, err2 := msgs[2].AsInt64()
 	vals, err3 := msgs[3].AsIntSlice()
@@ -411,8 +470,14 @@ func (l *localAnswers) read(e *Engine, saleID string, sl *saleLocal) (*saleView,
 	if uint64(max(v.s.ver, 0)) < max(e.versionFloor(saleID).floor, sl.seen.Load()) {
 		return nil, nil // Redis went back in time: the engine's calls find it and rebuild
 	}
-	if flag, _ := msgs[4].AsInt64(); flag == 1 && len(msgs) == 7 {
-		kv, err := msgs[5].AsStrSlice()
+	if meta, err := msgs[4].ToArray(); err == nil && len(meta) == 3 {
+		v.name, _ = meta[0].ToString()
+		v.currency, _ = meta[1].ToString() // a sale loaded before currency existed: ''
+		listed, err := meta[2].ToString()
+		v.listed = err != nil || listed != "0" // and before listed: '1'
+	}
+	if flag, _ := msgs[5].AsInt64(); flag == 1 && len(msgs) == 8 {
+		kv, err := msgs[6].AsStrSlice()
 		if err != nil || len(kv)%2 != 0 {
 			return nil, fmt.Errorf("view script: users: %v", err)
 		}
@@ -424,7 +489,7 @@ func (l *localAnswers) read(e *Engine, saleID string, sl *saleLocal) (*saleView,
 			}
 			v.users[kv[i]] = n
 		}
-		keys, err := msgs[6].AsStrSlice()
+		keys, err := msgs[7].AsStrSlice()
 		if err != nil {
 			return nil, fmt.Errorf("view script: idem: %w", err)
 		}
@@ -434,7 +499,7 @@ func (l *localAnswers) read(e *Engine, saleID string, sl *saleLocal) (*saleView,
 		}
 		v.sets = true
 	}
-	if sl.gen.Load() != gen || l.w.epoch.Load() != epoch {
+	if sl.gen.Load() != gen || l.w.epoch.Load() != epoch || sl.own.Load() != own {
 		return nil, nil // invalidated while we read
 	}
 	return v, nil
@@ -446,6 +511,8 @@ type LocalAnswerStats struct {
 	Answered map[seckill.Code]uint64
 	// Reads counts the snapshots read from Redis.
 	Reads uint64
+	// SaleReads counts the Sale calls answered from a view.
+	SaleReads uint64
 	// Shed counts the buys answered unavailable because too many were in flight (inflight.go).
 	Shed uint64
 }
@@ -458,6 +525,7 @@ func (e *Engine) LocalAnswerStats() LocalAnswerStats {
 			st.Answered[c] = l.counts[i].Load()
 		}
 		st.Reads = l.refreshes.Load()
+		st.SaleReads = l.saleReads.Load()
 	}
 	return st
 }
@@ -468,6 +536,8 @@ var (
 		[]string{"code"}, nil)
 	localReadDesc = prometheus.NewDesc("seckill_redis_local_view_reads_total",
 		"Snapshots of sales read from Redis for the local answers.", nil, nil)
+	localSaleDesc = prometheus.NewDesc("seckill_redis_local_sale_reads_total",
+		"Reads of a sale (the purchase path, the storefront) answered by this instance from its view, without Redis.", nil, nil)
 	shedDesc = prometheus.NewDesc("seckill_redis_buys_shed_total",
 		"Buys answered 503 because this instance already had --redis-max-inflight buys of the sale waiting for Redis.", nil, nil)
 )
@@ -480,6 +550,7 @@ type localCollector struct{ e *Engine }
 func (c localCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- localAnswerDesc
 	ch <- localReadDesc
+	ch <- localSaleDesc
 	ch <- shedDesc
 }
 
@@ -489,5 +560,6 @@ func (c localCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(localAnswerDesc, prometheus.CounterValue, float64(st.Answered[code]), string(code))
 	}
 	ch <- prometheus.MustNewConstMetric(localReadDesc, prometheus.CounterValue, float64(st.Reads))
+	ch <- prometheus.MustNewConstMetric(localSaleDesc, prometheus.CounterValue, float64(st.SaleReads))
 	ch <- prometheus.MustNewConstMetric(shedDesc, prometheus.CounterValue, float64(st.Shed))
 }

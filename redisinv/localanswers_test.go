@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -271,6 +272,57 @@ func TestLocalAnswersEqualEngine(t *testing.T) {
 	for _, tc := range cases {
 		check(tc.name, tc.buy, tc.want)
 	}
+	// Sale reads, answered from the same views, equal the engine's (sale.lua through Redis).
+	for _, id := range []string{"so", "left", "qf", "cl", "ns", "en"} {
+		var local seckill.Sale
+		var localSt seckill.StockState
+		answered := false
+		for deadline := time.Now().Add(3 * time.Second); !answered && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			before := a.e.LocalAnswerStats().SaleReads
+			s, st, err := a.e.Sale(t.Context(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			local, localSt, answered = s, st, a.e.LocalAnswerStats().SaleReads > before
+		}
+		real, realSt, err := b.e.Sale(t.Context(), id)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case !answered:
+			t.Errorf("Sale(%s) never answered locally", id)
+		case !reflect.DeepEqual(local, real) || localSt != realSt:
+			t.Errorf("Sale(%s) local %+v %+v, engine %+v %+v", id, local, localSt, real, realSt)
+		}
+	}
+	// Negative control of that comparison: a view with one unit more available differs. (The
+	// view may be re-read meanwhile: the wrong one is put back until a read uses it.)
+	_, realSt, _ := b.e.Sale(t.Context(), "so")
+	sl := a.e.local.sale(a.e, "so")
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("negative control: the wrong view was never used by Sale")
+		}
+		v := sl.view.Load()
+		if v == nil {
+			_, _, _ = a.e.Sale(t.Context(), "so") // starts a read of the view
+			continue
+		}
+		bad := *v
+		bad.s.avail++
+		sl.view.Store(&bad)
+		before := a.e.LocalAnswerStats().SaleReads
+		_, st, _ := a.e.Sale(t.Context(), "so")
+		if a.e.LocalAnswerStats().SaleReads == before {
+			continue
+		}
+		if st == realSt {
+			t.Error("negative control: a wrong view's Sale equals the engine's")
+		}
+		sl.view.Store(nil) // read again before the buys below
+		break
+	}
+
 	// Time-ended: the scripts' clock (here the test clock) is past ends_at.
 	clock.Advance(31 * time.Minute)
 	check("ended", laBuy{en, "n1", "", 1}, 410)
@@ -289,7 +341,7 @@ func TestLocalAnswersEqualEngine(t *testing.T) {
 	// says limit_exceeded, and the comparison sees it.
 	// The view is re-read now and then (localMaxAge), so the wrong one is put back before
 	// each try, until a try is answered from it.
-	sl := a.e.local.sale(a.e, "so")
+	sl = a.e.local.sale(a.e, "so")
 	buy := laBuy{so, "u1", "k10", 1}
 	real := b.buy(t, clock, buy)
 	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(5 * time.Millisecond) {
@@ -470,6 +522,7 @@ func TestLocalAnswersMetrics(t *testing.T) {
 	e.local.counts[0].Add(3) // sold_out
 	e.local.counts[2].Add(1) // ended
 	e.local.refreshes.Add(5)
+	e.local.saleReads.Add(7)
 	e.inflight.shed.Add(2)
 	ch := make(chan prometheus.Metric, 16)
 	e.LocalAnswerCollector().Collect(ch)
@@ -493,6 +546,7 @@ func TestLocalAnswersMetrics(t *testing.T) {
 		"seckill_redis_local_answers_total{ended}": 1, "seckill_redis_local_answers_total{not_started}": 0,
 		"seckill_redis_local_answers_total{limit_exceeded}": 0, "seckill_redis_local_answers_total{invalid_argument}": 0,
 		"seckill_redis_local_view_reads_total": 5, "seckill_redis_buys_shed_total": 2,
+		"seckill_redis_local_sale_reads_total": 7,
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("metrics %v, want %v", got, want)
