@@ -62,13 +62,19 @@ func bindRedisBuyConfig(fs *flag.FlagSet, getenv func(string) string, c *config)
 // (before 6.0) runs without local answers, with a warning: buys are still answered, by Redis.
 func redisBuyOptions(cfg redisBuyConfig, clients *redisinv.Clients, log *slog.Logger) ([]redisinv.Option, func()) {
 	opts := []redisinv.Option{redisinv.WithMaxInFlight(cfg.MaxInFlight)}
+	inflight := cfg.MaxInFlight
+	if inflight == 0 {
+		inflight = redisinv.DefaultMaxInFlight
+	}
 	if cfg.NoLocalAnswers {
+		log.Info("redis buys", "local_answers", false, "max_inflight_per_sale", inflight)
 		return opts, func() {}
 	}
 	w, err := clients.NewWatcher()
 	if err != nil {
-		log.Warn("local answers off: every buy goes to Redis", "err", err)
+		log.Warn("local answers off: every buy goes to Redis", "err", err, "max_inflight_per_sale", inflight)
 		return opts, func() {}
 	}
+	log.Info("redis buys", "local_answers", true, "max_inflight_per_sale", inflight)
 	return append(opts, redisinv.WithLocalAnswers(w)), w.Close
 }
