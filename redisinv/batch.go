@@ -32,6 +32,8 @@ type buyCall struct {
 	ctx    context.Context // the buyer's; a call whose buyer gave up is not sent
 	until  time.Time       // not sent after this (queued longer than the engine's timeout)
 	req    seckill.BuyRequest
+	tag    string // the segment's id (segment.go segTag): the sale's id for a one-segment sale
+	floor  uint64 // a segmented sale's seq floor (segment.go), 0 for none
 	q      int
 	random string
 	done   chan struct{}
@@ -98,11 +100,14 @@ func (b *batcher) of(saleID string) *saleBatcher {
 // buy queues c and waits for its answer (or ctx).
 func (e *Engine) buy(ctx context.Context, c *buyCall) (seckill.BuyResult, error) {
 	c.done, c.ctx, c.until = make(chan struct{}), ctx, time.Now().Add(e.timeout)
+	if c.tag == "" {
+		c.tag = c.req.SaleID
+	}
 	if e.maxBatch == 1 { // every buy its own call, as many in flight as there are buyers
-		e.sendBatch(c.req.SaleID, []*buyCall{c})
+		e.sendBatch(c.tag, []*buyCall{c})
 		return c.res, c.err
 	}
-	sb := e.batches.of(c.req.SaleID)
+	sb := e.batches.of(c.tag)
 	sb.mu.Lock()
 	sb.queue = append(sb.queue, c)
 	start := sb.inFlight < maxInFlight
@@ -111,7 +116,7 @@ func (e *Engine) buy(ctx context.Context, c *buyCall) (seckill.BuyResult, error)
 	}
 	sb.mu.Unlock()
 	if start {
-		e.batches.goSend(func() { e.drain(c.req.SaleID, sb) })
+		e.batches.goSend(func() { e.drain(c.tag, sb) })
 	}
 	select {
 	case <-c.done:
@@ -167,11 +172,14 @@ func (e *Engine) sendBatch(saleID string, batch []*buyCall) {
 	for _, c := range batch {
 		args = append(args, c.req.UserID, itoa(c.q), c.req.IdempotencyKey, c.random)
 	}
+	if fl := seqFloor(batch); fl > 0 {
+		args = append(args, i64toa(int64(fl)))
+	}
 	// The script call has its own timeout (exec); this one also bounds the look-up in the
 	// database when the sale turns out to be missing.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*e.timeout)
 	defer cancel()
-	r, err := e.exec(ctx, e.scripts.buy, saleID, args...)
+	r, err := e.execTag(ctx, e.scripts.buy, saleID, args...)
 	for i, c := range batch {
 		switch {
 		case err != nil:

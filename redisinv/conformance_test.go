@@ -33,7 +33,7 @@ func testPrefix() string {
 }
 
 // dropPrefix deletes every key under prefix on every node.
-func dropPrefix(t *testing.T, rdb rueidis.Client, prefix string) {
+func dropPrefix(t testing.TB, rdb rueidis.Client, prefix string) {
 	ctx := context.Background()
 	for _, node := range rdb.Nodes() {
 		var cursor uint64

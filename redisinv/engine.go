@@ -55,6 +55,9 @@ type Engine struct {
 	stream   streamLimits // how the sales' streams are trimmed (export.go)
 	acks     replicaAcks  // WAIT after state-changing scripts (replicas.go); off by default
 	versions versionBook  // the sales' highest versions seen (version.go)
+	segs     sync.Map     // sale id -> *segInfo, the segmented sales seen (segment.go)
+	loadSegs int          // withSegments: LoadSale splits every sale (tests)
+	noLend   bool         // tests: a segment short of units collapses the sale at once
 
 	local    *localAnswers // buys answered without Redis (localanswers.go); nil: off
 	inflight inflightBound // the buys of each sale waiting for Redis (inflight.go)

@@ -23,6 +23,14 @@ const reclaimBatch = 1024
 // LoadSale preheats a sale: its definition and counters, with sold units already sold.
 // Loading a sale that is loaded is a conflict, so a repeated preheat changes nothing.
 func (e *Engine) LoadSale(ctx context.Context, def seckill.Sale, sold int) error {
+	if e.loadSegs > 1 {
+		return e.LoadSaleSegments(ctx, def, sold, e.loadSegs)
+	}
+	return e.loadSale(ctx, def, sold)
+}
+
+// loadSale is LoadSale of a one-segment sale.
+func (e *Engine) loadSale(ctx context.Context, def seckill.Sale, sold int) error {
 	if !seckill.ValidID(def.ID) {
 		return seckill.Errorf(seckill.CodeInvalidArgument, "sale id must be 1–64 of [A-Za-z0-9_.-]")
 	}
@@ -65,9 +73,15 @@ func (e *Engine) Sale(ctx context.Context, id string) (seckill.Sale, seckill.Sto
 	if s, st, ok := e.localSale(id); ok { // localanswers.go
 		return s, st, nil
 	}
+	if in := e.segmentsOf(id); in != nil && !in.collapsed.Load() {
+		return e.segSale(ctx, id, in)
+	}
 	r, err := e.exec(ctx, e.scripts.sale, id)
 	if err != nil {
 		return seckill.Sale{}, seckill.StockState{}, err
+	}
+	if in := e.segmentsIn(id, r); in != nil && !in.collapsed.Load() {
+		return e.segSale(ctx, id, in)
 	}
 	s, st := saleOf(id, r)
 	return s, st, nil
@@ -115,7 +129,20 @@ func (e *Engine) Buy(ctx context.Context, req seckill.BuyRequest) (seckill.BuyRe
 		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "idempotency key is longer than %d bytes", maxIdempotencyKey)
 	}
 	q := min(max(req.Quantity, 0), maxExact) // the script answers invalid_argument for 0
-	return e.buyGuarded(ctx, req, q)
+	if in := e.segmentsOf(req.SaleID); in != nil {
+		return e.buySegmented(ctx, in, req, q)
+	}
+	res, err := e.buyGuarded(ctx, req, q)
+	if sig := signalOf(err); sig != nil { // a segmented sale this instance had not seen yet
+		in := e.segmentsOf(req.SaleID)
+		if sig.code == "segments" {
+			in = e.learnSegments(req.SaleID, int(sig.n))
+		} else if in, err = e.discoverSegments(ctx, req.SaleID); err != nil {
+			return seckill.BuyResult{}, err
+		}
+		return e.buySegmented(ctx, in, req, q)
+	}
+	return res, err
 }
 
 // buyAnswer decodes one buyer's answer of buy.lua.
@@ -145,6 +172,9 @@ func buyAnswer(req seckill.BuyRequest, r reply) (seckill.BuyResult, error) {
 	case "queue_full":
 		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeQueueFull, "every unit is held and the queue is full; try again later")
 	}
+	if sig := segSignalOf(r); sig != nil {
+		return seckill.BuyResult{}, sig // segment.go acts on it
+	}
 	return seckill.BuyResult{}, unexpected("buy", r)
 }
 
@@ -158,6 +188,9 @@ func (e *Engine) Reservation(ctx context.Context, id string) (seckill.Reservatio
 	if !ok {
 		return seckill.Reservation{}, errNotFound(id)
 	}
+	if in := e.segmentsOf(saleID); in != nil {
+		return e.segReservation(ctx, id, saleID, suffix, in)
+	}
 	r, err := e.exec(ctx, e.scripts.reservation, saleID, suffix)
 	if isCode(err, seckill.CodeNotFound) {
 		return seckill.Reservation{}, errNotFound(id)
@@ -170,6 +203,8 @@ func (e *Engine) Reservation(ctx context.Context, id string) (seckill.Reservatio
 		return reservationOf(saleID, r), nil
 	case "not_found":
 		return seckill.Reservation{}, errNotFound(id)
+	case "segments":
+		return e.segReservation(ctx, id, saleID, suffix, e.learnSegments(saleID, int(r.int(1))))
 	}
 	return seckill.Reservation{}, unexpected("reservation", r)
 }
@@ -180,6 +215,9 @@ func (e *Engine) Cancel(ctx context.Context, id, userID string) (seckill.Reserva
 	if !ok || !seckill.ValidID(userID) {
 		return seckill.Reservation{}, errNotFound(id)
 	}
+	if in := e.segmentsOf(saleID); in != nil {
+		return e.segCancel(ctx, id, userID, saleID, suffix, in)
+	}
 	r, err := e.exec(ctx, e.scripts.cancel, saleID, suffix, userID)
 	if isCode(err, seckill.CodeNotFound) {
 		return seckill.Reservation{}, errNotFound(id)
@@ -187,6 +225,14 @@ func (e *Engine) Cancel(ctx context.Context, id, userID string) (seckill.Reserva
 	if err != nil {
 		return seckill.Reservation{}, err
 	}
+	if r.code() == "segments" {
+		return e.segCancel(ctx, id, userID, saleID, suffix, e.learnSegments(saleID, int(r.int(1))))
+	}
+	return cancelResult(id, saleID, r)
+}
+
+// cancelResult decodes cancel.lua's reply.
+func cancelResult(id, saleID string, r reply) (seckill.Reservation, error) {
 	switch r.code() {
 	case "ok":
 		return reservationOf(saleID, r), nil
@@ -210,7 +256,16 @@ func (e *Engine) ConfirmPayment(ctx context.Context, p seckill.PaymentConfirmati
 		return seckill.PaymentRefundRequired, seckill.Reservation{}, nil
 	}
 	amount := min(max(p.AmountCents, -maxExact), maxExact)
-	r, err := e.exec(ctx, e.scripts.pay, saleID, suffix, p.PaymentID, i64toa(amount))
+	var r reply
+	var err error
+	if in := e.segmentsOf(saleID); in != nil {
+		r, err = e.segPay(ctx, p, saleID, suffix, amount, in)
+	} else {
+		r, err = e.exec(ctx, e.scripts.pay, saleID, suffix, p.PaymentID, i64toa(amount))
+		if err == nil && r.code() == "segments" {
+			r, err = e.segPay(ctx, p, saleID, suffix, amount, e.learnSegments(saleID, int(r.int(1))))
+		}
+	}
 	if isCode(err, seckill.CodeNotFound) {
 		return seckill.PaymentRefundRequired, seckill.Reservation{}, nil
 	}
@@ -237,11 +292,23 @@ func (e *Engine) AddStock(ctx context.Context, saleID string, add int) (seckill.
 		arg = 0 // the script answers invalid_argument, after telling an unknown sale
 	}
 	r, err := e.exec(ctx, e.scripts.addStock, saleID, itoa(arg))
+	for try := 0; err == nil && r.code() == "moving" && try < 16; try++ {
+		// Segment 0 of a segmented sale is collapsing: finish that, then add.
+		var in *segInfo
+		if in, err = e.discoverSegments(ctx, saleID); err == nil {
+			if err = e.collapse(ctx, saleID, in); err == nil {
+				r, err = e.exec(ctx, e.scripts.addStock, saleID, itoa(arg))
+			}
+		}
+	}
 	if err != nil {
 		return seckill.Sale{}, seckill.StockState{}, err
 	}
 	switch r.code() {
 	case "ok":
+		if in := e.segmentsIn(saleID, r); in != nil && !in.collapsed.Load() {
+			return e.segSale(ctx, saleID, in) // added at segment 0, lent from there
+		}
 		s, st := saleOf(saleID, r)
 		return s, st, nil
 	case "invalid_argument":
@@ -261,6 +328,18 @@ func (e *Engine) CloseSale(ctx context.Context, saleID string) (seckill.Sale, se
 	r, err := e.exec(ctx, e.scripts.close, saleID)
 	if err != nil {
 		return seckill.Sale{}, seckill.StockState{}, err
+	}
+	if r.code() == "moving" || (r.code() == "ok" && r.int(17) > 1) {
+		// A segmented sale: every segment is closed (a moved one too: a late payment there
+		// must see the sale ended).
+		in, err := e.discoverSegments(ctx, saleID)
+		if err == nil {
+			err = e.segClose(ctx, saleID, in)
+		}
+		if err != nil {
+			return seckill.Sale{}, seckill.StockState{}, err
+		}
+		return e.Sale(ctx, saleID)
 	}
 	if r.code() != "ok" {
 		return seckill.Sale{}, seckill.StockState{}, unexpected("close", r)
@@ -286,6 +365,14 @@ func (e *Engine) Reclaim(ctx context.Context, saleID string) (int, error) {
 		}
 		total += int(r.int(1))
 		if r.int(2) == 0 {
+			if r.int(3) > 1 { // a segmented sale: the other segments too
+				in := e.learnSegments(saleID, int(r.int(3)))
+				if r.int(5) == modeSingle {
+					in.collapsed.Store(true)
+				}
+				n, err := e.segReclaim(ctx, saleID, in, r.int(4))
+				return total + n, err
+			}
 			return total, nil
 		}
 	}
@@ -299,6 +386,9 @@ func (e *Engine) RestoreReservation(ctx context.Context, in seckill.Reservation)
 		return err
 	}
 	saleID, _, _ := splitID(in.ID)
+	if _, err := e.oneSegment(ctx, saleID); err != nil { // a restored sale has one segment
+		return err
+	}
 	r, err := e.exec(ctx, e.scripts.restore, saleID, args...)
 	if err != nil {
 		return err

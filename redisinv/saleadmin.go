@@ -19,12 +19,20 @@ func (e *Engine) SetListed(ctx context.Context, saleID string, listed bool) (sec
 	if err != nil {
 		return seckill.Sale{}, seckill.StockState{}, err
 	}
+	if in := e.segmentsIn(saleID, r); in != nil && !in.collapsed.Load() {
+		return e.segSale(ctx, saleID, in) // listed is segment 0's; the counts are every segment's
+	}
 	s, st := saleOf(saleID, r)
 	return s, st, nil
 }
 
 // CloseUnreserved closes the sale if nobody has reserved in it, in one script.
 func (e *Engine) CloseUnreserved(ctx context.Context, saleID string) (seckill.Sale, error) {
+	if seckill.ValidID(saleID) {
+		if _, err := e.oneSegment(ctx, saleID); err != nil {
+			return seckill.Sale{}, err
+		}
+	}
 	r, err := e.saleAdmin(ctx, saleID, "close_unreserved")
 	if err != nil {
 		return seckill.Sale{}, err
@@ -37,9 +45,19 @@ func (e *Engine) CloseUnreserved(ctx context.Context, saleID string) (seckill.Sa
 // finds it missing, and answers not_found once the order store has no row for it either
 // (seckill.Service.DeleteSale deletes the row first).
 func (e *Engine) DropSale(ctx context.Context, saleID string) error {
+	var in *segInfo
+	if seckill.ValidID(saleID) {
+		var err error
+		if in, err = e.oneSegment(ctx, saleID); err != nil {
+			return err
+		}
+	}
 	_, err := e.saleAdmin(ctx, saleID, "drop")
 	if err == nil {
 		e.versions.m.Delete(saleID) // a sale made again under this id starts its versions anew
+		if in != nil {
+			err = e.dropSegments(ctx, saleID, in)
+		}
 	}
 	return err
 }

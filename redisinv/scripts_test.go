@@ -589,6 +589,9 @@ func scriptSpecs() []scriptSpec {
 		{name: "trim", s: ds.trim,
 			base: func(f *fixture) []string { return []string{f.clockMS(), Group} },
 			args: []argSpec{clock, {"group", badStr(64, true)}}},
+		{name: "segment", s: ds.segment,
+			base: func(f *fixture) []string { return []string{f.clockMS(), "counts"} },
+			args: []argSpec{clock, {"op", bad("", "COUNTS", "bogus", "counts ", "take")}}},
 		{name: "sale_admin", s: ds.saleAdmin,
 			base: func(f *fixture) []string { return []string{f.clockMS(), "list"} },
 			args: []argSpec{clock, {"op", bad("", "LIST", "delete", "list ", "close")}}},
@@ -765,14 +768,14 @@ func TestScriptsValidateBeforeFirstWrite(t *testing.T) {
 func TestScriptsCatchAWriteBeforeValidation(t *testing.T) {
 	c := dialT(t, testenv.Redis(t))
 	f := newFixture(t, c, "control")
-	const from = "  begin()\n  local n = (#ARGV - 1) / 4\n"
+	const from = "  begin()\n  local extra = (#ARGV - 1) % 4\n"
 	broken := newScriptSet(func(name string) string {
 		src := scriptSource(name)
 		if name == "buy.lua" {
 			if !strings.Contains(src, from) {
 				t.Fatalf("buy.lua no longer contains the text the mutation replaces: %q", from)
 			}
-			src = strings.Replace(src, from, "  begin()\n  redis.call('HINCRBY', KEYS[5], 'frank', '1')\n  local n = (#ARGV - 1) / 4\n", 1)
+			src = strings.Replace(src, from, "  begin()\n  redis.call('HINCRBY', KEYS[5], 'frank', '1')\n  local extra = (#ARGV - 1) % 4\n", 1)
 		}
 		return src
 	})

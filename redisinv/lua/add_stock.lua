@@ -2,12 +2,17 @@
 -- KEYS: the sale's seven keys (common.lua).
 -- ARGV: [1] clock (common.lua); [2] units to add, digits ('0' stands for anything below 1).
 -- Returns: <sale> (see sale_reply), or {'not_loaded'} / {'loading'} /
---          {'invalid_argument', largest stock}.
+--          {'invalid_argument', largest stock}; {'moving'} / {'moved'} (common.lua) for a
+--          segmented sale, whose units are added at segment 0 (and lent from there).
+--          While segment 0 is COLLAPSING it answers 'moving' too (the engine finishes first).
 -- @common
 local function main()
   begin()
   local add = int_arg(ARGV[2], 'add', 0, MAX_QUANTITY)
-  local missing = ready()
+  local missing = ready() or seg_gate('')
+  if not missing and S.mode == COLLAPSING then
+    missing = {'moving'}
+  end
   if missing then
     return missing
   end

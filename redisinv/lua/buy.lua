@@ -8,16 +8,27 @@
 -- ARGV: [1] clock (common.lua); then 4 per buyer, for 1 to 64 buyers: user id; quantity, digits
 --       ('0' stands for anything below 1; at most 2^53); idempotency key ('' for none, at most
 --       128 bytes); 16 lowercase hex digits from crypto/rand, the random half of the id of a
---       new reservation.
+--       new reservation; then, optionally, one more: a floor for the new reservations' seq
+--       (a segmented sale: the highest seq the engine has seen, so that a reservation made after
+--       another one's answer has a higher seq whatever segments made them).
 -- Returns: {'not_loaded'} or {'loading'} for the whole call, else {'ok', <answer per buyer>...},
 --          each answer {'ok', replayed (0/1), <reservation> (see res_reply)} or
 --          {'invalid_argument'} / {'not_started'} / {'ended'} /
 --          {'limit_exceeded', 'quantity'|'user', per-user limit} /
---          {'sold_out', units left unsold (available + held)} / {'queue_full'}.
+--          {'sold_out', units left unsold (available + held)} / {'queue_full'}; for a segmented
+--          sale (common.lua, Segments) also {'segments', n} (the buyer's state is in another
+--          segment), {'empty', available} (a SPLIT segment without the units: nothing changed),
+--          {'elsewhere', suffix} (a replayed key whose reservation stayed in a MOVED segment),
+--          {'moving'} and {'moved'}.
 -- @common
+
+local seq_floor = 0 -- the optional last argument
 
 -- buy_one applies the rules to one buyer, after the call's reclaim.
 local function buy_one(user, q, key, rnd)
+  if S.mode == SPLIT and user_seg(user, S.segs) ~= S.seg then
+    return {'segments', S.segs}
+  end
   if q < 1 then
     return {'invalid_argument'}
   end
@@ -30,7 +41,11 @@ local function buy_one(user, q, key, rnd)
     idem = user .. ':' .. key
     local replay = redis.call('HGET', KEYS[6], idem)
     if replay then
-      return res_reply(1, settle(get_res(replay)))
+      local r = get_res(replay)
+      if not r then
+        return {'elsewhere', replay}
+      end
+      return res_reply(1, settle(r))
     end
   end
   if q > S.limit then
@@ -45,6 +60,8 @@ local function buy_one(user, q, key, rnd)
   local status
   if S.qlen == 0 and S.avail >= q then
     status = 'held'
+  elseif splitting() then
+    return {'empty', S.avail}
   elseif S.avail == 0 and S.held == 0 then
     return {'sold_out', 0}
   elseif S.avail + S.held < q then
@@ -54,7 +71,18 @@ local function buy_one(user, q, key, rnd)
   else
     status = 'queued'
   end
-  S.seq = S.seq + 1
+  local step = 1
+  if S.segs > 1 then
+    -- Segment i numbers its reservations i + k*segs, so that seqs stay unique across the
+    -- segments, and its ids carry its index in the random half's first byte.
+    step, rnd = S.segs, string.format('%02x', S.seg) .. string.sub(rnd, 3)
+  end
+  if step > 1 then
+    local s = math.max(S.seq, seq_floor) + 1
+    S.seq = s + (S.seg - s) % step -- the next seq of this segment's residue
+  else
+    S.seq = S.seq + 1
+  end
   local r = {id = string.format('%016x', S.seq) .. rnd, status = status, user = user, q = q,
     exp = 0, seq = S.seq, amount = q * S.price, created = now, pid = '', key = key}
   user_add(user, q)
@@ -74,9 +102,13 @@ end
 
 local function main()
   begin()
-  local n = (#ARGV - 1) / 4
-  if n < 1 or n > 64 or n ~= math.floor(n) then
-    fail('want the clock and 4 arguments for each of 1 to 64 buyers, got ' .. #ARGV .. ' arguments')
+  local extra = (#ARGV - 1) % 4
+  local n = (#ARGV - 1 - extra) / 4
+  if n < 1 or n > 64 or extra > 1 then
+    fail('want the clock and 4 arguments for each of 1 to 64 buyers (and a seq floor), got ' .. #ARGV .. ' arguments')
+  end
+  if extra == 1 then
+    seq_floor = int_arg(ARGV[#ARGV], 'seq floor', 0, MAX_EXACT)
   end
   local buyers = {}
   for i = 1, n do
@@ -89,6 +121,13 @@ local function main()
     return missing
   end
   local out, reclaimed = {'ok'}, false
+  local gate = seg_gate('')
+  if gate then -- a FROZEN or MOVED segment changes nothing, not even by a reclaim
+    for i = 1, n do
+      out[i + 1] = gate
+    end
+    return out
+  end
   for i = 1, n do
     local b = buyers[i]
     if b[2] >= 1 and not reclaimed then

@@ -1,21 +1,27 @@
 -- cancel.lua: Cancel (docs/MODEL.md "Cancel"): a held or queued reservation of the user is
 -- cancelled; a cancelled, expired, rejected or refund_required one is returned unchanged.
 -- KEYS: the sale's seven keys (common.lua).
--- ARGV: [1] clock (common.lua); [2] reservation suffix (32 lowercase hex); [3] user id.
+-- ARGV: [1] clock (common.lua); [2] reservation suffix (32 lowercase hex); [3] user id; [4]
+--       segment flag (optional, common.lua flag_arg).
 -- Returns: {'ok', 0, <reservation>}, or {'not_loaded'} / {'loading'} / {'not_found'} (also for
---          another user's reservation) / {'conflict'} (already paid).
+--          another user's reservation) / {'conflict'} (already paid); for a segmented sale also
+--          {'segments', n} / {'moving'} / {'moved'} (common.lua).
 -- @common
 local function main()
   begin()
   local id = hex_arg(ARGV[2], 'reservation', 32)
   local user = id_arg(ARGV[3], 'user')
-  local missing = ready()
+  local flag = flag_arg(ARGV[4])
+  local missing = ready() or seg_gate(flag)
   if missing then
     return missing
   end
   reclaim(RECLAIM)
   local r = settle(get_res(id))
-  if not r or r.user ~= user then
+  if not r then
+    return not_found_reply(flag)
+  end
+  if r.user ~= user then
     return {'not_found'}
   end
   if r.status == 'paid' then

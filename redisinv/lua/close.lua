@@ -2,11 +2,16 @@
 -- is rejected; holds may still be paid until they expire, and the units they free are not resold.
 -- KEYS: the sale's seven keys (common.lua).
 -- ARGV: [1] clock (common.lua).
--- Returns: <sale> (see sale_reply), or {'not_loaded'} / {'loading'}.
+-- Returns: <sale> (see sale_reply), or {'not_loaded'} / {'loading'}; {'moving'} while the
+--          segments of a segmented sale are being collapsed (the engine finishes that first).
+--          A MOVED segment is closed too: a late payment there must see the sale ended.
 -- @common
 local function main()
   begin()
-  local missing = ready()
+  local missing = ready() or seg_gate('m')
+  if not missing and S.mode == COLLAPSING then
+    missing = {'moving'}
+  end
   if missing then
     return missing
   end

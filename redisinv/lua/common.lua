@@ -32,6 +32,11 @@
 -- sale, above every version seen before for a rebuild); a state written before it existed reads
 -- as 0 (unknown). Every script's reply ends with it (with_version), and every stream entry of a
 -- call carries the version after the call's change ('v<ver>|' before each e field).
+-- A segmented sale (docs/DECISIONS.md "Segmented stock") appends segs (its number of segments),
+-- seg (this segment's index), mode (SINGLE, SPLIT, COLLAPSING, FROZEN or MOVED below), lent and
+-- got (units this segment ever lent to and received from the others: their difference summed
+-- over the segments is the units in transit) and pend (its outbox entries not yet acknowledged);
+-- a one-segment sale stores none of them and reads as segs 1, mode SINGLE.
 -- To look at it: EVAL "return {cmsgpack.unpack(redis.call('HGET', KEYS[1], 'st'))}" 1 <sale key>
 --
 -- Numbers sent to Redis commands go through num() (string.format('%d')): Redis would format a
@@ -54,12 +59,13 @@ local function load_state()
     return false
   end
   local price, stock, holdback, starts, ends, limit, hold, qlimit, created, closed, avail, held,
-    sold, qunits, seq, last, loading, qlen, nexp, ver = cmsgpack.unpack(v)
+    sold, qunits, seq, last, loading, qlen, nexp, ver, segs, seg, mode, lent, got, pend = cmsgpack.unpack(v)
   S = {
     price = price, stock = stock, holdback = holdback, starts = starts, ends = ends, limit = limit,
     hold = hold, qlimit = qlimit, created = created, closed = closed, avail = avail, held = held,
     sold = sold, qunits = qunits, seq = seq, now = last, loading = loading, qlen = qlen, nexp = nexp,
-    ver = ver or 0,
+    ver = ver or 0, segs = segs or 1, seg = seg or 0, mode = mode or 0, lent = lent or 0, got = got or 0,
+    pend = pend or 0,
   }
   if S.now > now then
     now = S.now
@@ -71,7 +77,8 @@ end
 -- pack_state is the st field for S.
 local function pack_state()
   return pack_st(S.price, S.stock, S.holdback, S.starts, S.ends, S.limit, S.hold, S.qlimit,
-    S.created, S.closed, S.avail, S.held, S.sold, S.qunits, S.seq, now, S.loading, S.qlen, S.nexp, S.ver)
+    S.created, S.closed, S.avail, S.held, S.sold, S.qunits, S.seq, now, S.loading, S.qlen, S.nexp, S.ver,
+    S.segs, S.seg, S.mode, S.lent, S.got, S.pend)
 end
 
 -- bump raises the version once per call, at the call's first change: every event of the call
@@ -314,13 +321,15 @@ local function res_reply(flag, r)
 end
 
 -- sale_reply is {'ok', name, price, stock, holdback, starts, ends, limit, hold, qlimit,
--- created, avail, held, sold, qunits, currency, listed}. currency and listed are fields of
+-- created, avail, held, sold, qunits, currency, listed, segs, mode, lent, got} (the last four:
+-- this segment's, see the header). currency and listed are fields of
 -- their own in the sale's hash; a sale loaded before they existed has neither, and reads as
 -- currency '' and listed '1'.
 local function sale_reply()
   local meta = redis.call('HMGET', KEYS[1], 'name', 'currency', 'listed')
   return {'ok', meta[1], S.price, S.stock, S.holdback, S.starts, S.ends,
-    S.limit, S.hold, S.qlimit, S.created, S.avail, S.held, S.sold, S.qunits, meta[2] or '', meta[3] or '1'}
+    S.limit, S.hold, S.qlimit, S.created, S.avail, S.held, S.sold, S.qunits, meta[2] or '', meta[3] or '1',
+    S.segs, S.mode, S.lent, S.got}
 end
 
 -- begin validates the keys and reads the clock; ready loads the sale and refuses a sale that is
@@ -340,4 +349,65 @@ local function ready()
     return {'loading'}
   end
   return nil
+end
+
+-- Segments (docs/DECISIONS.md "Segmented stock"). A one-segment sale is SINGLE for good. A
+-- segmented sale starts with every segment SPLIT: a segment holds its share of the free units
+-- and the state of the users whose hash falls on it, and never answers sold_out nor queues a
+-- buyer (it answers 'empty' and the engine lends it units from another segment). At the tail
+-- segment 0 goes COLLAPSING and every other segment FROZEN, their users, keys, holds and units
+-- move to segment 0, they become MOVED, and segment 0 becomes SINGLE: a one-segment sale.
+local SINGLE, SPLIT, COLLAPSING, FROZEN, MOVED = 0, 1, 2, 3, 4
+
+-- user_seg is the segment of user among n: the Go side's userSegment, the same arithmetic (every
+-- intermediate value is an integer far below 2^53, so Lua's doubles compute it exactly).
+local function user_seg(user, n)
+  local h = 0
+  for i = 1, #user do
+    h = (h * 31 + string.byte(user, i)) % 1000003
+  end
+  return h % n
+end
+
+-- splitting: this segment holds only a share of the free units, so it cannot tell sold_out or
+-- queue from a lack of units here (it answers 'empty'; the engine lends or collapses).
+local function splitting()
+  return S.mode == SPLIT or S.mode == COLLAPSING
+end
+
+-- seg_gate is nil when a script may act on this segment, else its reply: a FROZEN segment (its
+-- state is being moved to segment 0) changes nothing and answers 'moving'; a MOVED one answers
+-- 'moved' unless the caller asks for it (flag 'm': a reservation that stayed there, which the
+-- engine did not find in segment 0).
+local function seg_gate(flag)
+  if S.mode == FROZEN then
+    return {'moving'}
+  end
+  if S.mode == MOVED and flag ~= 'm' then
+    return {'moved'}
+  end
+  return nil
+end
+
+-- flag_arg is the optional segment flag of the scripts that take a reservation id: '' from an
+-- engine that takes the sale for a one-segment sale, 's' from one that knows it is segmented,
+-- 'm' to act on a MOVED segment.
+local function flag_arg(v)
+  if v == nil or v == '' then
+    return ''
+  end
+  if v ~= 's' and v ~= 'm' then
+    fail("segment flag must be '', 's' or 'm'")
+  end
+  return v
+end
+
+-- not_found_reply is what a script answers for a reservation it does not have: not_found, or,
+-- to an engine that takes a segmented sale for a one-segment one, the number of segments, so
+-- that it looks in the reservation's own segment.
+local function not_found_reply(flag)
+  if S.segs > 1 and flag == '' then
+    return {'segments', S.segs}
+  end
+  return {'not_found'}
 end

@@ -15,18 +15,22 @@
 --       seen before, docs/MODEL.md "The state's version"); [18] for 'rebuild' only, a stale
 --       version (optional, default 0): a sale that is present and not being rebuilt, whose
 --       version is below it, is a Redis that went back in time and is replaced (never one at or
---       above it: another rebuild has replaced it already).
+--       above it: another rebuild has replaced it already); for a segmented sale (common.lua,
+--       Segments) [19] segments (2 to 99), [20] this segment's index, [21] its share of the free
+--       units (its available; sold is counted in segment 0 only). Mode 'segment' loads segment
+--       1 or more and replaces whatever is there (the engine loads them before segment 0, whose
+--       'new' load is the one that can conflict).
 -- Returns: {'ok'}, {'conflict'}, or {'fenced'} (a rebuild with a newer token is under way);
 --          a rebuild leaves the sale 'loading' until ready.lua. Then the version (common.lua).
 -- @common
 local function main()
   begin()
   local mode = ARGV[2]
-  if mode ~= 'new' and mode ~= 'rebuild' then
-    fail("mode must be 'new' or 'rebuild'")
+  if mode ~= 'new' and mode ~= 'rebuild' and mode ~= 'segment' then
+    fail("mode must be 'new', 'rebuild' or 'segment'")
   end
   local token = ARGV[3]
-  if (mode == 'new') ~= (token == '') then
+  if (mode ~= 'rebuild') ~= (token == '') then
     fail("the token must be empty for 'new' and set for 'rebuild'")
   end
   if token ~= '' then
@@ -53,10 +57,16 @@ local function main()
   end
   local ver = int_arg(ARGV[17] or '1', 'version', 1, MAX_EXACT)
   local stale = int_arg(ARGV[18] or '0', 'stale version', 0, MAX_EXACT)
-  if mode == 'new' and stale ~= 0 then
+  if mode ~= 'rebuild' and stale ~= 0 then
     fail("a stale version is for 'rebuild' only")
   end
-  if load_state() and not (mode == 'rebuild' and S.loading ~= 1 and S.ver < stale) then
+  local segs = int_arg(ARGV[19] or '1', 'segments', 1, 99)
+  local seg = int_arg(ARGV[20] or '0', 'segment', 0, segs - 1)
+  local share = int_arg(ARGV[21] or '0', 'share', 0, MAX_QUANTITY)
+  if (mode == 'segment') ~= (seg > 0) or (mode == 'rebuild' and segs > 1) then
+    fail("mode 'segment' loads segment 1 or more of a segmented sale, which is not rebuilt")
+  end
+  if mode ~= 'segment' and load_state() and not (mode == 'rebuild' and S.loading ~= 1 and S.ver < stale) then
     if mode == 'new' or S.loading ~= 1 then
       return {'conflict'}
     end
@@ -77,7 +87,14 @@ local function main()
     price = price, stock = stock, holdback = holdback, starts = starts, ends = ends, limit = limit,
     hold = hold_s, qlimit = qlimit, created = created, closed = 0, avail = stock - holdback - sold,
     held = 0, sold = sold, qunits = 0, seq = 0, loading = loading, qlen = 0, nexp = 0, ver = ver,
+    segs = segs, seg = seg, mode = SINGLE, lent = 0, got = 0, pend = 0,
   }
+  if segs > 1 then
+    if share > stock - holdback - sold then
+      fail('a share must not exceed the free units')
+    end
+    S.avail, S.seq, S.mode = share, seg, SPLIT
+  end
   redis.call('DEL', KEYS[1])
   redis.call('HSET', KEYS[1], 'name', name, 'loader', token, 'st', pack_state(), 'currency', currency,
     'listed', listed)

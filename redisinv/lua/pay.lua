@@ -3,9 +3,15 @@
 -- limit), a duplicate, or refund_required.
 -- KEYS: the sale's seven keys (common.lua).
 -- ARGV: [1] clock (common.lua); [2] reservation suffix (32 lowercase hex); [3] payment id
---       (1-255 bytes); [4] amount in cents (digits, optionally negative).
+--       (1-255 bytes); [4] amount in cents (digits, optionally negative); [5] segment flag
+--       (optional, common.lua flag_arg).
 -- Returns: {'ok', result, <reservation fields as res_reply from its third element>} or
---          {'ok', 'refund_required'} for an unknown reservation; or {'not_loaded'} / {'loading'}.
+--          {'ok', 'refund_required'} for an unknown reservation; or {'not_loaded'} / {'loading'};
+--          for a segmented sale also {'segments', n} / {'moving'} / {'moved'} (common.lua),
+--          {'empty', available, quantity} (a late payment that a SPLIT segment lacks the units for:
+--          nothing changed) and {'adopt', <the reservation as stored>} (a late payment for a
+--          reservation of a MOVED segment: segment 0, which has the units and the user's
+--          count, must take the reservation over first).
 -- @common
 local function main()
   begin()
@@ -15,13 +21,17 @@ local function main()
     fail('payment id must not be empty')
   end
   local amount = signed_arg(ARGV[4], 'amount')
-  local missing = ready()
+  local flag = flag_arg(ARGV[5])
+  local missing = ready() or seg_gate(flag)
   if missing then
     return missing
   end
   reclaim(RECLAIM)
   local r = settle(get_res(id))
   if not r then
+    if S.segs > 1 and flag == '' then
+      return {'segments', S.segs}
+    end
     return {'ok', 'refund_required'}
   end
   local result = 'refund_required'
@@ -38,6 +48,12 @@ local function main()
     serve() -- the last held unit sold: the queue learns it is sold out
     result = 'applied'
   elseif r.status == 'expired' or r.status == 'cancelled' then
+    if S.mode == MOVED and open() then
+      return {'adopt', redis.call('HGET', KEYS[2], r.id)}
+    end
+    if splitting() and open() and S.avail < r.q and user_units(r.user) + r.q <= S.limit then
+      return {'empty', S.avail, r.q}
+    end
     if open() and S.avail >= r.q and user_units(r.user) + r.q <= S.limit then
       S.avail, S.sold = S.avail - r.q, S.sold + r.q
       user_add(r.user, r.q)

@@ -9,7 +9,9 @@ end
 
 -- check_keys requires the seven keys of one sale, in order: '<prefix>{sale:<id>}:sale' and the
 -- same base with ':res', ':holds', ':queue', ':users', ':idem', ':events', where the prefix
--- has no braces (the braces are the keys' hash tag) and the id is 1 to 64 of [A-Za-z0-9_.-].
+-- has no braces (the braces are the keys' hash tag) and the id is 1 to 64 of [A-Za-z0-9_.-],
+-- optionally followed by '#<segment>' (1 to 99: segment i >= 1 of a segmented sale, whose own
+-- hash tag lets a Redis Cluster put it on another node; '#' is outside the id alphabet).
 -- It runs on every call, so it matches in place and creates one string, the base.
 local function check_keys()
   if #KEYS ~= 7 then
@@ -19,8 +21,10 @@ local function check_keys()
   local n = #k - 5 -- the length of the base, before ':sale'
   local open = string.find(k, '{', 1, true)
   if not open or string.find(k, '}', 1, true) ~= n or string.find(k, 'sale:', open + 1, true) ~= open + 1 or
-      n - open - 6 > 64 or not string.find(k, '^[A-Za-z0-9_.-]+}:sale$', open + 6) then
-    fail('KEYS[1] must be <prefix without braces>{sale:<id>}:sale, got ' .. k)
+      n - open - 6 > 67 or not (string.find(k, '^[A-Za-z0-9_.-]+}:sale$', open + 6) or
+        string.find(k, '^[A-Za-z0-9_.-]+#[1-9]%d?}:sale$', open + 6)) or
+      (n - open - 6 > 64 and not string.find(k, '#', open + 6, true)) then
+    fail('KEYS[1] must be <prefix without braces>{sale:<id>}:sale or {sale:<id>#<segment>}:sale, got ' .. k)
   end
   local base = string.sub(k, 1, n)
   local parts = {':res', ':holds', ':queue', ':users', ':idem', ':events'}
@@ -125,9 +129,13 @@ end
 
 -- pack_st is the sale hash's st field (common.lua's header lists the values, in this order).
 local function pack_st(price, stock, holdback, starts, ends, limit, hold, qlimit, created, closed,
-    avail, held, sold, qunits, seq, now, loading, qlen, nexp, ver)
+    avail, held, sold, qunits, seq, now, loading, qlen, nexp, ver, segs, seg, mode, lent, got, pend)
+  if segs == 1 then -- a one-segment sale keeps the shorter layout it always had
+    return cmsgpack.pack(price, stock, holdback, starts, ends, limit, hold, qlimit, created, closed,
+      avail, held, sold, qunits, seq, now, loading, qlen, nexp, ver)
+  end
   return cmsgpack.pack(price, stock, holdback, starts, ends, limit, hold, qlimit, created, closed,
-    avail, held, sold, qunits, seq, now, loading, qlen, nexp, ver)
+    avail, held, sold, qunits, seq, now, loading, qlen, nexp, ver, segs, seg, mode, lent, got, pend)
 end
 
 -- event is a stream entry's e field (common.lua, emit): "<id>|<status>|<user>|<quantity>|<seq>|

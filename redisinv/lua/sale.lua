@@ -1,11 +1,12 @@
 -- sale.lua: Sale: the definition and live counts, after reclaiming expired holds.
 -- KEYS: the sale's seven keys (common.lua).
 -- ARGV: [1] clock (common.lua).
--- Returns: <sale> (see sale_reply), or {'not_loaded'} / {'loading'}.
+-- Returns: <sale> (see sale_reply), or {'not_loaded'} / {'loading'}; {'moving'} / {'moved'}
+--          from a segment that is being or has been moved to segment 0 (common.lua).
 -- @common
 local function main()
   begin()
-  local missing = ready()
+  local missing = ready() or seg_gate('')
   if missing then
     return missing
   end

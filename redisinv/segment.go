@@ -1,0 +1,887 @@
+package redisinv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seckill-go/seckill"
+)
+
+// Segmented stock (docs/DECISIONS.md "Segmented stock"): a hot sale's free units split over
+// several segments, each a complete set of the sale's keys under its own hash tag ({sale:X} for
+// segment 0, {sale:X#i} for segment i), so that a Redis Cluster spreads one sale's buys over
+// several nodes. A user's state (units, idempotency keys, reservations) lives in the segment of
+// the user's hash, so a buy is one script call on one segment, and the per-user limit and the
+// replay are decided where that state is. A segment never answers sold_out nor queues a buyer
+// while the sale is split: when it lacks the units it answers 'empty', changing nothing, and the
+// engine lends it units from the segment that has the most (lend), inside the same Buy. When the
+// segments together cannot serve a buyer, the engine collapses the sale into segment 0
+// (collapse), which then is a one-segment sale: the last units sell, and the queue forms, exactly
+// as in a sale that never had segments. With no concurrency a segmented sale answers exactly as a
+// one-segment sale (the conformance suite's model comparison runs on it).
+//
+// A one-segment sale never reaches this file: its scripts never answer the codes below, and
+// its calls cost one map look-up more than before (segmentsOf).
+
+// maxSegments bounds a sale's segments (load.lua: '#1' to '#99'); more than the nodes of any
+// cluster this serves.
+const maxSegments = 64
+
+// segInfo is what this instance knows of a segmented sale: its number of segments, whether it
+// has collapsed into segment 0 (then every call goes there), and the free units each segment had
+// at its last reply (the choice of a donor; a hint, never trusted for a decision).
+type segInfo struct {
+	n         int
+	collapsed atomic.Bool
+	avail     []atomic.Int64
+	mu        sync.Mutex // one collapse at a time from this instance
+	maxSeq    atomic.Uint64
+}
+
+// seenSeq raises the highest seq this instance has seen of the sale: the floor of the next
+// buys' seqs, so that seq grows with arrival as far as this instance can tell (a buy answered
+// before another was sent has the lower seq), whichever segments made them.
+func (in *segInfo) seenSeq(s uint64) {
+	for {
+		cur := in.maxSeq.Load()
+		if cur >= s || in.maxSeq.CompareAndSwap(cur, s) {
+			return
+		}
+	}
+}
+
+// seqFloor is the highest seq floor of a batch's buys.
+func seqFloor(batch []*buyCall) uint64 {
+	var fl uint64
+	for _, c := range batch {
+		fl = max(fl, c.floor)
+	}
+	return fl
+}
+
+// segmentsOf is the sale's segInfo, nil for a sale this instance takes for a one-segment sale.
+func (e *Engine) segmentsOf(saleID string) *segInfo {
+	if v, ok := e.segs.Load(saleID); ok {
+		return v.(*segInfo)
+	}
+	return nil
+}
+
+// learnSegments records that the sale has n segments (a script said so).
+func (e *Engine) learnSegments(saleID string, n int) *segInfo {
+	if n < 2 || n > maxSegments {
+		n = max(min(n, maxSegments), 2)
+	}
+	if in := e.segmentsOf(saleID); in != nil && in.n == n {
+		return in
+	}
+	in := &segInfo{n: n, avail: make([]atomic.Int64, n)}
+	if v, loaded := e.segs.LoadOrStore(saleID, in); loaded {
+		if old := v.(*segInfo); old.n == n {
+			return old
+		}
+		e.segs.Store(saleID, in) // a sale made again under this id, with other segments
+	}
+	return in
+}
+
+// segSignal is a segment's answer that the engine acts on and never hands to a caller: the
+// sale has n segments ('segments'), the segment lacks units ('empty', n = its available), has
+// been ('moved') or is being ('moving') moved to segment 0, or a replayed key's reservation is
+// elsewhere ('elsewhere', s = its suffix).
+type segSignal struct {
+	code string
+	n    int64
+	s    string
+}
+
+func (s *segSignal) Error() string { return "redisinv: segment answered " + s.code }
+
+// signalOf is the segSignal inside err, or nil.
+func signalOf(err error) *segSignal {
+	var s *segSignal
+	if errors.As(err, &s) {
+		return s
+	}
+	return nil
+}
+
+// segSignalOf turns a script's reply into a segSignal if it is one.
+func segSignalOf(r reply) *segSignal {
+	switch c := r.code(); c {
+	case "segments", "empty", "moved", "moving", "busy":
+		return &segSignal{code: c, n: r.int(1)}
+	case "elsewhere":
+		return &segSignal{code: c, s: r.str(1)}
+	}
+	return nil
+}
+
+// segTag is the id under which segment i's keys are made (Engine.keys) and its versions kept.
+func segTag(saleID string, i int) string {
+	if i == 0 {
+		return saleID
+	}
+	return saleID + "#" + strconv.Itoa(i)
+}
+
+// userSegment is the segment of a user among n: common.lua's user_seg, the same arithmetic.
+func userSegment(user string, n int) int {
+	h := 0
+	for i := 0; i < len(user); i++ {
+		h = (h*31 + int(user[i])) % 1000003
+	}
+	return h % n
+}
+
+// suffixSegment is the segment a reservation suffix names (its random half's first byte, set
+// by buy.lua in a segmented sale), or -1.
+func suffixSegment(suffix string) int {
+	if len(suffix) != 32 {
+		return -1
+	}
+	n, err := strconv.ParseUint(suffix[16:18], 16, 8)
+	if err != nil {
+		return -1
+	}
+	return int(n)
+}
+
+// execSeg runs a script on segment i. Segment 0 is the sale's own keys (exec, with the
+// rebuild of a missing sale); a missing segment i is unavailable: a segmented sale is not
+// rebuilt segment by segment yet.
+func (e *Engine) execSeg(ctx context.Context, s *script, saleID string, i int, args ...string) (reply, error) {
+	if i == 0 {
+		return e.exec(ctx, s, saleID, args...)
+	}
+	return e.execTag(ctx, s, segTag(saleID, i), args...)
+}
+
+// execTag is exec for an id that may be a segment's tag ("X#i").
+func (e *Engine) execTag(ctx context.Context, s *script, tag string, args ...string) (reply, error) {
+	saleID, _, seg := strings.Cut(tag, "#")
+	if !seg {
+		return e.exec(ctx, s, tag, args...)
+	}
+	r, err := e.execRaw(ctx, s, tag, args...)
+	if err != nil {
+		return nil, err
+	}
+	switch r.code() {
+	case "not_loaded", "loading":
+		return nil, seckill.Errorf(seckill.CodeUnavailable, "a segment of sale %q is missing from Redis; retry shortly", saleID)
+	}
+	return r, nil
+}
+
+// segOp runs one operation of segment.lua on segment i.
+func (e *Engine) segOp(ctx context.Context, saleID string, i int, op string, args ...string) (reply, error) {
+	r, err := e.execSeg(ctx, e.scripts.segment, saleID, i, append([]string{op}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	if r.code() != "ok" && r.code() != "busy" && r.code() != "gap" && r.code() != "not_ready" {
+		return nil, unexpected("segment "+op, r)
+	}
+	return r, nil
+}
+
+// LoadSaleSegments preheats a sale split into n segments (1 is LoadSale). The free units are
+// shared evenly; sold units are counted in segment 0. It is the engine-level switch of the
+// feature: neither the HTTP API nor the CLI reach it yet (docs/DECISIONS.md "Segmented stock").
+func (e *Engine) LoadSaleSegments(ctx context.Context, def seckill.Sale, sold, n int) error {
+	if n == 1 {
+		return e.loadSale(ctx, def, sold)
+	}
+	if n < 1 || n > maxSegments {
+		return seckill.Errorf(seckill.CodeInvalidArgument, "segments must be 1 to %d", maxSegments)
+	}
+	if !seckill.ValidID(def.ID) {
+		return seckill.Errorf(seckill.CodeInvalidArgument, "sale id must be 1–64 of [A-Za-z0-9_.-]")
+	}
+	if def.Sellable() < 0 || sold < 0 || sold > def.Sellable() {
+		return seckill.Errorf(seckill.CodeInvalidArgument, "sale %q: sold %d outside 0..%d", def.ID, sold, def.Sellable())
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	if n, err := e.rdb.Do(ctx, e.rdb.B().Exists().Key(e.keys(def.ID)[0]).Build()).AsInt64(); err != nil {
+		return errUnavailable(fmt.Errorf("redisinv: load sale %s: %w", def.ID, err))
+	} else if n > 0 {
+		return seckill.Errorf(seckill.CodeConflict, "sale %q already loaded", def.ID)
+	}
+	free := def.Sellable() - sold
+	share := func(i int) string {
+		s := free / n
+		if i < free%n {
+			s++
+		}
+		return itoa(s)
+	}
+	// Segments 1 and up first ('segment' replaces what a failed load left), segment 0 last: its
+	// 'new' load is the one that conflicts, and a sale is found by its segment 0.
+	for i := n - 1; i >= 0; i-- {
+		mode, s := "segment", 0
+		if i == 0 {
+			mode, s = "new", sold
+		}
+		args := append(loadArgs(def, s, mode, ""), "1", "0", itoa(n), itoa(i), share(i))
+		r, err := e.execRaw(ctx, e.scripts.load, segTag(def.ID, i), args...)
+		if err != nil {
+			return err
+		}
+		if r.code() == "conflict" {
+			return seckill.Errorf(seckill.CodeConflict, "sale %q already loaded", def.ID)
+		}
+	}
+	in := e.learnSegments(def.ID, n)
+	for i := range n {
+		s, _ := strconv.Atoi(share(i))
+		in.avail[i].Store(int64(s))
+	}
+	return nil
+}
+
+// buySegmented runs a buy on a segmented sale: at the user's segment (segment 0 once
+// collapsed), lending it units or collapsing the sale when it has too few, until the answer is
+// one a one-segment sale would give.
+func (e *Engine) buySegmented(ctx context.Context, in *segInfo, req seckill.BuyRequest, q int) (seckill.BuyResult, error) {
+	lends := 0
+	for range 64 {
+		h := 0
+		if !in.collapsed.Load() {
+			h = userSegment(req.UserID, in.n)
+		}
+		res, err := e.buy(ctx, &buyCall{req: req, q: q, random: e.random(), tag: segTag(req.SaleID, h), floor: in.maxSeq.Load()})
+		sig := signalOf(err)
+		if sig == nil {
+			if err == nil {
+				in.seenSeq(res.Reservation.Seq)
+			}
+			return res, err
+		}
+		switch sig.code {
+		case "segments":
+			in = e.learnSegments(req.SaleID, int(sig.n))
+		case "moved":
+			in.collapsed.Store(true)
+		case "moving":
+			if err := e.collapse(ctx, req.SaleID, in); err != nil {
+				return seckill.BuyResult{}, err
+			}
+		case "elsewhere":
+			r, err := e.Reservation(ctx, req.SaleID+"-"+sig.s)
+			if err != nil {
+				return seckill.BuyResult{}, err
+			}
+			return seckill.BuyResult{Reservation: r, Replayed: true}, nil
+		case "empty":
+			in.avail[h].Store(sig.n)
+			lent := false
+			if lends < 4 && !e.noLend { // a buyer whose lent units others keep taking ends the split
+				lends++
+				if lent, err = e.lend(ctx, req.SaleID, in, h, int64(q)-sig.n); err != nil {
+					return seckill.BuyResult{}, err
+				}
+			}
+			if !lent {
+				if err := e.collapse(ctx, req.SaleID, in); err != nil {
+					return seckill.BuyResult{}, err
+				}
+			}
+		default:
+			return seckill.BuyResult{}, err
+		}
+	}
+	return seckill.BuyResult{}, errUnavailable(errors.New("redisinv: a buy of a segmented sale went round too often"))
+}
+
+// lend moves at least need free units to segment h from the others, the richest first (as this
+// instance last saw them), and reports whether it found them. Each donor gives up to half of
+// what it has, so that h need not borrow again at once.
+func (e *Engine) lend(ctx context.Context, saleID string, in *segInfo, h int, need int64) (bool, error) {
+	donors := make([]int, 0, in.n-1)
+	for d := range in.n {
+		if d != h {
+			donors = append(donors, d)
+		}
+	}
+	slices.SortStableFunc(donors, func(a, b int) int {
+		x, y := in.avail[a].Load(), in.avail[b].Load()
+		switch {
+		case x > y:
+			return -1
+		case x < y:
+			return 1
+		}
+		return 0
+	})
+	for _, d := range donors {
+		want := max(need, in.avail[d].Load()/2)
+		r, err := e.segOp(ctx, saleID, d, "take", itoa(h), i64toa(min(want, seckill.MaxQuantity)))
+		if err != nil {
+			return false, err
+		}
+		if r.code() == "busy" {
+			continue // collapsing or moved: its units are going to segment 0
+		}
+		k, seq := r.int(1), r.int(2)
+		in.avail[d].Store(r.int(3))
+		if k == 0 {
+			continue
+		}
+		if err := e.transfer(ctx, saleID, d, h, seq, k); err != nil {
+			return false, err
+		}
+		in.avail[h].Add(k)
+		if need -= k; need <= 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// transfer applies outbox entry seq of d (k units for h) at h, then acknowledges it at d. An
+// entry of the pair that is still pending before it is applied first (flushOutbox).
+func (e *Engine) transfer(ctx context.Context, saleID string, d, h int, seq, k int64) error {
+	r, err := e.segOp(ctx, saleID, h, "apply", itoa(d), i64toa(seq), i64toa(k))
+	if err != nil {
+		return err
+	}
+	if r.code() == "gap" {
+		return e.flushOutbox(ctx, saleID, d)
+	}
+	_, err = e.segOp(ctx, saleID, d, "ack", itoa(h), i64toa(seq))
+	return err
+}
+
+// flushOutbox applies and acknowledges every entry of d's outbox, in order: the recovery of
+// transfers that a crash (or a timeout) left taken and not applied.
+func (e *Engine) flushOutbox(ctx context.Context, saleID string, d int) error {
+	r, err := e.segOp(ctx, saleID, d, "outbox")
+	if err != nil {
+		return err
+	}
+	type entry struct{ to, seq, k int64 }
+	var es []entry
+	for i := 1; i+2 < len(r); i += 3 {
+		es = append(es, entry{r.int(i), r.int(i + 1), r.int(i + 2)})
+	}
+	slices.SortFunc(es, func(a, b entry) int {
+		if a.to != b.to {
+			return int(a.to - b.to)
+		}
+		return int(a.seq - b.seq)
+	})
+	for _, x := range es {
+		a, err := e.segOp(ctx, saleID, int(x.to), "apply", itoa(d), i64toa(x.seq), i64toa(x.k))
+		if err != nil {
+			return err
+		}
+		if a.code() == "gap" {
+			return fmt.Errorf("redisinv: sale %s: transfer %d from segment %d to %d is missing its predecessor (applied up to %d)",
+				saleID, x.seq, d, x.to, a.int(1))
+		}
+		if _, err := e.segOp(ctx, saleID, d, "ack", i64toa(x.to), i64toa(x.seq)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// collapse moves every segment into segment 0, which then serves the sale alone, exactly as a
+// one-segment sale. Every step can be repeated, by this instance or another that finds the
+// collapse half done (after a crash): the segments it copies from are FROZEN, so every copy is
+// the same, and segment 0 takes each segment's counts once (docs/DECISIONS.md "Segmented stock").
+func (e *Engine) collapse(ctx context.Context, saleID string, in *segInfo) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.collapsed.Load() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*e.timeout)
+	defer cancel()
+	r0, err := e.segOp(ctx, saleID, 0, "freeze") // segment 0 first: it stops answering sold_out
+	if err != nil {
+		return err
+	}
+	if r0.int(1) == modeSingle {
+		in.collapsed.Store(true)
+		return nil
+	}
+	moved := make([]bool, in.n)
+	if err := inParallel(in.n-1, func(j int) error {
+		r, err := e.segOp(ctx, saleID, j+1, "freeze")
+		moved[j+1] = err == nil && r.int(1) == modeMoved
+		return err
+	}); err != nil {
+		return err
+	}
+	// Every segment is frozen or collapsing now: no new transfer can start.
+	if err := inParallel(in.n, func(i int) error { return e.flushOutbox(ctx, saleID, i) }); err != nil {
+		return err
+	}
+	if err := inParallel(in.n-1, func(j int) error {
+		if moved[j+1] {
+			return nil
+		}
+		if err := e.absorb(ctx, saleID, j+1); err != nil {
+			return err
+		}
+		_, err := e.segOp(ctx, saleID, j+1, "seal")
+		return err
+	}); err != nil {
+		return err
+	}
+	r, err := e.segOp(ctx, saleID, 0, "finish")
+	if err != nil {
+		return err
+	}
+	if r.code() != "ok" {
+		return fmt.Errorf("redisinv: sale %s: collapse finished before every segment was absorbed", saleID)
+	}
+	in.collapsed.Store(true)
+	return nil
+}
+
+// The modes of common.lua.
+const (
+	modeSingle     = 0
+	modeSplit      = 1
+	modeCollapsing = 2
+	modeFrozen     = 3
+	modeMoved      = 4
+)
+
+// absorbChunk is how many users, keys or holds one absorb call copies.
+const absorbChunk = 500
+
+// absorb copies FROZEN segment i's users, idempotency keys and holds into segment 0, then its
+// counts (once: after that segment 0 refuses further copies from i).
+func (e *Engine) absorb(ctx context.Context, saleID string, i int) error {
+	keys := e.keys(segTag(saleID, i))
+	for _, kind := range []struct {
+		name string
+		key  string
+	}{{"users", keys[4]}, {"idem", keys[5]}} {
+		var cursor uint64
+		for {
+			se, err := e.rdb.Do(ctx, e.rdb.B().Hscan().Key(kind.key).Cursor(cursor).Count(absorbChunk).Build()).AsScanEntry()
+			if err != nil {
+				return errUnavailable(fmt.Errorf("redisinv: collapse sale %s: %w", saleID, err))
+			}
+			if len(se.Elements) > 0 {
+				for from := 0; from < len(se.Elements); from += 2 * absorbChunk {
+					part := se.Elements[from:min(len(se.Elements), from+2*absorbChunk)]
+					r, err := e.segOp(ctx, saleID, 0, "absorb", append([]string{itoa(i), kind.name}, part...)...)
+					if err != nil {
+						return err
+					}
+					if r.int(1) == 0 {
+						return nil // another instance absorbed i already
+					}
+				}
+			}
+			if cursor = se.Cursor; cursor == 0 {
+				break
+			}
+		}
+	}
+	for start := int64(0); ; start += absorbChunk {
+		ids, err := e.rdb.Do(ctx, e.rdb.B().Zrange().Key(keys[2]).Min(i64toa(start)).Max(i64toa(start+absorbChunk-1)).Withscores().Build()).AsZScores()
+		if err != nil {
+			return errUnavailable(fmt.Errorf("redisinv: collapse sale %s: %w", saleID, err))
+		}
+		if len(ids) == 0 {
+			break
+		}
+		names := make([]string, len(ids))
+		for j, z := range ids {
+			names[j] = z.Member
+		}
+		raws, err := e.rdb.Do(ctx, e.rdb.B().Hmget().Key(keys[1]).Field(names...).Build()).ToArray()
+		if err != nil {
+			return errUnavailable(fmt.Errorf("redisinv: collapse sale %s: %w", saleID, err))
+		}
+		args := []string{itoa(i), "holds"}
+		for j, z := range ids {
+			raw, err := raws[j].ToString()
+			if err != nil {
+				continue // not there: cannot be, the segment is frozen
+			}
+			args = append(args, z.Member, raw, strconv.FormatFloat(z.Score, 'f', 0, 64))
+		}
+		if len(args) > 2 {
+			r, err := e.segOp(ctx, saleID, 0, "absorb", args...)
+			if err != nil {
+				return err
+			}
+			if r.int(1) == 0 {
+				return nil
+			}
+		}
+		if len(ids) < absorbChunk {
+			break
+		}
+	}
+	c, err := e.segOp(ctx, saleID, i, "counts")
+	if err != nil {
+		return err
+	}
+	_, err = e.segOp(ctx, saleID, 0, "counts_in", itoa(i), i64toa(c.int(2)), i64toa(c.int(3)), i64toa(c.int(4)), i64toa(c.int(5)))
+	return err
+}
+
+// segSale is Sale of a segmented sale that has not collapsed: the definition from segment 0,
+// the counts summed over the segments, the units in transit counted as available. The segments
+// cannot be read in one atomic step (they are on different nodes), so the read is repeated
+// until no transfer happened while it ran (each segment's lent and got the same when read again):
+// then the sums are those of one instant (each segment's available + held + sold changes only
+// by transfers), and invariant 1 holds in every answer.
+func (e *Engine) segSale(ctx context.Context, id string, in *segInfo) (seckill.Sale, seckill.StockState, error) {
+	for range 100 {
+		if in.collapsed.Load() {
+			return e.Sale(ctx, id)
+		}
+		// Every segment at once: rueidis pipelines the calls (one round trip per node).
+		rs := make([]reply, in.n)
+		if err := inParallel(in.n, func(i int) (err error) {
+			rs[i], err = e.execSeg(ctx, e.scripts.sale, id, i)
+			return err
+		}); err != nil {
+			return seckill.Sale{}, seckill.StockState{}, err
+		}
+		var def seckill.Sale
+		var sum seckill.StockState
+		lent, got := make([]int64, in.n), make([]int64, in.n)
+		moving := false
+		for i, r := range rs {
+			switch r.code() {
+			case "ok":
+			case "moving", "moved":
+				moving = true
+				continue
+			default:
+				return seckill.Sale{}, seckill.StockState{}, unexpected("sale", r)
+			}
+			if mode := r.int(18); mode != modeSplit {
+				if mode == modeSingle && i == 0 {
+					in.collapsed.Store(true)
+				}
+				moving = true
+				continue
+			}
+			s, st := saleOf(id, r)
+			if i == 0 {
+				def, sum.Sellable = s, st.Sellable
+			}
+			sum.Available += st.Available
+			sum.Held += st.Held
+			sum.Sold += st.Sold
+			sum.Queued += st.Queued
+			lent[i], got[i] = r.int(19), r.int(20)
+		}
+		if moving {
+			if err := e.collapse(ctx, id, in); err != nil {
+				return seckill.Sale{}, seckill.StockState{}, err
+			}
+			continue
+		}
+		cs := make([]reply, in.n)
+		if err := inParallel(in.n, func(i int) (err error) {
+			cs[i], err = e.segOp(ctx, id, i, "counts")
+			return err
+		}); err != nil {
+			return seckill.Sale{}, seckill.StockState{}, err
+		}
+		same := true
+		var transit int64
+		for i, c := range cs {
+			same = same && c.int(6) == lent[i] && c.int(7) == got[i]
+			transit += lent[i] - got[i]
+		}
+		if same {
+			sum.Available += int(transit)
+			return def, sum, nil
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return seckill.Sale{}, seckill.StockState{}, seckill.Errorf(seckill.CodeUnavailable, "sale %q: its segments kept moving units while read; retry shortly", id)
+}
+
+// inParallel runs f(0) to f(n-1) at once and returns the first error.
+func inParallel(n int, f func(i int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = f(i) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// onReservation runs an id-taking script (run) where reservation suffix of a segmented sale
+// lives: its own segment, or segment 0 once that segment has moved there (then, for a
+// reservation segment 0 does not have — unknown reports that — the moved segment, which keeps
+// its terminal reservations).
+func (e *Engine) onReservation(ctx context.Context, saleID, suffix string, in *segInfo,
+	run func(seg int, flag string) (reply, error), unknown func(reply) bool) (reply, error) {
+	k := suffixSegment(suffix)
+	if k < 0 || k >= in.n {
+		k = 0 // no segment made it: segment 0 answers it is unknown
+	}
+	for range 16 {
+		if k == 0 {
+			return run(0, "s")
+		}
+		if in.collapsed.Load() {
+			r, err := run(0, "s")
+			if err != nil || !unknown(r) {
+				return r, err
+			}
+			return run(k, "m")
+		}
+		r, err := run(k, "s")
+		if err != nil {
+			return nil, err
+		}
+		switch r.code() {
+		case "moved":
+			in.collapsed.Store(true)
+		case "moving":
+			if err := e.collapse(ctx, saleID, in); err != nil {
+				return nil, err
+			}
+		default:
+			return r, nil
+		}
+	}
+	return nil, errUnavailable(errors.New("redisinv: a reservation of a segmented sale went round too often"))
+}
+
+func notFoundReply(r reply) bool { return r.code() == "not_found" }
+
+// segReservation is Reservation on a segmented sale.
+func (e *Engine) segReservation(ctx context.Context, id, saleID, suffix string, in *segInfo) (seckill.Reservation, error) {
+	r, err := e.onReservation(ctx, saleID, suffix, in, func(seg int, flag string) (reply, error) {
+		return e.execSeg(ctx, e.scripts.reservation, saleID, seg, suffix, flag)
+	}, notFoundReply)
+	if err != nil {
+		return seckill.Reservation{}, err
+	}
+	switch r.code() {
+	case "ok":
+		return reservationOf(saleID, r), nil
+	case "not_found":
+		return seckill.Reservation{}, errNotFound(id)
+	}
+	return seckill.Reservation{}, unexpected("reservation", r)
+}
+
+// segCancel is Cancel on a segmented sale.
+func (e *Engine) segCancel(ctx context.Context, id, userID, saleID, suffix string, in *segInfo) (seckill.Reservation, error) {
+	r, err := e.onReservation(ctx, saleID, suffix, in, func(seg int, flag string) (reply, error) {
+		return e.execSeg(ctx, e.scripts.cancel, saleID, seg, suffix, userID, flag)
+	}, notFoundReply)
+	if err != nil {
+		return seckill.Reservation{}, err
+	}
+	return cancelResult(id, saleID, r)
+}
+
+// segPay is ConfirmPayment on a segmented sale: a late payment that the reservation's segment
+// lacks the units for is served by lending (or collapsing) first, as a buy is; one for a
+// reservation of a moved segment is taken over by segment 0 first.
+func (e *Engine) segPay(ctx context.Context, p seckill.PaymentConfirmation, saleID, suffix string, amount int64, in *segInfo) (reply, error) {
+	run := func(seg int, flag string) (reply, error) {
+		return e.execSeg(ctx, e.scripts.pay, saleID, seg, suffix, p.PaymentID, i64toa(amount), flag)
+	}
+	unknown := func(r reply) bool { return r.code() == "ok" && len(r) == 2 }
+	k := suffixSegment(suffix)
+	if k < 0 || k >= in.n {
+		k = 0
+	}
+	lends := 0
+	for range 16 {
+		r, err := e.onReservation(ctx, saleID, suffix, in, run, unknown)
+		if err != nil {
+			return nil, err
+		}
+		switch r.code() {
+		case "empty":
+			lent := false
+			if lends < 4 {
+				lends++
+				if lent, err = e.lend(ctx, saleID, in, k, r.int(2)-r.int(1)); err != nil {
+					return nil, err
+				}
+			}
+			if !lent {
+				if err := e.collapse(ctx, saleID, in); err != nil {
+					return nil, err
+				}
+			}
+		case "adopt":
+			if _, err := e.segOp(ctx, saleID, 0, "adopt", suffix, r.str(1)); err != nil {
+				return nil, err
+			}
+		default:
+			return r, nil
+		}
+	}
+	return nil, errUnavailable(errors.New("redisinv: a payment of a segmented sale went round too often"))
+}
+
+// segWhole runs a sale-wide script (add_stock at segment 0, close everywhere) and answers Sale:
+// a segment being moved is moved first.
+func (e *Engine) segClose(ctx context.Context, saleID string, in *segInfo) error {
+	for range 16 {
+		again := false
+		for i := range in.n {
+			r, err := e.execSeg(ctx, e.scripts.close, saleID, i)
+			if err != nil {
+				return err
+			}
+			switch r.code() {
+			case "ok":
+			case "moving":
+				if err := e.collapse(ctx, saleID, in); err != nil {
+					return err
+				}
+				again = true
+			default:
+				return unexpected("close", r)
+			}
+			if again {
+				break
+			}
+		}
+		if !again {
+			return nil
+		}
+	}
+	return errUnavailable(errors.New("redisinv: closing a segmented sale went round too often"))
+}
+
+// segReclaim reclaims every segment but 0 (which the caller did), finishes a collapse that an
+// instance left half done, and applies the transfers that one left in an outbox.
+func (e *Engine) segReclaim(ctx context.Context, saleID string, in *segInfo, pend0 int64) (int, error) {
+	total := 0
+	if pend0 > 0 {
+		if err := e.flushOutbox(ctx, saleID, 0); err != nil {
+			return total, err
+		}
+	}
+	if in.collapsed.Load() {
+		return total, nil
+	}
+	for i := 1; i < in.n; i++ {
+		for {
+			r, err := e.execSeg(ctx, e.scripts.reclaim, saleID, i, itoa(reclaimBatch))
+			if err != nil {
+				return total, err
+			}
+			if r.code() == "moving" {
+				if err := e.collapse(ctx, saleID, in); err != nil {
+					return total, err
+				}
+				return total, nil
+			}
+			if r.code() != "ok" {
+				return total, unexpected("reclaim", r)
+			}
+			total += int(r.int(1))
+			if r.int(4) > 0 {
+				if err := e.flushOutbox(ctx, saleID, i); err != nil {
+					return total, err
+				}
+			}
+			if r.int(2) == 0 {
+				break
+			}
+		}
+	}
+	return total, nil
+}
+
+// segmentsIn is the sale's segInfo when r, a sale_reply of segment 0, is of a segmented sale
+// (recording whether it has collapsed), else nil.
+func (e *Engine) segmentsIn(saleID string, r reply) *segInfo {
+	n := r.int(17)
+	if n < 2 {
+		return nil
+	}
+	in := e.learnSegments(saleID, int(n))
+	if r.int(18) == modeSingle {
+		in.collapsed.Store(true)
+	}
+	return in
+}
+
+// discoverSegments reads segment 0 to learn a sale's segments, for a call that met a segment's
+// answer without knowing the sale was segmented.
+func (e *Engine) discoverSegments(ctx context.Context, saleID string) (*segInfo, error) {
+	if in := e.segmentsOf(saleID); in != nil {
+		return in, nil
+	}
+	r, err := e.exec(ctx, e.scripts.sale, saleID)
+	if err != nil {
+		return nil, err
+	}
+	if r.code() != "ok" || r.int(17) < 2 {
+		return nil, fmt.Errorf("redisinv: sale %s answered as a segmented sale but is not one", saleID)
+	}
+	return e.segmentsIn(saleID, r), nil
+}
+
+// segmentsProbe is the sale's segInfo, read from segment 0 if this instance has not seen the
+// sale segmented; nil for a one-segment sale. It costs a read: for the rare calls (sale
+// administration, restores) that must know before they act.
+func (e *Engine) segmentsProbe(ctx context.Context, saleID string) (*segInfo, error) {
+	if in := e.segmentsOf(saleID); in != nil {
+		return in, nil
+	}
+	r, err := e.exec(ctx, e.scripts.sale, saleID)
+	if err != nil {
+		return nil, err
+	}
+	return e.segmentsIn(saleID, r), nil
+}
+
+// oneSegment collapses a segmented sale into segment 0 (if it has not already), for the calls
+// that act on the whole sale at once: a restore (a restored sale is a one-segment sale), and
+// CloseUnreserved and DropSale, which must see every reservation in one atomic step.
+func (e *Engine) oneSegment(ctx context.Context, saleID string) (*segInfo, error) {
+	in, err := e.segmentsProbe(ctx, saleID)
+	if err != nil || in == nil {
+		return in, err
+	}
+	return in, e.collapse(ctx, saleID, in)
+}
+
+// dropSegments deletes the keys of a dropped sale's segments 1 and up (moved: nothing in them
+// is live).
+func (e *Engine) dropSegments(ctx context.Context, saleID string, in *segInfo) error {
+	for i := 1; i < in.n; i++ {
+		keys := e.keys(segTag(saleID, i))
+		for _, k := range keys {
+			if err := e.rdb.Do(ctx, e.rdb.B().Unlink().Key(k).Build()).Error(); err != nil {
+				return errUnavailable(fmt.Errorf("redisinv: drop sale %s: %w", saleID, err))
+			}
+		}
+		e.versions.m.Delete(segTag(saleID, i))
+	}
+	e.segs.Delete(saleID)
+	return nil
+}
+
+// WithSegments makes LoadSale split every sale into n segments (LoadSaleSegments), for tests:
+// the conformance suite runs on segmented sales through it (package redisinv/segconformance).
+// Nothing in the service sets it yet (docs/DECISIONS.md "Segmented stock").
+func WithSegments(n int) Option { return func(e *Engine) { e.loadSegs = n } }
