@@ -86,8 +86,16 @@ func TestInventoryCluster(t *testing.T) {
 
 // TestConcurrencyCatchesBrokenScripts is the negative control on this engine: the concurrency
 // checker that passes above must report violations when a script is broken on purpose, in
-// the ways public flash-sale projects broke theirs.
+// the ways public flash-sale projects broke theirs. It runs on one-segment sales and on sales
+// split into 4 segments (docs/DECISIONS.md "Segmented stock"), where the checker must catch
+// them just as well.
 func TestConcurrencyCatchesBrokenScripts(t *testing.T) {
+	for _, segs := range []int{1, 4} {
+		t.Run("segments="+itoa(segs), func(t *testing.T) { concurrencyCatchesBrokenScripts(t, segs) })
+	}
+}
+
+func concurrencyCatchesBrokenScripts(t *testing.T, segs int) {
 	c := dialT(t, testenv.Redis(t))
 	for _, tc := range []struct {
 		name, file, from, to string
@@ -110,7 +118,7 @@ func TestConcurrencyCatchesBrokenScripts(t *testing.T) {
 				return src
 			})
 			got := seckilltest.ConcurrencyViolations(t, func(t *testing.T, clock seckill.Clock) seckill.Inventory {
-				e := newTestEngine(t, c.Inventory, clock)
+				e := newTestEngine(t, c.Inventory, clock, WithSegments(segs))
 				e.scripts = broken
 				return e
 			})

@@ -738,8 +738,8 @@ func (e *Engine) segPay(ctx context.Context, p seckill.PaymentConfirmation, sale
 	return nil, errUnavailable(errors.New("redisinv: a payment of a segmented sale went round too often"))
 }
 
-// segWhole runs a sale-wide script (add_stock at segment 0, close everywhere) and answers Sale:
-// a segment being moved is moved first.
+// segClose closes every segment of a segmented sale (a MOVED one too); a collapse under way is
+// finished first.
 func (e *Engine) segClose(ctx context.Context, saleID string, in *segInfo) error {
 	for range 16 {
 		again := false
