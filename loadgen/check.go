@@ -77,7 +77,8 @@ type SaleFacts struct {
 //   - each instance's audit is ok, and they agree on the database's counts;
 //   - nothing is oversold (engine and database sold ≤ sellable, paid units == sold);
 //   - no false sell-out: if a buyer was told sold_out, or the paying demand exceeded the
-//     sellable units, every sellable unit is sold;
+//     sellable units, every sellable unit is sold; and every sold_out answer came when no unit
+//     was free or held (soldOutTooEarly);
 //   - nobody was told of more paid units than the per-user limit;
 //   - every payment a target answered 200 (webhook mode) is exactly one paid order or one
 //     refund in the database;
@@ -138,6 +139,12 @@ func Check(res *Result, sale SaleFacts, audits []InstanceAudit, payers int) Verd
 		bad("FIFO: … and %d more pairs out of order (%d pairs of %d queued buyers checked)", len(out)-5, pairs, seen)
 	}
 
+	check("no sold_out answered while a unit was free or held (none received before a later buy held or queued, or a later payment paid)")
+	if n, first := soldOutTooEarly(res); n > 0 {
+		bad("false sell-out: %d buyers were told sold_out (the first %s into the run) while a unit was still free or held: a buy sent %s into the run was held or queued, or a payment sent then paid",
+			n, first.Round(time.Millisecond), res.UnsoldAt.Round(time.Millisecond))
+	}
+
 	check("idempotent retries return the same reservation")
 	if res.ReplayMismatch > 0 {
 		bad("%d idempotent retries returned a different reservation", res.ReplayMismatch)
@@ -180,6 +187,25 @@ func checkDatabase(v *Verdict, res *Result, sale SaleFacts, audit Audit, payers 
 				len(res.Payments), db.PaidOrders, db.Refunds)
 		}
 	}
+}
+
+// soldOutTooEarly counts the sold_out answers received before Result.UnsoldAt, and gives the
+// first. A sold_out answer says that no unit was free or held when the engine decided it, so
+// that every unit was sold; the bench's sale is never restocked and its sold count never goes
+// down, so from then on no buy can be held or queued and no payment can pay. A request sent
+// after the answer was received that was held, queued or paid proves the answer false. It costs
+// the generator one time per sold_out answer, and it misses only a false sell-out whose free
+// units all sold while its answer was on the wire, or never sold (the end-of-run check above).
+func soldOutTooEarly(res *Result) (n int, first time.Duration) {
+	for _, at := range res.SoldOutAt {
+		if at < res.UnsoldAt {
+			if n == 0 || at < first {
+				first = at
+			}
+			n++
+		}
+	}
+	return n, first
 }
 
 func finish(v Verdict) Verdict {

@@ -163,6 +163,16 @@ type Result struct {
 	PaidUnits map[string]int
 	// Queue is every queued buyer whose outcome was seen, for the FIFO check.
 	Queue []QueuedBuyer
+
+	// SoldOutAt are when the sold_out answers were received, and UnsoldAt the latest moment at
+	// which the generator knows that the sale still had a unit unsold: when it sent a buy that
+	// was answered held (201) or queued (202), or a payment that then paid (a fresh hold needs a
+	// free unit, a queue place a held one, a payment an unsold one). Both are measured from the
+	// run's start on one monotonic clock. The bench's sale is never restocked and sold never
+	// goes down, so a sold_out received before UnsoldAt was answered while a unit was free or
+	// held: a false sell-out (Check).
+	SoldOutAt []time.Duration
+	UnsoldAt  time.Duration
 }
 
 // QueuedBuyer is a buyer that was queued: its place in the arrival order (the sequence number
@@ -455,6 +465,9 @@ type answer struct {
 	code       string
 	body       []byte
 	retryAfter time.Duration
+	// sent and received are when the request left and its answer was read (since the run's
+	// start): the engine decided it in between.
+	sent, received time.Duration
 }
 
 // do sends one request to target t (an index into Targets) and times it as step. since, if
@@ -482,6 +495,7 @@ func (r *runner) do(ctx context.Context, t int, step, method, path, token string
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
+	sent := time.Since(r.start)
 	if since.IsZero() {
 		since = time.Now()
 	}
@@ -498,7 +512,7 @@ func (r *runner) do(ctx context.Context, t int, step, method, path, token string
 		atomic.AddInt64(&r.res.Errors, 1)
 		return answer{}, err
 	}
-	a := answer{status: resp.StatusCode, body: b}
+	a := answer{status: resp.StatusCode, body: b, sent: sent, received: time.Since(r.start)}
 	if resp.StatusCode >= 400 {
 		var p struct {
 			Code string `json:"code"`
@@ -620,9 +634,13 @@ func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
 		switch {
 		case a.status == 201 || a.status == 200:
 			_ = json.Unmarshal(a.body, &res)
+			if a.status == 201 { // a fresh hold (200 is a replay of an older one)
+				r.unsold(a.sent)
+			}
 		case a.status == 202:
 			_ = json.Unmarshal(a.body, &res)
 			atomic.AddInt64(&r.res.Queued, 1)
+			r.unsold(a.sent)
 		case a.code == "queue_full":
 			atomic.AddInt64(&r.res.QueueFull, 1)
 			// Every unit is held and the line is full: come back a little later.
@@ -633,6 +651,9 @@ func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
 			continue
 		case a.code == "sold_out":
 			atomic.AddInt64(&r.res.SoldOut, 1)
+			r.mu.Lock()
+			r.res.SoldOutAt = append(r.res.SoldOutAt, a.received)
+			r.mu.Unlock()
 			return
 		default:
 			return // ended, limit_exceeded, …
@@ -679,6 +700,7 @@ func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
 	tr.set(phasePay)
 	if r.cfg.PaymentSecret == nil {
 		// The target's own gateway pays (and, for late payers, pays late: see the demo).
+		sent := time.Since(r.start) // the gateway pays after this
 		a, ok := r.call(ctx, i, "pay", "POST", "/api/v1/reservations/"+res.ID+"/pay", token, nil, nil, time.Time{})
 		if ok && a.status == 200 {
 			atomic.AddInt64(&r.res.PaymentsBegun, 1)
@@ -686,6 +708,7 @@ func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
 			return
 		}
 		if r.waitForEnd(ctx, i, token, res) == "paid" {
+			r.unsold(sent)
 			r.mu.Lock()
 			r.res.PaidUnits[user] += res.Quantity
 			r.mu.Unlock()
@@ -709,10 +732,14 @@ func (r *runner) deliver(ctx context.Context, i int, user, pid string, res reser
 	body, _ := json.Marshal(map[string]any{"payment_id": pid, "reservation_id": res.ID,
 		"amount_cents": res.AmountCents, "status": "succeeded"})
 	atomic.AddInt64(&r.res.PaymentsBegun, 1)
+	sent := time.Since(r.start) // every attempt, so the one that paid, leaves after this
 	if result, ok := r.notify(ctx, i, "/api/v1/payments/webhook", func() ([]byte, map[string]string) {
 		return body, map[string]string{"Seckill-Signature": payment.Sign(r.cfg.PaymentSecret, time.Now(), body)}
 	}); ok {
 		r.recordPayment(user, pid, result, res)
+		if result == "applied" || result == "late_applied" {
+			r.unsold(sent)
+		}
 	}
 }
 
@@ -751,6 +778,13 @@ func (r *runner) recordPayment(user, pid, result string, res reservation) {
 	if result == "applied" || result == "late_applied" {
 		r.res.PaidUnits[user] += res.Quantity
 	}
+}
+
+// unsold records that the sale still had a unit unsold at at (Result.UnsoldAt).
+func (r *runner) unsold(at time.Duration) {
+	r.mu.Lock()
+	r.res.UnsoldAt = max(r.res.UnsoldAt, at)
+	r.mu.Unlock()
 }
 
 // ErrNoPaymentPath stops a run whose targets cannot start a payment: nobody could ever pay,
