@@ -43,21 +43,22 @@ var _ seckill.Inventory = (*Engine)(nil)
 // Engine is the Redis inventory. It is safe for concurrent use; concurrent calls share round
 // trips through rueidis' automatic pipelining.
 type Engine struct {
-	rdb      rueidis.Client
-	prefix   string
-	clock    seckill.Clock // nil: Redis TIME (production); set only by WithTestClock
-	timeout  time.Duration
-	log      *slog.Logger
-	rebuild  *rebuilder // nil: a missing sale is simply not found
-	scripts  *scriptSet
-	batches  batcher // groups the buys of one sale that arrive together (batch.go)
-	maxBatch int
-	stream   streamLimits // how the sales' streams are trimmed (export.go)
-	acks     replicaAcks  // WAIT after state-changing scripts (replicas.go); off by default
-	versions versionBook  // the sales' highest versions seen (version.go)
-	segs     sync.Map     // sale id -> *segInfo, the segmented sales seen (segment.go)
-	loadSegs int          // withSegments: LoadSale splits every sale (tests)
-	noLend   bool         // tests: a segment short of units collapses the sale at once
+	rdb          rueidis.Client
+	prefix       string
+	clock        seckill.Clock // nil: Redis TIME (production); set only by WithTestClock
+	timeout      time.Duration
+	log          *slog.Logger
+	rebuild      *rebuilder // nil: a missing sale is simply not found
+	scripts      *scriptSet
+	batches      batcher // groups the buys of one sale that arrive together (batch.go)
+	maxBatch     int
+	stream       streamLimits // how the sales' streams are trimmed (export.go)
+	acks         replicaAcks  // WAIT after state-changing scripts (replicas.go); off by default
+	versions     versionBook  // the sales' highest versions seen (version.go)
+	segs         sync.Map     // sale id -> *segInfo, the segmented sales seen (segment.go)
+	streamCounts sync.Map     // sale id -> int, its event streams (stream.go saleStreams)
+	loadSegs     int          // withSegments: LoadSale splits every sale (tests)
+	noLend       bool         // tests: a segment short of units collapses the sale at once
 
 	local    *localAnswers // buys answered without Redis (localanswers.go); nil: off
 	inflight inflightBound // the buys of each sale waiting for Redis (inflight.go)

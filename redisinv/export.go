@@ -1,10 +1,12 @@
 package redisinv
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,7 +115,7 @@ func ExportGroup(sink string) string {
 }
 
 // ExportLog is a sale's stream as an export.Log, led through locks (one process per sale and
-// sink at a time).
+// sink at a time). A segmented sale's log is its segments' streams together (multiRead).
 func (e *Engine) ExportLog(saleID string, locks *lock.Client) export.Log {
 	return &streamLog{e: e, sale: saleID, key: e.streamKey(saleID), locks: locks}
 }
@@ -121,8 +123,19 @@ func (e *Engine) ExportLog(saleID string, locks *lock.Client) export.Log {
 type streamLog struct {
 	e     *Engine
 	sale  string
-	key   string
+	key   string // segment 0's stream: the sale's own
 	locks *lock.Client
+}
+
+// keys are the streams of the sale's segments, segment 0's first (Engine.saleStreams; only
+// segment 0's when they cannot be told now).
+func (l *streamLog) keys(ctx context.Context) []string {
+	n, _ := l.e.saleStreams(ctx, l.sale)
+	keys := make([]string, n)
+	for i := range n {
+		keys[i] = l.e.streamKey(segTag(l.sale, i))
+	}
+	return keys
 }
 
 func (l *streamLog) Name() string { return "sale " + l.sale }
@@ -162,6 +175,9 @@ func (l *streamLog) Lead(ctx context.Context, sink string) (context.Context, fun
 
 func (l *streamLog) Read(ctx context.Context, sink string, max int) (export.Batch, error) {
 	group := ExportGroup(sink)
+	if keys := l.keys(ctx); len(keys) > 1 {
+		return l.multiRead(ctx, group, keys, max)
+	}
 	// The entries this group's consumer read and did not acknowledge come first: a
 	// predecessor's (it crashed or lost the lead) or ours (an Ack that failed).
 	entries, err := l.read(ctx, group, "0", -1, max)
@@ -172,7 +188,7 @@ func (l *streamLog) Read(ctx context.Context, sink string, max int) (export.Batc
 		if !isNoGroup(err) {
 			return export.Batch{}, err
 		}
-		if err := l.createGroup(ctx, group); err != nil {
+		if err := l.createGroup(ctx, l.key, group); err != nil {
 			return export.Batch{}, err
 		}
 		return export.Batch{}, nil
@@ -184,22 +200,121 @@ func (l *streamLog) Read(ctx context.Context, sink string, max int) (export.Batc
 	ids := make([]string, len(entries))
 	for i, en := range entries {
 		ids[i] = en.ID
-		for _, fv := range en.FieldValues {
-			ev, err := decodeEvent(l.sale, fv)
-			if err != nil {
-				l.e.log.Error("redisinv: a malformed stream entry is not exported", "sale", l.sale, "entry", en.ID, "err", err)
-				continue
-			}
-			if x, ok := export.FromEngine(ev); ok {
-				b.Events = append(b.Events, x)
-			}
-		}
+		b.Events = append(b.Events, l.exported(en.ID, en.FieldValues)...)
 	}
 	b.Ack = func(ctx context.Context) error {
 		rdb := l.e.rdb
 		return rdb.Do(ctx, rdb.B().Xack().Key(l.key).Group(group).Id(ids...).Build()).Error()
 	}
 	return b, nil
+}
+
+// multiPoll is how often a segmented sale's log looks for new entries while it has none.
+const multiPoll = 50 * time.Millisecond
+
+// segEntry is a stream entry of segment seg.
+type segEntry struct {
+	seg int
+	rueidis.XRangeSlice
+}
+
+// multiRead is Read for a segmented sale: the group's pending entries of every segment first,
+// else the new ones (looking again every multiPoll for up to a second), merged in stream-id
+// order (the time Redis wrote them, so a reservation that a collapse moved to segment 0 has its
+// earlier segment's events first as far as the nodes' clocks agree) and cut to max; entries
+// read past max stay pending and come first in the next Read. A blocking read cannot wait on
+// several streams of a Cluster at once (their keys are on different nodes), hence the polling.
+func (l *streamLog) multiRead(ctx context.Context, group string, keys []string, max int) (export.Batch, error) {
+	entries, err := l.readEach(ctx, group, keys, "0", max)
+	for start := time.Now(); err == nil && len(entries) == 0 && time.Since(start) < time.Second; {
+		if entries, err = l.readEach(ctx, group, keys, ">", max); err == nil && len(entries) == 0 && !sleep(ctx, multiPoll) {
+			return export.Batch{}, nil
+		}
+	}
+	if err != nil || len(entries) == 0 {
+		return export.Batch{}, err
+	}
+	slices.SortStableFunc(entries, func(a, b segEntry) int { return compareStreamIDs(a.ID, b.ID) })
+	entries = entries[:min(len(entries), max)]
+	b := export.Batch{Events: make([]export.Event, 0, len(entries))}
+	ids := make([][]string, len(keys))
+	for _, en := range entries {
+		ids[en.seg] = append(ids[en.seg], en.ID)
+		b.Events = append(b.Events, l.exported(en.ID, en.FieldValues)...)
+	}
+	b.Ack = func(ctx context.Context) error {
+		rdb := l.e.rdb
+		var cmds rueidis.Commands
+		for seg, segIDs := range ids {
+			if len(segIDs) > 0 {
+				cmds = append(cmds, rdb.B().Xack().Key(keys[seg]).Group(group).Id(segIDs...).Build())
+			}
+		}
+		for _, res := range rdb.DoMulti(ctx, cmds...) {
+			if err := res.Error(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return b, nil
+}
+
+// readEach reads up to max entries from id of every segment's stream through the group (no
+// wait), creating the group where it is missing.
+func (l *streamLog) readEach(ctx context.Context, group string, keys []string, id string, max int) ([]segEntry, error) {
+	rdb := l.e.rdb
+	cmds := make(rueidis.Commands, len(keys))
+	for i, k := range keys {
+		cmds[i] = rdb.B().Xreadgroup().Group(group, exportConsumer).Count(int64(max)).Streams().Key(k).Id(id).Build()
+	}
+	var out []segEntry
+	for i, res := range rdb.DoMulti(ctx, cmds...) {
+		got, err := res.AsXReadSlices()
+		switch {
+		case rueidis.IsRedisNil(err):
+		case isNoGroup(err):
+			if err := l.createGroup(ctx, keys[i], group); err != nil {
+				return nil, err
+			}
+		case err != nil:
+			return nil, err
+		}
+		for _, en := range got[keys[i]] {
+			out = append(out, segEntry{seg: i, XRangeSlice: en})
+		}
+	}
+	return out, nil
+}
+
+// compareStreamIDs orders stream ids "<ms>-<seq>" by time, then sequence.
+func compareStreamIDs(a, b string) int {
+	am, as, _ := strings.Cut(a, "-")
+	bm, bs, _ := strings.Cut(b, "-")
+	x, _ := strconv.ParseUint(am, 10, 64)
+	y, _ := strconv.ParseUint(bm, 10, 64)
+	if c := cmp.Compare(x, y); c != 0 {
+		return c
+	}
+	x, _ = strconv.ParseUint(as, 10, 64)
+	y, _ = strconv.ParseUint(bs, 10, 64)
+	return cmp.Compare(x, y)
+}
+
+// exported is the exported form of a stream entry's events (malformed ones logged and left out).
+func (l *streamLog) exported(id string, fvs []rueidis.XRangeFieldValue) []export.Event {
+	var out []export.Event
+	for _, fv := range fvs {
+		ev, err := decodeEvent(l.sale, fv)
+		if err != nil {
+			l.e.log.Error("redisinv: a malformed stream entry is not exported", "sale", l.sale, "entry", id, "err", err)
+			continue
+		}
+		if x, ok := export.FromEngine(ev); ok {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // read is XREADGROUP for the export consumer: from id "0" (its pending entries; no wait) or
@@ -224,9 +339,9 @@ func (l *streamLog) read(ctx context.Context, group, id string, block time.Durat
 
 // createGroup creates a sink's group at the start of the stream, so that a sink reads every
 // entry still kept, including those written before it existed.
-func (l *streamLog) createGroup(ctx context.Context, group string) error {
+func (l *streamLog) createGroup(ctx context.Context, key, group string) error {
 	rdb := l.e.rdb
-	err := rdb.Do(ctx, rdb.B().XgroupCreate().Key(l.key).Group(group).Id("0").Mkstream().Build()).Error()
+	err := rdb.Do(ctx, rdb.B().XgroupCreate().Key(key).Group(group).Id("0").Mkstream().Build()).Error()
 	if e, ok := rueidis.IsRedisErr(err); ok && e.IsBusyGroup() {
 		return nil
 	}
@@ -235,11 +350,28 @@ func (l *streamLog) createGroup(ctx context.Context, group string) error {
 
 // Lag counts stream entries, not events: an entry holds the changes of one script call (a
 // grouped call of up to 64 buys makes one entry). The oldest is the first entry the group has
-// not acknowledged: its oldest pending one, else the first not yet delivered.
+// not acknowledged: its oldest pending one, else the first not yet delivered. A segmented
+// sale's lag is its segments' summed, its oldest the oldest of theirs.
 func (l *streamLog) Lag(ctx context.Context, sink string) (int64, time.Time, error) {
-	group := ExportGroup(sink)
+	var total int64
+	var oldest time.Time
+	for _, key := range l.keys(ctx) {
+		n, t, err := l.lag(ctx, key, ExportGroup(sink))
+		if err != nil {
+			return 0, time.Time{}, err
+		}
+		total += n
+		if !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
+			oldest = t
+		}
+	}
+	return total, oldest, nil
+}
+
+// lag is Lag of one stream.
+func (l *streamLog) lag(ctx context.Context, key, group string) (int64, time.Time, error) {
 	rdb := l.e.rdb
-	groups, err := rdb.Do(ctx, rdb.B().XinfoGroups().Key(l.key).Build()).ToArray()
+	groups, err := rdb.Do(ctx, rdb.B().XinfoGroups().Key(key).Build()).ToArray()
 	if err != nil {
 		if e, ok := rueidis.IsRedisErr(err); ok && strings.Contains(e.Error(), "no such key") {
 			return 0, time.Time{}, nil
@@ -258,7 +390,7 @@ func (l *streamLog) Lag(ctx context.Context, sink string) (int64, time.Time, err
 			known = err == nil
 		}
 		if !known { // Redis cannot tell (entries deleted mid-stream): count them
-			n, err := rdb.Do(ctx, rdb.B().Xrange().Key(l.key).Start("("+f["last-delivered-id"]).End("+").Build()).ToArray()
+			n, err := rdb.Do(ctx, rdb.B().Xrange().Key(key).Start("("+f["last-delivered-id"]).End("+").Build()).ToArray()
 			if err != nil {
 				return 0, time.Time{}, err
 			}
@@ -266,12 +398,12 @@ func (l *streamLog) Lag(ctx context.Context, sink string) (int64, time.Time, err
 		}
 		var first string
 		if pending > 0 {
-			p, err := rdb.Do(ctx, rdb.B().Xpending().Key(l.key).Group(group).Build()).ToArray()
+			p, err := rdb.Do(ctx, rdb.B().Xpending().Key(key).Group(group).Build()).ToArray()
 			if err == nil && len(p) >= 2 {
 				first, _ = p[1].ToString()
 			}
 		} else if behind > 0 {
-			n, err := rdb.Do(ctx, rdb.B().Xrange().Key(l.key).Start("("+f["last-delivered-id"]).End("+").Count(1).Build()).AsXRange()
+			n, err := rdb.Do(ctx, rdb.B().Xrange().Key(key).Start("("+f["last-delivered-id"]).End("+").Count(1).Build()).AsXRange()
 			if err == nil && len(n) > 0 {
 				first = n[0].ID
 			}
@@ -279,11 +411,11 @@ func (l *streamLog) Lag(ctx context.Context, sink string) (int64, time.Time, err
 		return pending + behind, streamIDTime(first), nil
 	}
 	// No group yet: the sink has read nothing of this stream.
-	n, err := rdb.Do(ctx, rdb.B().Xlen().Key(l.key).Build()).AsInt64()
+	n, err := rdb.Do(ctx, rdb.B().Xlen().Key(key).Build()).AsInt64()
 	if err != nil || n == 0 {
 		return 0, time.Time{}, err
 	}
-	x, err := rdb.Do(ctx, rdb.B().Xrange().Key(l.key).Start("-").End("+").Count(1).Build()).AsXRange()
+	x, err := rdb.Do(ctx, rdb.B().Xrange().Key(key).Start("-").End("+").Count(1).Build()).AsXRange()
 	if err != nil || len(x) == 0 {
 		return n, time.Time{}, err
 	}

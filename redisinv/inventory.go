@@ -26,6 +26,9 @@ func (e *Engine) LoadSale(ctx context.Context, def seckill.Sale, sold int) error
 	if e.loadSegs > 1 {
 		return e.LoadSaleSegments(ctx, def, sold, e.loadSegs)
 	}
+	if n := def.SegmentCount(); n > 1 {
+		return e.LoadSaleSegments(ctx, def, sold, n)
+	}
 	return e.loadSale(ctx, def, sold)
 }
 
@@ -93,7 +96,7 @@ func saleOf(id string, r reply) (seckill.Sale, seckill.StockState) {
 		ID: id, Name: r.str(1), PriceCents: r.int(2), Stock: int(r.int(3)), Holdback: int(r.int(4)),
 		StartsAt: fromMillis(r.int(5)), EndsAt: fromMillis(r.int(6)), PerUserLimit: int(r.int(7)),
 		HoldSeconds: int(r.int(8)), QueueLimit: int(r.int(9)), CreatedAt: fromMillis(r.int(10)),
-		Currency: r.str(15), Listed: r.str(16) != "0",
+		Currency: r.str(15), Listed: r.str(16) != "0", Segments: max(int(r.int(17)), 1),
 	}
 	st := seckill.StockState{
 		Sellable: s.Sellable(), Available: int(r.int(11)), Held: int(r.int(12)), Sold: int(r.int(13)),
@@ -296,7 +299,7 @@ func (e *Engine) AddStock(ctx context.Context, saleID string, add int) (seckill.
 		// Segment 0 of a segmented sale is collapsing: finish that, then add.
 		var in *segInfo
 		if in, err = e.discoverSegments(ctx, saleID); err == nil {
-			if err = e.collapse(ctx, saleID, in); err == nil {
+			if err = e.collapse(ctx, saleID, in); err == nil || movedOn(err) {
 				r, err = e.exec(ctx, e.scripts.addStock, saleID, itoa(arg))
 			}
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/lock"
+	"github.com/seckill-go/seckill/pipeline"
 )
 
 // Source is where a sale whose keys are missing is rebuilt from: the order store, whose sold
@@ -52,6 +53,7 @@ type rebuilder struct {
 	mu      sync.Mutex
 	running map[string]bool
 	stale   map[string]uint64    // sales found stale (version.go): the version that showed it
+	lost    map[string]bool      // segmented sales that lost a segment (segment.go segmentMissing)
 	failing map[string]backoff   // sales whose last rebuild failed: when to try again
 	known   map[string]time.Time // sales the database was seen to have, and when
 	wg      sync.WaitGroup
@@ -125,6 +127,30 @@ func (rb *rebuilder) startStale(saleID string, want uint64) (first bool) {
 	return first
 }
 
+// startLost rebuilds a segmented sale one of whose segments is missing (or went back in time)
+// while the sale is still split: the whole sale, as a one-segment sale (stopSegments).
+// It reports whether the sale was not already waiting for such a rebuild (to log it once).
+func (rb *rebuilder) startLost(saleID string) (first bool) {
+	rb.mu.Lock()
+	if rb.lost == nil || len(rb.lost) > 10_000 {
+		rb.lost = map[string]bool{}
+	}
+	first = !rb.lost[saleID] && !rb.running[saleID]
+	rb.lost[saleID] = true
+	rb.mu.Unlock()
+	rb.start(saleID)
+	return first
+}
+
+// takeLost reports and forgets whether the sale lost a segment.
+func (rb *rebuilder) takeLost(saleID string) bool {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	lost := rb.lost[saleID]
+	delete(rb.lost, saleID)
+	return lost
+}
+
 // takeStale returns and forgets the version that showed the sale stale, 0 if none.
 func (rb *rebuilder) takeStale(saleID string) uint64 {
 	rb.mu.Lock()
@@ -160,8 +186,8 @@ func (rb *rebuilder) start(saleID string) {
 		ctx, cancel := context.WithTimeout(rb.ctx, rebuildTimeout)
 		defer cancel()
 		start := time.Now()
-		stale := rb.takeStale(saleID)
-		n, err := rb.rebuild(ctx, saleID, stale)
+		stale, lost := rb.takeStale(saleID), rb.takeLost(saleID)
+		n, err := rb.rebuild(ctx, saleID, stale, lost)
 		if err != nil && stale != 0 {
 			rb.startStaleLater(saleID, stale)
 		}
@@ -178,6 +204,9 @@ func (rb *rebuilder) start(saleID string) {
 				rb.e.log.Warn("redisinv: a rebuild that had failed has succeeded", "sale", saleID)
 			}
 			switch {
+			case n >= 0 && lost:
+				rb.e.log.Warn("redisinv: a segment of the sale was missing from Redis; the sale has been rebuilt from the database as a one-segment sale",
+					"sale", saleID, "reservations", n, "took", time.Since(start))
 			case n >= 0 && stale != 0:
 				rb.e.log.Warn("redisinv: sale was behind in Redis (it went back in time) and has been rebuilt from the database",
 					"sale", saleID, "reservations", n, "took", time.Since(start))
@@ -222,8 +251,10 @@ func (rb *rebuilder) close() {
 // rebuild restores one sale under its lock and returns how many reservations it restored,
 // or -1 if the sale turned out to be there already (another instance rebuilt it first). stale,
 // when not 0, is the version that showed the sale's keys present but behind (version.go):
-// load.lua then replaces them if they are still below it.
-func (rb *rebuilder) rebuild(ctx context.Context, saleID string, stale uint64) (int, error) {
+// load.lua then replaces them if they are still below it. lost says a segment of the sale is
+// missing while it is split (segment.go): a segmented sale is rebuilt whole, as a one-segment
+// sale (stopSegments).
+func (rb *rebuilder) rebuild(ctx context.Context, saleID string, stale uint64, lost bool) (int, error) {
 	m := rb.locks.NewMutex("seckill:rebuild:" + saleID)
 	lease, err := m.TryLock(ctx, 0, 0)
 	if err != nil {
@@ -236,6 +267,13 @@ func (rb *rebuilder) rebuild(ctx context.Context, saleID string, stale uint64) (
 	defer context.AfterFunc(lease.Context(), stop)()
 	token := fmt.Sprintf("%d-%s", lease.Token(), rb.e.random())
 
+	streams, fine, err := rb.stopSegments(ctx, saleID, token, stale, lost)
+	if err != nil {
+		return 0, fmt.Errorf("stop the segments: %w", err)
+	}
+	if fine {
+		return -1, nil
+	}
 	def, sold, err := rb.src.Sale(ctx, saleID)
 	if err != nil {
 		return 0, fmt.Errorf("read sale: %w", err)
@@ -262,6 +300,12 @@ func (rb *rebuilder) rebuild(ctx context.Context, saleID string, stale uint64) (
 	if err := rb.recordVersion(ctx, saleID, ver); err != nil { // version.go
 		return 0, fmt.Errorf("record sale version: %w", err)
 	}
+	if streams > 1 { // the consumers and the export go on reading every segment's stream
+		c := rb.e.rdb.B().Hset().Key(rb.e.keys(saleID)[0]).FieldValue().FieldValue("streams", itoa(streams)).Build()
+		if err := rb.e.rdb.Do(ctx, c).Error(); err != nil {
+			return 0, errUnavailable(fmt.Errorf("record the segments' streams: %w", err))
+		}
+	}
 	if err := rb.restoreAll(ctx, saleID, rs, token); err != nil {
 		return 0, err
 	}
@@ -272,7 +316,108 @@ func (rb *rebuilder) rebuild(ctx context.Context, saleID string, stale uint64) (
 	if r.code() != "ok" {
 		return 0, fmt.Errorf("finish rebuild: %s", r.code())
 	}
+	rb.e.forgetSegments(saleID, true)
 	return len(rs), nil
+}
+
+// stopSegments prepares the rebuild of a sale that is or was segmented (docs/DECISIONS.md
+// "Segmented stock", "A lost segment"): no segment may change while the rebuild reads the
+// database, and every event the segments wrote must be in the database before it is read, so
+// that the holds they made are restored. Segment 0, if split, is halted (segment.lua 'halt':
+// loading under this rebuild's token, when a segment is lost or its version is below stale);
+// the other segments' state is removed, so that they can never sell again (a call there finds
+// them missing, then segment 0 loading, then a one-segment sale); then the entries left in
+// every segment's stream are applied to the order store when the source is one (a Sink), as
+// the consumer would store them. The streams stay, for the consumers and the export. It returns
+// how many segments' streams the sale has (1 for a sale that never had segments), and fine when
+// segment 0 is a segmented sale that is not to be rebuilt (neither lost nor stale).
+func (rb *rebuilder) stopSegments(ctx context.Context, saleID, token string, stale uint64, lost bool) (streams int, fine bool, err error) {
+	// Not execRaw: its version check would refuse the reply of the stale sale being rebuilt.
+	msgs, err := rb.e.run(ctx, rb.e.scripts.segment, rb.e.keys(saleID),
+		[]string{rb.e.clockArg(), "halt", token, strconv.FormatUint(stale, 10), boolArg(lost)})
+	if err != nil {
+		return 0, false, errUnavailable(fmt.Errorf("halt: %w", err))
+	}
+	r, _, err := splitVersion(msgs)
+	if err != nil {
+		return 0, false, fmt.Errorf("halt: %w", err)
+	}
+	switch r.code() {
+	case "fine":
+		return 0, true, nil
+	case "single":
+		return 1, false, nil // present and one segment (or collapsed): load.lua decides, as always
+	case "ok", "not_loaded", "loading":
+	default:
+		return 0, false, unexpected("segment halt", r)
+	}
+	rdb := rb.e.rdb
+	probe := make(rueidis.Commands, 0, maxSegments-1)
+	for i := 1; i < maxSegments; i++ {
+		ks := rb.e.keys(segTag(saleID, i))
+		probe = append(probe, rdb.B().Exists().Key(ks[0], ks[6]).Build())
+	}
+	streams = 1
+	for i, res := range rdb.DoMulti(ctx, probe...) {
+		n, err := res.AsInt64()
+		if err != nil {
+			return 0, false, errUnavailable(fmt.Errorf("look for the sale's segments: %w", err))
+		}
+		if n > 0 {
+			streams = i + 2
+		}
+	}
+	if streams == 1 && r.code() != "ok" {
+		return 1, false, nil // never segmented: the rebuild of a one-segment sale, as it always was
+	}
+	drop := make(rueidis.Commands, 0, streams-1)
+	for i := 1; i < streams; i++ {
+		drop = append(drop, rdb.B().Unlink().Key(rb.e.keys(segTag(saleID, i))[:6]...).Build())
+	}
+	for _, res := range rdb.DoMulti(ctx, drop...) {
+		if err := res.Error(); err != nil {
+			return 0, false, errUnavailable(fmt.Errorf("remove the segments: %w", err))
+		}
+	}
+	return streams, false, rb.drainStreams(ctx, saleID, streams)
+}
+
+// drainStreams applies every entry left in the sale's segments' streams to the order store (if
+// the source is one), as the consumer stores them (segmentEvent). Entries the consumers stored
+// already are stored again, which the store's forward-only merge makes harmless.
+func (rb *rebuilder) drainStreams(ctx context.Context, saleID string, streams int) error {
+	sink, ok := rb.src.(Sink)
+	if !ok {
+		return nil
+	}
+	ap := pipeline.Applier{Sink: sink}
+	rdb := rb.e.rdb
+	const page = 1000
+	for i := range streams {
+		key := rb.e.streamKey(segTag(saleID, i))
+		for from := "-"; ; {
+			entries, err := rdb.Do(ctx, rdb.B().Xrange().Key(key).Start(from).End("+").Count(page).Build()).AsXRangeSlices()
+			if err != nil {
+				return errUnavailable(fmt.Errorf("read segment %d's stream: %w", i, err))
+			}
+			var events []seckill.Event
+			for _, en := range entries {
+				for _, fv := range en.FieldValues {
+					if ev, err := segmentEvent(saleID, i, fv.Field, fv.Value); err == nil {
+						events = append(events, ev)
+					}
+				}
+			}
+			if err := ap.Apply(ctx, events); err != nil {
+				return err
+			}
+			if len(entries) < page {
+				break
+			}
+			from = "(" + entries[len(entries)-1].ID
+		}
+	}
+	return nil
 }
 
 // restoreAll sends the restores in pipelined chunks, so a sale with many reservations comes

@@ -155,8 +155,7 @@ func suffixSegment(suffix string) int {
 }
 
 // execSeg runs a script on segment i. Segment 0 is the sale's own keys (exec, with the
-// rebuild of a missing sale); a missing segment i is unavailable: a segmented sale is not
-// rebuilt segment by segment yet.
+// rebuild of a missing sale); a missing segment i is segmentMissing's.
 func (e *Engine) execSeg(ctx context.Context, s *script, saleID string, i int, args ...string) (reply, error) {
 	if i == 0 {
 		return e.exec(ctx, s, saleID, args...)
@@ -176,9 +175,50 @@ func (e *Engine) execTag(ctx context.Context, s *script, tag string, args ...str
 	}
 	switch r.code() {
 	case "not_loaded", "loading":
-		return nil, seckill.Errorf(seckill.CodeUnavailable, "a segment of sale %q is missing from Redis; retry shortly", saleID)
+		return nil, e.segmentMissing(ctx, saleID)
 	}
 	return r, nil
+}
+
+// segmentMissing answers a call that found a segment of a segmented sale missing (its keys
+// gone: Redis restarted empty, a Cluster node lost, or a rebuild removed them). Segment 0 tells
+// what it means. A sale that is one segment now (rebuilt from the database) or has collapsed
+// has every live unit and reservation in segment 0: this instance takes the sale for collapsed
+// (and, rebuilt, forgets its segments), and the call goes on there (the signal 'moved', which
+// every caller acts on as a moved segment's answer). A sale still split has lost a segment: it
+// is rebuilt whole from the database as a one-segment sale (rebuild.go, 'lost'), and answers
+// unavailable meanwhile.
+func (e *Engine) segmentMissing(ctx context.Context, saleID string) error {
+	r, err := e.segOp(ctx, saleID, 0, "counts")
+	if err != nil {
+		return err
+	}
+	if one := r.int(9) < 2; one || r.int(1) == modeSingle {
+		e.forgetSegments(saleID, one)
+		return &segSignal{code: "moved"}
+	}
+	if e.rebuild == nil {
+		return seckill.Errorf(seckill.CodeUnavailable, "a segment of sale %q is missing from Redis; retry shortly", saleID)
+	}
+	e.rebuild.startLost(saleID)
+	return seckill.Errorf(seckill.CodeUnavailable, "a segment of sale %q is missing from Redis; the sale is being restored from the database; retry shortly", saleID)
+}
+
+// forgetSegments makes this instance send every call of the sale to segment 0: the sale
+// collapsed, or (one) a rebuild made it a one-segment sale, whose calls then take the plain path.
+func (e *Engine) forgetSegments(saleID string, one bool) {
+	if in := e.segmentsOf(saleID); in != nil {
+		in.collapsed.Store(true)
+		if one {
+			e.segs.CompareAndDelete(saleID, in)
+		}
+	}
+}
+
+// movedOn reports whether err is segmentMissing's 'moved': the caller goes on at segment 0.
+func movedOn(err error) bool {
+	s := signalOf(err)
+	return s != nil && s.code == "moved"
 }
 
 // segOp runs one operation of segment.lua on segment i.
@@ -272,7 +312,7 @@ func (e *Engine) buySegmented(ctx context.Context, in *segInfo, req seckill.BuyR
 		case "moved":
 			in.collapsed.Store(true)
 		case "moving":
-			if err := e.collapse(ctx, req.SaleID, in); err != nil {
+			if err := e.collapse(ctx, req.SaleID, in); err != nil && !movedOn(err) {
 				return seckill.BuyResult{}, err
 			}
 		case "elsewhere":
@@ -286,12 +326,14 @@ func (e *Engine) buySegmented(ctx context.Context, in *segInfo, req seckill.BuyR
 			lent := false
 			if lends < 4 && !e.noLend { // a buyer whose lent units others keep taking ends the split
 				lends++
-				if lent, err = e.lend(ctx, req.SaleID, in, h, int64(q)-sig.n); err != nil {
+				if lent, err = e.lend(ctx, req.SaleID, in, h, int64(q)-sig.n); movedOn(err) {
+					continue // a segment is gone: the sale is in segment 0 now
+				} else if err != nil {
 					return seckill.BuyResult{}, err
 				}
 			}
 			if !lent {
-				if err := e.collapse(ctx, req.SaleID, in); err != nil {
+				if err := e.collapse(ctx, req.SaleID, in); err != nil && !movedOn(err) {
 					return seckill.BuyResult{}, err
 				}
 			}
@@ -554,7 +596,9 @@ func (e *Engine) segSale(ctx context.Context, id string, in *segInfo) (seckill.S
 		if err := inParallel(in.n, func(i int) (err error) {
 			rs[i], err = e.execSeg(ctx, e.scripts.sale, id, i)
 			return err
-		}); err != nil {
+		}); movedOn(err) {
+			continue // the sale is in segment 0 now
+		} else if err != nil {
 			return seckill.Sale{}, seckill.StockState{}, err
 		}
 		var def seckill.Sale
@@ -588,7 +632,7 @@ func (e *Engine) segSale(ctx context.Context, id string, in *segInfo) (seckill.S
 			lent[i], got[i] = r.int(19), r.int(20)
 		}
 		if moving {
-			if err := e.collapse(ctx, id, in); err != nil {
+			if err := e.collapse(ctx, id, in); err != nil && !movedOn(err) {
 				return seckill.Sale{}, seckill.StockState{}, err
 			}
 			continue
@@ -597,7 +641,9 @@ func (e *Engine) segSale(ctx context.Context, id string, in *segInfo) (seckill.S
 		if err := inParallel(in.n, func(i int) (err error) {
 			cs[i], err = e.segOp(ctx, id, i, "counts")
 			return err
-		}); err != nil {
+		}); movedOn(err) {
+			continue
+		} else if err != nil {
 			return seckill.Sale{}, seckill.StockState{}, err
 		}
 		same := true
@@ -645,9 +691,16 @@ func (e *Engine) onReservation(ctx context.Context, saleID, suffix string, in *s
 			if err != nil || !unknown(r) {
 				return r, err
 			}
-			return run(k, "m")
+			rk, err := run(k, "m")
+			if movedOn(err) {
+				return r, nil // segment k is gone: segment 0's answer stands
+			}
+			return rk, err
 		}
 		r, err := run(k, "s")
+		if movedOn(err) {
+			continue // the sale is in segment 0 now
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -655,7 +708,7 @@ func (e *Engine) onReservation(ctx context.Context, saleID, suffix string, in *s
 		case "moved":
 			in.collapsed.Store(true)
 		case "moving":
-			if err := e.collapse(ctx, saleID, in); err != nil {
+			if err := e.collapse(ctx, saleID, in); err != nil && !movedOn(err) {
 				return nil, err
 			}
 		default:
@@ -718,12 +771,14 @@ func (e *Engine) segPay(ctx context.Context, p seckill.PaymentConfirmation, sale
 			lent := false
 			if lends < 4 {
 				lends++
-				if lent, err = e.lend(ctx, saleID, in, k, r.int(2)-r.int(1)); err != nil {
+				if lent, err = e.lend(ctx, saleID, in, k, r.int(2)-r.int(1)); movedOn(err) {
+					continue
+				} else if err != nil {
 					return nil, err
 				}
 			}
 			if !lent {
-				if err := e.collapse(ctx, saleID, in); err != nil {
+				if err := e.collapse(ctx, saleID, in); err != nil && !movedOn(err) {
 					return nil, err
 				}
 			}
@@ -745,13 +800,16 @@ func (e *Engine) segClose(ctx context.Context, saleID string, in *segInfo) error
 		again := false
 		for i := range in.n {
 			r, err := e.execSeg(ctx, e.scripts.close, saleID, i)
+			if movedOn(err) {
+				continue // gone, and the sale is in segment 0 (closed first)
+			}
 			if err != nil {
 				return err
 			}
 			switch r.code() {
 			case "ok":
 			case "moving":
-				if err := e.collapse(ctx, saleID, in); err != nil {
+				if err := e.collapse(ctx, saleID, in); err != nil && !movedOn(err) {
 					return err
 				}
 				again = true
@@ -784,11 +842,14 @@ func (e *Engine) segReclaim(ctx context.Context, saleID string, in *segInfo, pen
 	for i := 1; i < in.n; i++ {
 		for {
 			r, err := e.execSeg(ctx, e.scripts.reclaim, saleID, i, itoa(reclaimBatch))
+			if movedOn(err) {
+				return total, nil // the sale is in segment 0, which the caller reclaimed
+			}
 			if err != nil {
 				return total, err
 			}
 			if r.code() == "moving" {
-				if err := e.collapse(ctx, saleID, in); err != nil {
+				if err := e.collapse(ctx, saleID, in); err != nil && !movedOn(err) {
 					return total, err
 				}
 				return total, nil
@@ -798,7 +859,7 @@ func (e *Engine) segReclaim(ctx context.Context, saleID string, in *segInfo, pen
 			}
 			total += int(r.int(1))
 			if r.int(4) > 0 {
-				if err := e.flushOutbox(ctx, saleID, i); err != nil {
+				if err := e.flushOutbox(ctx, saleID, i); err != nil && !movedOn(err) {
 					return total, err
 				}
 			}
@@ -862,7 +923,10 @@ func (e *Engine) oneSegment(ctx context.Context, saleID string) (*segInfo, error
 	if err != nil || in == nil {
 		return in, err
 	}
-	return in, e.collapse(ctx, saleID, in)
+	if err := e.collapse(ctx, saleID, in); err != nil && !movedOn(err) {
+		return in, err
+	}
+	return in, nil
 }
 
 // dropSegments deletes the keys of a dropped sale's segments 1 and up (moved: nothing in them

@@ -120,8 +120,9 @@ func (c *Consumer) Dropped() uint64  { return c.dropped.Load() + c.apply.Dropped
 func (c *Consumer) Failures() uint64 { return c.failed.Load() + c.apply.Failures() }
 
 // Run consumes the streams of every sale that List returns (looked up again every second)
-// until ctx is done, one goroutine per sale, and returns nil once they have all stopped. A sale
-// that List no longer returns (it is over) has its goroutine stopped. Its exit: a batch being
+// until ctx is done, one goroutine per stream, and returns nil once they have all stopped. A
+// segmented sale has a stream per segment (Engine.saleStreams), each consumed on its own. A
+// sale that List no longer returns (it is over) has its goroutines stopped. Its exit: a batch being
 // stored when a goroutine is stopped is finished and acknowledged (within 10 s, and within the
 // runner's Stop deadline); entries read but not stored stay pending and are taken over by
 // another consumer. Every failure (listing, reading, claiming, storing, acknowledging) is
@@ -130,7 +131,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	list := c.cfg.List
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	running := map[string]context.CancelFunc{}
+	running := map[string]context.CancelFunc{} // by stream: segTag
 	defer func() {
 		for _, stop := range running {
 			stop()
@@ -145,16 +146,22 @@ func (c *Consumer) Run(ctx context.Context) error {
 			listed := make(map[string]bool, len(ids))
 			for _, id := range ids {
 				listed[id] = true
-				if running[id] == nil {
-					sctx, stop := context.WithCancel(ctx)
-					running[id] = stop
-					wg.Go(func() { c.consume(sctx, id) })
+				n, err := c.e.saleStreams(ctx, id)
+				if err != nil {
+					background.Report(ctx, fmt.Errorf("sale %s: finding its segments: %w", id, err))
+				}
+				for seg := range n {
+					if tag := segTag(id, seg); running[tag] == nil {
+						sctx, stop := context.WithCancel(ctx)
+						running[tag] = stop
+						wg.Go(func() { c.consume(sctx, id, seg) })
+					}
 				}
 			}
-			for id, stop := range running {
-				if !listed[id] {
+			for tag, stop := range running {
+				if id, _, _ := strings.Cut(tag, "#"); !listed[id] {
 					stop()
-					delete(running, id)
+					delete(running, tag)
 				}
 			}
 		}
@@ -166,9 +173,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 }
 
-// consume is the loop for one sale's stream.
-func (c *Consumer) consume(ctx context.Context, saleID string) {
-	key := c.e.streamKey(saleID)
+// consume is the loop for the stream of one segment of a sale (0 for a one-segment sale).
+func (c *Consumer) consume(ctx context.Context, saleID string, seg int) {
+	tag := segTag(saleID, seg)
+	key := c.e.streamKey(tag)
 	var lastClaim, lastTrim time.Time
 	var highest uint64 // the highest version among the entries this consumer was delivered new
 	delay := c.cfg.RetryDelay
@@ -177,13 +185,13 @@ func (c *Consumer) consume(ctx context.Context, saleID string) {
 			return
 		}
 		c.failed.Add(1)
-		background.Report(ctx, fmt.Errorf("sale %s: reading events failed (retrying in %v): %w", saleID, delay, err))
+		background.Report(ctx, fmt.Errorf("sale %s: reading events failed (retrying in %v): %w", tag, delay, err))
 		sleep(ctx, delay)
 		delay = min(2*delay, 2*time.Second)
 	}
 	for ctx.Err() == nil {
 		if time.Since(lastClaim) >= c.cfg.ClaimEvery {
-			if err := c.claim(ctx, saleID, key); err != nil {
+			if err := c.claim(ctx, saleID, seg, key); err != nil {
 				backoff(err)
 				continue
 			}
@@ -204,15 +212,15 @@ func (c *Consumer) consume(ctx context.Context, saleID string) {
 		}
 		delay = c.cfg.RetryDelay
 		if len(entries) > 0 {
-			c.checkVersions(ctx, saleID, &highest, entries)
-			c.store(ctx, saleID, key, entries)
+			c.checkVersions(ctx, saleID, seg, &highest, entries)
+			c.store(ctx, saleID, seg, key, entries)
 			if len(entries) < c.cfg.Batch && c.cfg.Linger > 0 {
 				sleep(ctx, c.cfg.Linger)
 			}
 		}
 		if time.Since(lastTrim) >= c.cfg.TrimEvery {
-			if err := c.e.trimStream(ctx, saleID); err != nil {
-				background.Report(ctx, fmt.Errorf("sale %s: trimming its stream: %w", saleID, err))
+			if err := c.e.trimStream(ctx, tag); err != nil {
+				background.Report(ctx, fmt.Errorf("sale %s: trimming its stream: %w", tag, err))
 			}
 			lastTrim = time.Now()
 		}
@@ -236,7 +244,7 @@ func (c *Consumer) read(ctx context.Context, key string) ([]rueidis.XRangeSlice,
 
 // claim takes over entries that another consumer read but did not acknowledge within
 // ClaimIdle (it crashed, or is stuck), and stores them.
-func (c *Consumer) claim(ctx context.Context, saleID, key string) error {
+func (c *Consumer) claim(ctx context.Context, saleID string, seg int, key string) error {
 	rdb := c.e.rdb
 	cursor := "0-0"
 	for {
@@ -259,8 +267,8 @@ func (c *Consumer) claim(ctx context.Context, saleID, key string) error {
 			return err
 		}
 		if len(entries) > 0 {
-			c.cfg.Logger.Info("redisinv: took over events another consumer left pending", "sale", saleID, "entries", len(entries))
-			c.store(ctx, saleID, key, entries)
+			c.cfg.Logger.Info("redisinv: took over events another consumer left pending", "sale", saleID, "segment", seg, "entries", len(entries))
+			c.store(ctx, saleID, seg, key, entries)
 		}
 		if next == "0-0" || next == "" || ctx.Err() != nil {
 			return nil
@@ -289,7 +297,7 @@ func isNoGroup(err error) bool {
 // A batch the store refuses as invalid is split, and an event it refuses on its own is
 // dropped with a log line (and acknowledged). When ctx ends, the batch in hand still gets up
 // to 10 s to be stored and acknowledged.
-func (c *Consumer) store(ctx context.Context, saleID, key string, entries []rueidis.XRangeSlice) {
+func (c *Consumer) store(ctx context.Context, saleID string, seg int, key string, entries []rueidis.XRangeSlice) {
 	events := make([]seckill.Event, 0, len(entries))
 	ids := make([]string, 0, len(entries))
 	for _, en := range entries {
@@ -299,7 +307,7 @@ func (c *Consumer) store(ctx context.Context, saleID, key string, entries []ruei
 			background.Report(ctx, fmt.Errorf("sale %s: dropping stream entry %s: it has no events", saleID, en.ID))
 		}
 		for _, fv := range en.FieldValues {
-			ev, err := decodeEvent(saleID, fv)
+			ev, err := segmentEvent(saleID, seg, fv.Field, fv.Value)
 			if err != nil {
 				c.dropped.Add(1)
 				background.Report(ctx, fmt.Errorf("sale %s: dropping a malformed event of stream entry %s: %w", saleID, en.ID, err))
@@ -335,7 +343,10 @@ func (c *Consumer) store(ctx context.Context, saleID, key string, entries []ruei
 // same: the store is idempotent and forward-only, so entries of an older state change nothing
 // it has. A consumer that has read nothing yet of the sale (a process just started) cannot
 // tell and compares nothing; the instances' own first call compares with the database.
-func (c *Consumer) checkVersions(ctx context.Context, saleID string, highest *uint64, entries []rueidis.XRangeSlice) {
+// Each segment of a segmented sale has its own stream and its own versions: the check is the
+// same on each, and a segment found gone back rebuilds the whole sale (Engine.stale), without
+// the database's version (which is segment 0's: segmentEvent).
+func (c *Consumer) checkVersions(ctx context.Context, saleID string, seg int, highest *uint64, entries []rueidis.XRangeSlice) {
 	if !c.e.versionsOn() {
 		return
 	}
@@ -358,6 +369,10 @@ func (c *Consumer) checkVersions(ctx context.Context, saleID string, highest *ui
 		return
 	}
 	c.stale.Add(1)
+	if seg > 0 {
+		_ = c.e.stale(segTag(saleID, seg), want, low)
+		return
+	}
 	if vs := c.e.versionSource(); vs != nil {
 		dctx, cancel := context.WithTimeout(ctx, dbTimeout)
 		if db, err := vs.SaleVersion(dctx, saleID); err == nil {
@@ -383,6 +398,46 @@ func entryVersion(e string) uint64 {
 		return 0
 	}
 	return n
+}
+
+// segmentEvent is the event of a field of segment seg's stream entry, as the order store and the
+// export get it: of the sale (a segment's events name the sale, as a one-segment sale's do),
+// with segment 0's version only. The database records one version per sale (the highest it
+// stored) and a fresh instance compares segment 0's replies with it; each segment's versions
+// count its own changes, so another segment's would make segment 0 look behind (a false
+// rebuild). A segment's versions are checked by the instances that saw them and by the
+// consumer of its stream (checkVersions).
+func segmentEvent(saleID string, seg int, field, value string) (seckill.Event, error) {
+	ev, err := decodeEvent(saleID, rueidis.XRangeFieldValue{Field: field, Value: value})
+	if seg > 0 {
+		ev.Version = 0
+	}
+	return ev, err
+}
+
+// saleStreams is how many event streams the sale has: one per segment (1 for a one-segment
+// sale), and as many after a rebuild made a segmented sale one segment (load.lua's 'streams'
+// field: their entries are read to the end). It is for the consumers and the export, never the
+// buy path: a sale this instance knows to be segmented costs nothing, another one read of
+// segment 0 (segment.lua 'counts') until the sale is loaded, then nothing (kept).
+func (e *Engine) saleStreams(ctx context.Context, saleID string) (int, error) {
+	n := 1
+	if in := e.segmentsOf(saleID); in != nil {
+		n = in.n
+	}
+	if v, ok := e.streamCounts.Load(saleID); ok {
+		return max(n, v.(int)), nil
+	}
+	r, err := e.execRaw(ctx, e.scripts.segment, saleID, "counts")
+	if err != nil {
+		return n, err
+	}
+	if r.code() != "ok" { // not loaded yet, or being rebuilt: ask again next time
+		return n, nil
+	}
+	k := int(min(max(r.int(10), 1), maxSegments))
+	e.streamCounts.Store(saleID, k)
+	return max(n, k), nil
 }
 
 // decodeEvent turns a field of a stream entry written by emit (common.lua) into an Event,

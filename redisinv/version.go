@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -199,6 +200,15 @@ func (e *Engine) versionSource() VersionSource {
 // Without WithRebuild there is nothing to rebuild from: the check is then off (versionsOn).
 func (e *Engine) stale(saleID string, want, got uint64) error {
 	e.versions.stale.Add(1)
+	if sale, _, seg := strings.Cut(saleID, "#"); seg {
+		// A segment's versions are its own (the database records segment 0's only): a
+		// segment gone back in time rebuilds the whole sale, as a lost one does.
+		if e.rebuild.startLost(sale) {
+			e.log.Error("redisinv: Redis answered with an older state of a segment of the sale than already seen; rebuilding the sale from the database",
+				"sale", sale, "segment", saleID, "version", got, "seen", want)
+		}
+		return seckill.Errorf(seckill.CodeUnavailable, "sale %q is being restored from the database; retry shortly", sale)
+	}
 	if e.rebuild.startStale(saleID, want) { // logged once per rebuild, not per refused call
 		e.log.Error("redisinv: Redis answered with an older state of the sale than already seen (a failover to a replica that lagged?); rebuilding it from the database",
 			"sale", saleID, "version", got, "seen", want)

@@ -71,10 +71,11 @@ local function main()
       return {'conflict'}
     end
     -- Taking over a rebuild left half way: only with a newer lock token than the one that
-    -- wrote it (a rebuild that lost its lock must not wipe the one that took over).
+    -- wrote it (a rebuild that lost its lock must not wipe the one that took over), or by the
+    -- rebuild that stopped the sale itself (segment.lua 'halt': the same token).
     local loader = redis.call('HGET', KEYS[1], 'loader') or ''
     local old = tonumber(string.match(loader, '^(%d+)%-') or '0')
-    if tonumber(string.match(token, '^(%d+)%-')) <= old then
+    if loader ~= token and tonumber(string.match(token, '^(%d+)%-')) <= old then
       return {'fenced'}
     end
   end

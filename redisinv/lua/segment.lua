@@ -20,10 +20,20 @@
 --             {'gap', last applied} (an earlier entry of the pair comes first) / {'moved'}.
 --   'ack'     [3] destination segment, [4] seq -> {'ok'}.
 --   'outbox'  -> {'ok', destination, seq, units, ...} every entry not acknowledged.
---   'counts'  -> {'ok', mode, available, held, sold, seq, lent, got, pend}. No reclaim. The one
---             operation a one-segment sale answers (every other is an error there).
+--   'counts'  -> {'ok', mode, available, held, sold, seq, lent, got, pend, segments, streams}
+--             (streams: the segments whose event streams the sale has, more than its segments
+--             once a rebuild made a segmented sale one segment: field "streams"). No reclaim.
+--             One of the three operations a one-segment sale answers (with 'halt' and 'freeze';
+--             every other is an error there).
+--   'halt'    (segment 0) [3] a rebuild's token, [4] a stale version (0 for none), [5] '1' when
+--             another segment is lost: a SPLIT or COLLAPSING segmented sale stops (loading, the
+--             token its loader) when a segment is lost or its version is below the stale one,
+--             so that the rebuild (rebuild.go) reads the database while no segment can change
+--             -> {'ok'}; {'fine'} when it is not to be rebuilt; {'single'} for a sale of one
+--             segment (collapsed too: load.lua decides as for any sale).
 --   'freeze'  segment 0: SPLIT -> COLLAPSING; segment i: SPLIT -> FROZEN. -> {'ok', mode} with
---             the mode after (SINGLE or MOVED: the collapse is over).
+--             the mode after (SINGLE or MOVED: the collapse is over; SINGLE too for a sale that
+--             a rebuild made one segment, to an instance that still takes it for segmented).
 --   'absorb'  (segment 0, COLLAPSING) [3] source segment, [4] kind ('users', 'idem': field,
 --             value pairs; 'holds': suffix, stored reservation, expires_ms triples) from [5] on:
 --             the source's state, copied as it is (it is FROZEN, so every copy is the same)
@@ -87,7 +97,7 @@ local function absorb_copy(kind)
 end
 
 local OPS = {take = 1, apply = 1, ack = 1, outbox = 1, counts = 1, freeze = 1, absorb = 1, counts_in = 1,
-  seal = 1, finish = 1, adopt = 1}
+  seal = 1, finish = 1, adopt = 1, halt = 1}
 
 local function main()
   begin()
@@ -99,7 +109,7 @@ local function main()
   if missing then
     return missing
   end
-  if S.segs < 2 and op ~= 'counts' then
+  if S.segs < 2 and op ~= 'counts' and op ~= 'halt' and op ~= 'freeze' then
     fail('not a segmented sale')
   end
   if op == 'take' then
@@ -162,7 +172,25 @@ local function main()
     end
     return out
   elseif op == 'counts' then
-    return {'ok', S.mode, S.avail, S.held, S.sold, S.seq, S.lent, S.got, S.pend}
+    local streams = math.max(S.segs, tonumber(redis.call('HGET', KEYS[1], 'streams') or '1') or 1)
+    return {'ok', S.mode, S.avail, S.held, S.sold, S.seq, S.lent, S.got, S.pend, S.segs, streams}
+  elseif op == 'halt' then
+    local token = token_arg(ARGV[3])
+    local stale = int_arg(ARGV[4], 'stale version', 0, MAX_EXACT)
+    local lost = ARGV[5]
+    if lost ~= '1' and lost ~= '0' then
+      fail("lost must be '1' or '0'")
+    end
+    if S.segs < 2 or S.mode == SINGLE or S.seg ~= 0 then
+      return {'single'}
+    end
+    if lost == '0' and not (stale > 0 and S.ver < stale) then
+      return {'fine'}
+    end
+    redis.call('HSET', KEYS[1], 'loader', token)
+    S.loading = 1
+    changed = true
+    return {'ok'}
   elseif op == 'freeze' then
     if S.mode == SPLIT then
       if S.seg == 0 then
