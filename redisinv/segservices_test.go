@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,8 +32,9 @@ type segServices struct {
 	stored *recorder // what the consumer stored
 
 	mu       sync.Mutex
-	exported []string // export event ids, in the order read
-	ids      []string // every reservation a buyer was given
+	exported []string        // export event ids, in the order read
+	ids      []string        // every reservation a buyer was given
+	lost     map[string]bool // reservations of a segment deleted: their events went with its stream
 }
 
 // recorder stores events in the order store and keeps the ones stored.
@@ -252,17 +254,29 @@ func (r *segServices) disagreements(ctx context.Context) []string {
 		exportedKeys[id]++
 	}
 	for k, n := range storedKeys {
-		if n != 1 || exportedKeys[k] != 1 {
+		if n != 1 || (exportedKeys[k] != 1 && !r.lostEvent(k)) {
 			out = append(out, fmt.Sprintf("event %s: stored %d times, exported %d times", k, n, exportedKeys[k]))
 		}
 	}
 	for k, n := range exportedKeys {
-		if storedKeys[k] == 0 {
+		if storedKeys[k] == 0 && !r.lostEvent(k) {
 			out = append(out, fmt.Sprintf("event %s: exported %d times, never stored", k, n))
 		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+// lostEvent reports whether event k is of a reservation made in a segment before it was lost:
+// the export may have read it and the consumer not (or the other way round) before the
+// stream went with the segment. The database has such a reservation as far as it heard of
+// it (the reservation-by-reservation comparison checks it, and its payment is recorded by the
+// payment's own transaction).
+func (r *segServices) lostEvent(k string) bool {
+	id, _, _ := strings.Cut(k, ":")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lost[id]
 }
 
 func usersNamed(prefix string, n int) []string {
@@ -336,6 +350,14 @@ func segmentLost(t *testing.T, url string, rebuild bool) {
 	if p := r.rush(usersNamed("a", 40), 0, pay, func(int) bool { return false }); len(p) > 0 {
 		t.Fatalf("before the loss: %v", p)
 	}
+	r.mu.Lock()
+	r.lost = map[string]bool{}
+	for _, id := range r.ids {
+		if _, suffix, _ := splitID(id); suffixSegment(suffix) == 2 {
+			r.lost[id] = true
+		}
+	}
+	r.mu.Unlock()
 	ks := r.e.keys(segTag(r.def.ID, 2))
 	if err := r.e.rdb.Do(t.Context(), r.e.rdb.B().Del().Key(ks...).Build()).Error(); err != nil {
 		t.Fatal(err)
