@@ -29,6 +29,10 @@ const (
 	MaxIDBytes = 64
 	// CurrencyLen is the length of a sale's currency: an ISO 4217 code, in lower case.
 	CurrencyLen = 3
+	// MaxSegments bounds segments, the parts a sale's stock is split into so that a Redis
+	// Cluster spreads one sale over several nodes (docs/DECISIONS.md "Segmented stock"): more
+	// than the nodes of any cluster this serves.
+	MaxSegments = 64
 )
 
 // MinTime and MaxTime bound every time of a sale (starts_at, ends_at, and so every hold's

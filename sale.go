@@ -21,7 +21,12 @@ type Sale struct {
 	Currency string `json:"currency"`
 	// Listed is whether the storefront's list (GET /api/v1/sales) shows the sale. An unlisted
 	// sale (one made by `seckill bench`, a test, or one an admin hid) is still reachable by id.
-	Listed    bool      `json:"listed"`
+	Listed bool `json:"listed"`
+	// Segments is how many parts the engine splits the stock into, each on its own Redis hash
+	// tag so that a Cluster spreads one hot sale over several nodes (docs/DECISIONS.md
+	// "Segmented stock"); 1 is an unsplit sale. 0, in a sale built in code or read back from a
+	// database (which does not keep it), means 1. The memory engine refuses more than 1.
+	Segments  int       `json:"segments"`
 	CreatedAt time.Time `json:"-"`
 }
 
@@ -95,6 +100,7 @@ type SaleInput struct {
 	QueueLimit   *int       `json:"queue_limit"`
 	Currency     *string    `json:"currency"`
 	Listed       *bool      `json:"listed"`
+	Segments     *int       `json:"segments"`
 }
 
 // Defaults for omitted sale fields.
@@ -103,11 +109,12 @@ const (
 	DefaultHoldSeconds  = 60
 	DefaultSaleLength   = time.Hour
 	DefaultCurrency     = "usd"
+	DefaultSegments     = 1
 )
 
 // NewSale validates in and fills defaults: id (random if empty), starts_at (now), ends_at
 // (starts_at + 1 h), per_user_limit 1, hold_seconds 60, queue_limit 10 × sellable, currency
-// "usd", listed true. Every bound
+// "usd", listed true, segments 1. Every bound
 // (bounds.go) is checked after the defaults are applied, so a default can never carry a value
 // out of range; a sale it returns is one every engine and store accepts.
 func NewSale(in SaleInput, now time.Time) (Sale, error) {
@@ -151,6 +158,13 @@ func NewSale(in SaleInput, now time.Time) (Sale, error) {
 		s.Currency = *in.Currency
 	}
 	s.Listed = in.Listed == nil || *in.Listed
+	s.Segments = DefaultSegments
+	if in.Segments != nil {
+		if *in.Segments < 1 {
+			return Sale{}, errSegments()
+		}
+		s.Segments = *in.Segments
+	}
 	if err := s.Validate(); err != nil {
 		return Sale{}, err
 	}
@@ -188,6 +202,8 @@ func (s Sale) Validate() error {
 		return bad("queue_limit must be 0 to %d", int64(MaxQueueLimit))
 	case s.Currency != "" && !ValidCurrency(s.Currency):
 		return errCurrency()
+	case s.Segments < 0 || s.Segments > MaxSegments:
+		return errSegments()
 	}
 	return nil
 }
@@ -198,3 +214,14 @@ func (s Sale) Validate() error {
 func errCurrency() error {
 	return Errorf(CodeInvalidArgument, "currency must be %d lower-case letters, an ISO 4217 code such as %q", CurrencyLen, DefaultCurrency)
 }
+
+// errSegments refuses a number of segments. Validate lets 0 through (it means 1: a sale built
+// in code, or read back from a database, which does not keep segments); a client's sale always
+// has at least 1, since NewSale fills the default and refuses a 0 sent on purpose.
+func errSegments() error {
+	return Errorf(CodeInvalidArgument, "segments must be 1 to %d", MaxSegments)
+}
+
+// SegmentCount is the number of segments the sale's stock is split into: Segments, with 0 read
+// as 1.
+func (s Sale) SegmentCount() int { return max(s.Segments, 1) }

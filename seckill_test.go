@@ -27,7 +27,7 @@ func TestNewSaleDefaultsAndValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Sellable() != 80 || s.QueueLimit != 800 || s.PerUserLimit != 1 || s.HoldSeconds != 60 {
+	if s.Sellable() != 80 || s.QueueLimit != 800 || s.PerUserLimit != 1 || s.HoldSeconds != 60 || s.Segments != 1 {
 		t.Fatalf("defaults: %+v", s)
 	}
 	if !s.StartsAt.Equal(now.Truncate(time.Millisecond)) || s.EndsAt.Sub(s.StartsAt) != time.Hour || !seckill.ValidID(s.ID) {
@@ -63,6 +63,9 @@ func TestNewSaleDefaultsAndValidation(t *testing.T) {
 		{PriceCents: &price, Stock: ptr(seckill.MaxQuantity + 1)},
 		{PriceCents: &price, Stock: ptr(1), HoldSeconds: ptr(seckill.MaxHoldSeconds + 1)},
 		{PriceCents: &price, Stock: ptr(1), QueueLimit: ptr(seckill.MaxQueueLimit + 1)},
+		{PriceCents: &price, Stock: ptr(1), Segments: ptr(0)},
+		{PriceCents: &price, Stock: ptr(1), Segments: ptr(-1)},
+		{PriceCents: &price, Stock: ptr(1), Segments: ptr(seckill.MaxSegments + 1)},
 		// Money: per_user_limit × price_cents must fit MaxAmountCents, so that no accepted buy
 		// can overflow (10^12 × 10^9 wrapped on the memory engine).
 		{PriceCents: i64p(seckill.MaxPriceCents), Stock: ptr(1), PerUserLimit: ptr(seckill.MaxQuantity)},
@@ -82,12 +85,15 @@ func i64p(v int64) *int64       { return &v }
 func TestNewSaleBoundsAreInclusive(t *testing.T) {
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	stock, limit, hold, ql := seckill.MaxQuantity, int(seckill.MaxAmountCents/seckill.MaxPriceCents), seckill.MaxHoldSeconds, seckill.MaxQueueLimit
+	maxSegs, oneSeg := seckill.MaxSegments, 1
 	for i, in := range []seckill.SaleInput{
 		{PriceCents: i64p(seckill.MaxPriceCents), Stock: &stock, PerUserLimit: &limit, HoldSeconds: &hold, QueueLimit: &ql,
 			Name: strings.Repeat("é", seckill.MaxNameBytes/2), ID: strings.Repeat("z", seckill.MaxIDBytes)},
 		{PriceCents: i64p(0), Stock: &stock, PerUserLimit: &stock}, // free: any limit fits
 		{PriceCents: i64p(1), Stock: &stock, StartsAt: tp(seckill.MinTime), EndsAt: tp(seckill.MaxTime)},
 		{PriceCents: i64p(1), Stock: &stock, StartsAt: tp(seckill.MaxTime.Add(-time.Hour)), ID: "..."},
+		{PriceCents: i64p(1), Stock: &stock, Segments: &maxSegs},
+		{PriceCents: i64p(1), Stock: &stock, Segments: &oneSeg},
 	} {
 		if _, err := seckill.NewSale(in, now); err != nil {
 			t.Errorf("case %d: %v; want accepted", i, err)

@@ -64,6 +64,8 @@ type SaleView struct {
 
 func (s *Service) view(sale Sale, st StockState) SaleView {
 	now := s.clock.Now()
+	sale.Segments = sale.SegmentCount() // an engine that has no segments shows 1
+
 	return SaleView{Sale: sale, Status: sale.Status(now, st), StockState: st, ServerTime: now}
 }
 

@@ -15,6 +15,29 @@ import (
 	"github.com/seckill-go/seckill/httpapi"
 )
 
+// TestSegmentsOnMemoryEngine: a sale split into segments is refused by the memory engine with
+// a clear 400 (it has no segments, docs/API.md), nothing is created, and the same id is free for
+// a one-segment sale, which reads back with segments 1.
+func TestSegmentsOnMemoryEngine(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var p httpapi.Problem
+	e.unchanged(t, func() {
+		r := e.do(t, "POST", "/api/v1/sales", admin(), map[string]any{"id": "seg", "price_cents": 1, "stock": 10, "segments": 2})
+		p = wantProblem(t, r, http.StatusBadRequest, seckill.CodeInvalidArgument)
+	})
+	if !strings.Contains(p.Detail, "memory engine") {
+		t.Fatalf("refusal detail %q does not say the memory engine has no segments", p.Detail)
+	}
+	wantProblem(t, e.do(t, "GET", "/api/v1/sales/seg", "", nil), http.StatusNotFound, seckill.CodeNotFound)
+	if v := e.createSale(t, "seg", map[string]any{"segments": 1}); v.Segments != 1 {
+		t.Fatalf("segments = %d, want 1", v.Segments)
+	}
+	if v := e.sale(t, "seg"); v.Segments != 1 {
+		t.Fatalf("GET: segments = %d, want 1", v.Segments)
+	}
+}
+
 // TestCreateAndReadSales: create answers 201 with the full sale JSON of docs/API.md (defaults
 // filled, RFC 3339 UTC times, live stock_state, server_time); bad input is 400, a taken id 409,
 // an oversized body 413; reads list and fetch sales, an unknown id is 404.
@@ -25,14 +48,14 @@ func TestCreateAndReadSales(t *testing.T) {
 	wantStatus(t, r, http.StatusCreated)
 	f := r.fields(t)
 	for _, k := range []string{"id", "name", "price_cents", "stock", "holdback", "starts_at", "ends_at", "per_user_limit",
-		"hold_seconds", "queue_limit", "status", "stock_state", "server_time"} {
+		"hold_seconds", "queue_limit", "segments", "status", "stock_state", "server_time"} {
 		if _, ok := f[k]; !ok {
 			t.Fatalf("sale JSON lacks %q: %s", k, r.Body)
 		}
 	}
 	var v seckill.SaleView
 	r.decode(t, &v)
-	if v.Status != seckill.SaleActive || v.PerUserLimit != 1 || v.HoldSeconds != 60 || v.QueueLimit != 80 ||
+	if v.Status != seckill.SaleActive || v.PerUserLimit != 1 || v.HoldSeconds != 60 || v.QueueLimit != 80 || v.Segments != 1 ||
 		!v.StartsAt.Equal(t0) || !v.EndsAt.Equal(t0.Add(time.Hour)) || !v.ServerTime.Equal(t0) ||
 		v.StockState != (seckill.StockState{Sellable: 8, Available: 8}) {
 		t.Fatalf("created sale %s", r.Body)
@@ -55,6 +78,8 @@ func TestCreateAndReadSales(t *testing.T) {
 		map[string]any{"id": "s2", "price_cents": 1, "stock": 1, "queue_limit": -1},
 		map[string]any{"id": "s2", "price_cents": 1, "stock": 1, "starts_at": t0, "ends_at": t0},
 		map[string]any{"id": "s2", "price_cents": 1, "stock": 1, "starts_at": "tomorrow"},
+		map[string]any{"id": "s2", "price_cents": 1, "stock": 1, "segments": 0},
+		map[string]any{"id": "s2", "price_cents": 1, "stock": 1, "segments": seckill.MaxSegments + 1},
 	}
 	for _, b := range bad {
 		e.refused(t, http.StatusBadRequest, seckill.CodeInvalidArgument, func() response { return e.do(t, "POST", "/api/v1/sales", admin(), b) })

@@ -135,12 +135,24 @@ func (e *Engine) saleOf(resID string) (*sale, *reservation, error) {
 	return nil, nil, notFound(resID)
 }
 
+// errSegments is LoadSale's answer to a sale with segments > 1 (400 invalid_argument on the
+// HTTP API: the client asked for what this deployment cannot do, and nothing was created).
+func errSegments() error {
+	return seckill.Errorf(seckill.CodeInvalidArgument, "segments must be 1 on the memory engine: it has no segments (they spread one sale over several Redis cores; one process has no second one to spread to); use the Redis engine for segments > 1")
+}
+
 func notFound(resID string) error {
 	return seckill.Errorf(seckill.CodeNotFound, "reservation %q not found", resID)
 }
 
-// LoadSale makes def known with sold units already sold.
+// LoadSale makes def known with sold units already sold. A sale split into segments is
+// refused: segments spread one sale over several Redis cores, and one process has no second
+// core of that kind to spread to (its sale is one lock already; docs/DECISIONS.md "Segmented
+// stock").
 func (e *Engine) LoadSale(_ context.Context, def seckill.Sale, sold int) error {
+	if def.SegmentCount() > 1 {
+		return errSegments()
+	}
 	// Nothing is sized by stock or queue limit: a sale of a million units that few buy costs
 	// what those few cost. Every index grows on demand (amortized doubling: the buy path pays
 	// O(1) per reservation for it, see BenchmarkBuy), and the maps are made at the first buyer.

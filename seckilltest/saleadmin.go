@@ -87,6 +87,9 @@ func testSaleAdmin(t *testing.T, newEngine NewInventory) {
 		}
 		want := r.sale
 		want.Listed = true
+		// Segments is how the engine split the sale (a conformance run may split every sale it
+		// loads): SetListed keeps what the engine's read showed before it.
+		want.Segments = got.Segments
 		if def != want || st != ss(3, 2, 1, 0, 0) {
 			t.Fatalf("SetListed(true) = %+v, %+v\nwant %+v, %+v", def, st, want, ss(3, 2, 1, 0, 0))
 		}
