@@ -37,6 +37,7 @@ type benchOptions struct {
 
 	saleID      string
 	units       int
+	segments    int // the sale's segments (docs/API.md "Segments"; the Redis engine's)
 	perUser     int
 	hold        time.Duration
 	buyers      int
@@ -81,6 +82,7 @@ func bench(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.StringVar(&o.saleID, "sale", "", "id of the sale to create (default bench-<time>)")
 	fs.IntVar(&o.units, "units", 100, "sellable units")
 	fs.IntVar(&o.perUser, "per-user", 1, "per-user limit")
+	fs.IntVar(&o.segments, "segments", 1, fmt.Sprintf("split the sale's stock into this many segments (1 to %d; more than 1 needs the Redis engine, and helps on a Redis Cluster)", seckill.MaxSegments))
 	fs.DurationVar(&o.hold, "hold", 2*time.Second, "hold duration (whole seconds)")
 	fs.IntVar(&o.buyers, "buyers", 3000, "simulated buyers")
 	fs.IntVar(&o.concurrency, "concurrency", 64, "closed loop: buyers in flight")
@@ -129,6 +131,10 @@ func (o *benchOptions) validate() error {
 		return errors.New("bench: --units, --buyers, --per-user and --concurrency must be at least 1, --rate at least 0")
 	case o.auditWait < 0:
 		return errors.New("bench: --audit-wait must not be negative")
+	case o.segments == 0:
+		o.segments = 1 // a caller that builds benchOptions itself (the demo) leaves it unset
+	case o.segments < 1 || o.segments > seckill.MaxSegments:
+		return fmt.Errorf("bench: --segments must be 1 to %d", seckill.MaxSegments)
 	}
 	if o.auditWait == 0 {
 		o.auditWait = defaultAuditWait
@@ -182,7 +188,8 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 		"id": o.saleID, "name": "seckill bench " + o.saleID, "price_cents": 999, "stock": o.units,
 		"starts_at": start, "ends_at": start.Add(10 * time.Minute),
 		"per_user_limit": o.perUser, "hold_seconds": int(o.hold.Seconds()),
-		"listed": false, // a load test's sale is not for shoppers: kept off the storefront's list
+		"listed":   false, // a load test's sale is not for shoppers: kept off the storefront's list
+		"segments": o.segments,
 	}, &sale); err != nil {
 		if _, isNetErr := errors.AsType[net.Error](err); isNetErr {
 			return fmt.Errorf("create sale: no server answers at %s (start one with seckill serve --dev, or point --target at yours): %w", o.targets[0], err)
@@ -205,6 +212,9 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 	title := o.title
 	if title == "" {
 		title = fmt.Sprintf("seckill bench: %d units, %d per user, %s holds", o.units, o.perUser, o.hold)
+		if o.segments > 1 {
+			title += fmt.Sprintf(", %d segments", o.segments)
+		}
 	}
 	if !o.asJSON {
 		fmt.Fprintf(stdout, "%s\n%s\nagainst %s\n", title, cfg.Describe(), strings.Join(o.targets, ", "))

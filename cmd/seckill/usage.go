@@ -26,7 +26,9 @@ and retry (--mix), then audit every instance and check the invariants (exit 1 on
 violation). Prints a live progress line, per-step latencies, and with --report a Markdown
 report with an SVG chart.
 
---calibrate instead compares the buy path's rate with a bare net/http handler.
+--segments N splits the sale's stock into N segments (Redis engine; on a Redis Cluster
+they spread one sale over its nodes). --calibrate instead compares the buy path's rate with
+a bare net/http handler.
 
 "seckill bench strategies -h": the five ways of taking stock against one Redis, side by side.`},
 	"bench strategies": {"[flags]", `Run the ways of taking stock that flash-sale write-ups walk through (no lock,
