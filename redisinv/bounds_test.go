@@ -56,3 +56,34 @@ func TestOverdueBeyondTheReclaimBound(t *testing.T) {
 		t.Fatalf("after the sweep: %+v, %v; want every unit back", st, err)
 	}
 }
+
+// TestSaleSegmentsFromDefinition: a sale whose definition asks for segments is split by
+// LoadSale (seckill.Sale.Segments, the API's option) and reads back with them; one without
+// reads back with 1. The engine's own bound is the API's (seckill.MaxSegments), so every count
+// the API lets through is one the engine takes.
+func TestSaleSegmentsFromDefinition(t *testing.T) {
+	if maxSegments != seckill.MaxSegments {
+		t.Fatalf("the engine takes 1 to %d segments, the API lets through 1 to %d", maxSegments, seckill.MaxSegments)
+	}
+	c := dialT(t, testenv.Redis(t))
+	clock := seckilltest.NewManualClock(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
+	e := newTestEngine(t, c.Inventory, clock)
+	now := clock.Now()
+	for _, n := range []int{1, 3, seckill.MaxSegments} {
+		def, err := seckill.NewSale(seckill.SaleInput{ID: fmt.Sprintf("segs-%d", n), PriceCents: ptr(int64(1)), Stock: ptr(100),
+			StartsAt: &now, Segments: ptr(n)}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.LoadSale(t.Context(), def, 0); err != nil {
+			t.Fatalf("LoadSale with %d segments: %v", n, err)
+		}
+		got, st, err := e.Sale(t.Context(), def.ID)
+		if err != nil || got.Segments != n || st.Available != 100 {
+			t.Fatalf("Sale of a sale with %d segments: segments %d, %+v, %v", n, got.Segments, st, err)
+		}
+		if in := e.segmentsOf(def.ID); (in != nil) != (n > 1) || in != nil && in.n != n {
+			t.Fatalf("the engine split a sale asked for %d segments into %+v", n, in)
+		}
+	}
+}
