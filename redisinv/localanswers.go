@@ -339,7 +339,7 @@ func (e *Engine) localSale(id string) (seckill.Sale, seckill.StockState, bool) {
 		ID: id, Name: v.name, PriceCents: s.price, Stock: int(s.stock), Holdback: int(s.holdback),
 		StartsAt: fromMillis(s.starts), EndsAt: fromMillis(s.ends), PerUserLimit: int(s.limit),
 		HoldSeconds: int(s.hold), QueueLimit: int(s.qlimit), CreatedAt: fromMillis(s.created),
-		Currency: v.currency, Listed: v.listed,
+		Currency: v.currency, Listed: v.listed, Segments: 1, // views are kept of one-segment sales only
 	}
 	st := seckill.StockState{Sellable: sale.Sellable(), Available: int(s.avail), Held: int(s.held), Sold: int(s.sold),
 		Queued: int(s.qunits)}
