@@ -197,6 +197,11 @@ func (e *Engine) segmentMissing(ctx context.Context, saleID string) error {
 		e.forgetSegments(saleID, one)
 		return &segSignal{code: "moved"}
 	}
+	if in := e.segmentsOf(saleID); in != nil && int64(in.n) != r.int(9) {
+		// The sale was dropped and made again with other segments: take it as it is now.
+		e.learnSegments(saleID, int(r.int(9)))
+		return seckill.Errorf(seckill.CodeUnavailable, "sale %q was made again with other segments; retry", saleID)
+	}
 	if e.rebuild == nil {
 		return seckill.Errorf(seckill.CodeUnavailable, "a segment of sale %q is missing from Redis; retry shortly", saleID)
 	}
