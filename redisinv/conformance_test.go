@@ -64,11 +64,11 @@ func newTestEngine(t *testing.T, rdb rueidis.Client, clock seckill.Clock, opts .
 	return e
 }
 
-func conformance(t *testing.T, url string) {
+func conformance(t *testing.T, url string, opts ...seckilltest.SuiteOption) {
 	c := dialT(t, url)
 	seckilltest.TestInventory(t, func(t *testing.T, clock seckill.Clock) seckill.Inventory {
 		return newTestEngine(t, c.Inventory, clock)
-	})
+	}, opts...)
 }
 
 // TestInventoryStandalone runs the shared conformance suite (rules, the rapid model, the
@@ -76,12 +76,13 @@ func conformance(t *testing.T, url string) {
 func TestInventoryStandalone(t *testing.T) { conformance(t, testenv.Redis(t)) }
 
 // TestInventoryCluster runs it against a Redis Cluster: every script touches one hash slot.
+// The same scripts as standalone, routed by slot: one round of the model comparison.
 func TestInventoryCluster(t *testing.T) {
 	url := testenv.RedisCluster(t)
 	if c := dialT(t, url); !c.Cluster {
 		t.Fatalf("%s is not a Redis Cluster", url)
 	}
-	conformance(t, url)
+	conformance(t, url, seckilltest.ModelRounds(1))
 }
 
 // TestConcurrencyCatchesBrokenScripts is the negative control on this engine: the concurrency

@@ -39,7 +39,7 @@ func watcherT(t *testing.T, c *Clients) *Watcher {
 // conformanceLocal runs the shared conformance suite on engines that answer locally: the
 // rules, the rapid model and the concurrency checker judge the local answers as they judge
 // Redis' (the suite's engine is used as one instance would be: its own writes, then reads).
-func conformanceLocal(t *testing.T, url string) {
+func conformanceLocal(t *testing.T, url string, rounds int) {
 	c := dialT(t, url)
 	w := watcherT(t, c)
 	var engines []*Engine
@@ -47,7 +47,7 @@ func conformanceLocal(t *testing.T, url string) {
 		e := newTestEngine(t, c.Inventory, clock, WithLocalAnswers(w))
 		engines = append(engines, e)
 		return e
-	})
+	}, seckilltest.ModelRounds(rounds))
 	var local uint64
 	for _, e := range engines {
 		for _, n := range e.LocalAnswerStats().Answered {
@@ -57,16 +57,20 @@ func conformanceLocal(t *testing.T, url string) {
 	t.Logf("%d engines answered %d buys locally", len(engines), local)
 }
 
-// TestConformanceLocalAnswersStandalone: the conformance suite with local answers, standalone.
-func TestConformanceLocalAnswersStandalone(t *testing.T) { conformanceLocal(t, testenv.Redis(t)) }
+// TestConformanceLocalAnswersStandalone: the conformance suite with local answers, standalone,
+// with two rounds of the model comparison (the local view is code of its own in front of the
+// scripts that TestInventoryStandalone searches with five).
+func TestConformanceLocalAnswersStandalone(t *testing.T) {
+	conformanceLocal(t, testenv.Redis(t), 2)
+}
 
-// TestConformanceLocalAnswersCluster: the same on a Redis Cluster.
+// TestConformanceLocalAnswersCluster: the same on a Redis Cluster, one round.
 func TestConformanceLocalAnswersCluster(t *testing.T) {
 	url := testenv.RedisCluster(t)
 	if c := dialT(t, url); !c.Cluster {
 		t.Fatalf("%s is not a Redis Cluster", url)
 	}
-	conformanceLocal(t, url)
+	conformanceLocal(t, url, 1)
 }
 
 const (

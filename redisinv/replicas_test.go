@@ -177,7 +177,7 @@ func TestInventoryReplicaAck(t *testing.T) {
 		engines = append(engines, e)
 		mu.Unlock()
 		return e
-	})
+	}, seckilltest.ModelRounds(1)) // the scripts of TestInventoryStandalone, then a WAIT
 	var st ReplicaStats
 	for _, e := range engines {
 		s := e.ReplicaStats()

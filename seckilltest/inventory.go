@@ -29,11 +29,33 @@ type NewInventory = func(t *testing.T, clock seckill.Clock) seckill.Inventory
 //
 // The engine must take all its time from clock (a *ManualClock): the suite moves time by hand.
 // A background sweeper may run; it must only do what a Reclaim call would do.
-func TestInventory(t *testing.T, newEngine NewInventory) {
+//
+// Options adjust the effort: ModelRounds for a variant of an engine whose reference
+// configuration already runs the full model comparison.
+func TestInventory(t *testing.T, newEngine NewInventory, opts ...SuiteOption) {
+	cfg := suiteConfig{modelRounds: modelRounds}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	t.Run("Rules", func(t *testing.T) { testRules(t, newEngine) })
-	t.Run("Model", func(t *testing.T) { testModel(t, newEngine) })
+	t.Run("Model", func(t *testing.T) { testModel(t, newEngine, cfg.modelRounds) })
 	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, newEngine) })
 	t.Run("SaleAdmin", func(t *testing.T) { testSaleAdmin(t, newEngine) })
+}
+
+// SuiteOption adjusts TestInventory.
+type SuiteOption func(*suiteConfig)
+
+type suiteConfig struct{ modelRounds int }
+
+// ModelRounds sets how many rapid.Check rounds the Model subtest runs (5 by default, each of
+// -rapid.checks cases). A configuration that differs from an engine's reference run only in
+// how its calls reach the same code (a Redis Cluster instead of one server, local answers in
+// front of the same scripts, replica acknowledgement after them) runs 1: the reference run
+// carries the search for bugs in the shared code, the variant's round finds what the variant
+// adds, and CI's time stays inside its limit.
+func ModelRounds(n int) SuiteOption {
+	return func(c *suiteConfig) { c.modelRounds = max(n, 1) }
 }
 
 // epoch is the suite's "now" at the start of every scenario: whole seconds, UTC, so that

@@ -14,14 +14,14 @@ import (
 
 // modelRounds is how many rapid.Check rounds the Model subtest runs (each of -rapid.checks
 // tests, 100 by default): the bugs that need a full sale, a queue and a payment in the right
-// order take a few hundred random runs to turn up reliably. -short runs one round.
+// order take a few hundred random runs to turn up reliably. -short runs one round; ModelRounds
+// sets another number for a variant configuration.
 const modelRounds = 5
 
 // testModel drives the engine and a fresh Model side by side through random sales and random
 // operations, and requires the same answers after every step (pgregory.net/rapid shrinks a
 // failure to a short sequence of steps and prints how to replay it).
-func testModel(t *testing.T, newEngine NewInventory) {
-	rounds := modelRounds
+func testModel(t *testing.T, newEngine NewInventory, rounds int) {
 	if testing.Short() {
 		rounds = 1
 	}
