@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/internal/testenv"
 	"github.com/seckill-go/seckill/seckilltest"
+	"github.com/seckill-go/seckill/sqlstore"
 )
 
 // dialT connects to the Redis that url names, for the test's lifetime.
@@ -23,6 +25,17 @@ func dialT(t *testing.T, url string) *Clients {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// sqliteStoreT opens an order store in a SQLite file of the test's own, closed at cleanup.
+func sqliteStoreT(t *testing.T) *sqlstore.Store {
+	t.Helper()
+	store, err := sqlstore.Open(t.Context(), "sqlite://"+filepath.Join(t.TempDir(), "orders.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	return store
 }
 
 // testPrefix is a key prefix no other test uses, so tests share one Redis.

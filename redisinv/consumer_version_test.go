@@ -2,7 +2,6 @@ package redisinv
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/seckill-go/seckill/internal/redistest"
 	"github.com/seckill-go/seckill/internal/testenv"
 	"github.com/seckill-go/seckill/lock"
-	"github.com/seckill-go/seckill/sqlstore"
 )
 
 // TestConsumerFindsStreamWentBack: the order-store consumer alone finds a sale whose Redis
@@ -56,11 +54,7 @@ func TestConsumerFindsStreamWentBack(t *testing.T) {
 func consumerWentBack(t *testing.T, url string, check bool) (rebuilt bool, stale uint64, held int) {
 	ctx := t.Context()
 	c := dialT(t, url)
-	store, err := sqlstore.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "orders.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store := sqliteStoreT(t)
 	now := time.Now().UTC()
 	const id = "cv"
 	def, err := seckill.NewSale(seckill.SaleInput{

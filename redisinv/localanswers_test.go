@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -21,7 +20,6 @@ import (
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/testenv"
 	"github.com/seckill-go/seckill/seckilltest"
-	"github.com/seckill-go/seckill/sqlstore"
 )
 
 // watcherT connects a Watcher to c's deployment for the test's lifetime (closed after the
@@ -87,10 +85,7 @@ type laInstance struct {
 func newLAInstance(t *testing.T, rdb rueidis.Client, prefix string, clock seckill.Clock, opts ...Option) *laInstance {
 	t.Helper()
 	e := New(rdb, append([]Option{WithTestClock(clock), WithPrefix(prefix)}, opts...)...)
-	store, err := sqlstore.Open(t.Context(), "sqlite://"+filepath.Join(t.TempDir(), "orders.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := sqliteStoreT(t)
 	svc := seckill.NewService(seckill.ServiceConfig{Inventory: e, Store: store, Clock: clock, AuthSecret: []byte(laSecret)})
 	api := httpapi.New(httpapi.Config{Service: svc, AuthSecret: []byte(laSecret), AdminToken: laAdmin, Clock: clock, BuyRate: -1})
 	srv := httptest.NewServer(api.Handler())

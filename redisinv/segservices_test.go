@@ -3,7 +3,6 @@ package redisinv
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -71,11 +70,7 @@ func newSegServices(t *testing.T, url string, n, stock, streams int, rebuild boo
 	t.Helper()
 	ctx := t.Context()
 	c := dialT(t, url)
-	store, err := sqlstore.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "orders.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store := sqliteStoreT(t)
 	locks := lock.New(c.Locks, &lock.Options{Lease: 3 * time.Second})
 	t.Cleanup(func() { _ = locks.Close() })
 	now := time.Now().UTC()

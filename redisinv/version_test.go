@@ -3,7 +3,6 @@ package redisinv
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -65,11 +64,7 @@ func TestRedisWentBackInTime(t *testing.T) {
 func wentBack(t *testing.T, url string, check, fresh bool) (problems []string, first error, stale int64) {
 	ctx := t.Context()
 	c := dialT(t, url)
-	store, err := sqlstore.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "orders.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store := sqliteStoreT(t)
 	clock := seckilltest.NewManualClock(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
 	now := clock.Now()
 	const id = "tb"
