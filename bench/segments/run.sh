@@ -113,12 +113,12 @@ r = json.load(open(sys.argv[1]))
 print(r["counts"]["held"], r["elapsed_ms"] / 1000, "ok" if r["verdict"]["ok"] else "FAILED:" + ";".join(r["verdict"]["violations"] + r["verdict"]["unverified"]).replace(" ", "_"))
 ' "$work/bench-$n.json")
 	paste <(echo "$before") <(echo "$after") | awk -v seg="$n" -v held="$held" -v el="$elapsed" -v verdict="$verdict" '
-		{ node[NR] = $1; calls[NR] = $6 - $2; usec[NR] = $7 - $3; cpu[NR] = $8 - $4; total += $7 - $3 }
+		{ node[NR] = $1; calls[NR] = $6 - $2; usec[NR] = $7 - $3; cpu[NR] = $8 - $4; total += $7 - $3; if ($8 - $4 > top) top = $8 - $4 }
 		END {
 			for (i = 1; i <= NR; i++) {
 				lead = (i == 1) ? sprintf("%-9s %8.0f %9.1f %8s", seg, held / el, el, verdict) : sprintf("%-9s %8s %9s %8s", "", "", "", "")
 				printf "%s | %-16s %9d %10.0f %6.1f%% %8.2f\n", lead, node[i], calls[i], usec[i] / 1000, total ? 100 * usec[i] / total : 0, cpu[i]
 			}
-			printf "%-9s script µs per buy: %.1f\n", "", total / held
+			printf "%-9s script µs per buy: %.1f; busiest node: %.0f µs CPU per buy, so its core is full at %.0f buys/s\n", "", total / held, 1e6 * top / held, held / top
 		}'
 done
