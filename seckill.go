@@ -110,6 +110,17 @@ type Inventory interface {
 	RestoreReservation(ctx context.Context, r Reservation) error
 }
 
+// SaleWindows is an Inventory that can read a sale's definition without its live counts, for
+// the callers that need only the window (the purchase path, asked once per buyer). Sale must
+// count every unit: on a segmented Redis sale that is two script calls per segment, where the
+// definition alone is one (segment 0's). Service uses it when the inventory has it, else Sale.
+type SaleWindows interface {
+	// SaleWindow returns the sale's definition exactly as Sale returns it (starts_at, ends_at
+	// as a close left it, so WindowError answers the same), with Sale's errors; it has no
+	// counts: a caller that needs stock calls Sale.
+	SaleWindow(ctx context.Context, saleID string) (Sale, error)
+}
+
 // Event is a reservation change, sent from the engine to the order store asynchronously.
 type Event struct {
 	Reservation Reservation

@@ -70,20 +70,39 @@ func boolArg(b bool) string {
 
 // Sale returns the definition and live counts, after reclaiming expired holds.
 func (e *Engine) Sale(ctx context.Context, id string) (seckill.Sale, seckill.StockState, error) {
+	return e.sale(ctx, id, true)
+}
+
+// SaleWindow is seckill.SaleWindows: the definition as Sale returns it, for the purchase path.
+// A segmented sale is read at segment 0 only (one script call, where Sale makes two per
+// segment), which holds the whole definition (segSale takes it from there too; CloseSale closes
+// segment 0 as well). Its errors are Sale's, but for one case: a segment other than 0 lost while
+// the sale is split is found by the calls that reach it (its users' buys, the sweeper's reclaim
+// of every segment), not here.
+func (e *Engine) SaleWindow(ctx context.Context, id string) (seckill.Sale, error) {
+	s, _, err := e.sale(ctx, id, false)
+	return s, err
+}
+
+var _ seckill.SaleWindows = (*Engine)(nil)
+
+// sale is Sale; without counts (SaleWindow) a segmented sale is read at segment 0 only, and the
+// counts returned are segment 0's alone.
+func (e *Engine) sale(ctx context.Context, id string, counts bool) (seckill.Sale, seckill.StockState, error) {
 	if !seckill.ValidID(id) {
 		return seckill.Sale{}, seckill.StockState{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", id)
 	}
 	if s, st, ok := e.localSale(id); ok { // localanswers.go
 		return s, st, nil
 	}
-	if in := e.segmentsOf(id); in != nil && !in.collapsed.Load() {
+	if in := e.segmentsOf(id); counts && in != nil && !in.collapsed.Load() {
 		return e.segSale(ctx, id, in)
 	}
 	r, err := e.exec(ctx, e.scripts.sale, id)
 	if err != nil {
 		return seckill.Sale{}, seckill.StockState{}, err
 	}
-	if in := e.segmentsIn(id, r); in != nil && !in.collapsed.Load() {
+	if in := e.segmentsIn(id, r); counts && in != nil && !in.collapsed.Load() {
 		return e.segSale(ctx, id, in)
 	}
 	s, st := saleOf(id, r)

@@ -1,0 +1,196 @@
+package redisinv
+
+import (
+	"errors"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/redistest"
+	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/lock"
+	"github.com/seckill-go/seckill/seckilltest"
+)
+
+// sameWindow fails the test unless SaleWindow answers as Sale does on e: the same definition
+// (or the same error code), and the same WindowError at the clock's now, whose code is want.
+func sameWindow(t *testing.T, e *Engine, id string, now time.Time, want seckill.Code, when string) {
+	t.Helper()
+	got, gerr := e.SaleWindow(t.Context(), id) // first: on a fresh engine it learns the segments
+	def, _, serr := e.Sale(t.Context(), id)
+	if seckill.ErrorCode(gerr) != seckill.ErrorCode(serr) {
+		t.Fatalf("%s: SaleWindow error %v, Sale error %v", when, gerr, serr)
+	}
+	if !reflect.DeepEqual(got, def) {
+		t.Fatalf("%s: SaleWindow = %+v\nSale       = %+v", when, got, def)
+	}
+	if serr != nil {
+		return
+	}
+	gw, sw := got.WindowError(now), def.WindowError(now)
+	if seckill.ErrorCode(gw) != seckill.ErrorCode(sw) || seckill.ErrorCode(gw) != want {
+		t.Fatalf("%s: WindowError %v from SaleWindow, %v from Sale; want code %q", when, gw, sw, want)
+	}
+}
+
+// TestSegmentsSaleWindow: on a 4-segment sale SaleWindow (segment 0 only) answers the same
+// definition and window as Sale (every segment) before the start, during the sale (units lent
+// between segments), after a close and after ends_at; on this engine and on a fresh one that
+// does not know the sale is segmented; and the same errors for unknown and invalid ids.
+func TestSegmentsSaleWindow(t *testing.T) {
+	for _, end := range []string{"close", "ends_at"} {
+		t.Run(end, func(t *testing.T) {
+			r := newSegRig(t, testenv.Redis(t), 4, 40, 1, 10)
+			fresh := New(r.e.rdb, WithTestClock(r.clock), WithPrefix(r.e.prefix))
+			t.Cleanup(func() { _ = fresh.Close() })
+			check := func(want seckill.Code, when string) {
+				t.Helper()
+				for _, e := range []*Engine{fresh, r.e} {
+					sameWindow(t, e, r.sale.ID, r.clock.Now(), want, when)
+				}
+			}
+			r.clock.Set(segEpoch.Add(-time.Minute))
+			check(seckill.CodeNotStarted, "before the start")
+			if fresh.segmentsOf(r.sale.ID) == nil {
+				t.Fatal("the fresh engine's SaleWindow did not learn the sale's segments")
+			}
+			r.clock.Set(segEpoch.Add(time.Minute))
+			for _, u := range r.usersOf(1, 15, "w") { // more than segment 1's 10: it borrows
+				if _, err := r.buy(u); err != nil {
+					t.Fatal(err)
+				}
+			}
+			check("", "during the sale")
+			if end == "close" {
+				if _, _, err := r.e.CloseSale(t.Context(), r.sale.ID); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				r.clock.Set(r.sale.EndsAt)
+			}
+			check(seckill.CodeEnded, "after the "+end)
+			for _, id := range []string{"nosuch", "bad id"} {
+				sameWindow(t, r.e, id, r.clock.Now(), "", id)
+			}
+		})
+	}
+}
+
+// TestSegmentsSaleWindowRebuilt: a segmented sale whose segment 0 is lost answers SaleWindow
+// with Sale's error while the database cannot be read to restore it (unavailable), and the
+// same rebuilt (one-segment) sale once it can; a sale the database does not know either is
+// not_found from both.
+func TestSegmentsSaleWindowRebuilt(t *testing.T) {
+	c := dialT(t, testenv.Redis(t))
+	locks := lock.New(c.Locks, &lock.Options{Lease: time.Second})
+	t.Cleanup(func() { _ = locks.Close() })
+	clock := seckilltest.NewManualClock(segEpoch.Add(time.Minute))
+	def, err := seckill.NewSale(seckill.SaleInput{ID: "segrb", PriceCents: ptr(int64(100)), Stock: ptr(40),
+		HoldSeconds: ptr(60), StartsAt: ptr(segEpoch), EndsAt: ptr(segEpoch.Add(time.Hour))}, segEpoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &fakeSource{sale: def}
+	e := newTestEngine(t, c.Inventory, clock, WithRebuild(src, locks))
+	if err := e.LoadSaleSegments(t.Context(), def, 0, 4); err != nil {
+		t.Fatal(err)
+	}
+	sameWindow(t, e, def.ID, clock.Now(), "", "split")
+	sameWindow(t, e, "nosuch", clock.Now(), "", "a sale nobody knows")
+	src.mu.Lock()
+	src.err = errors.New("database down")
+	src.mu.Unlock()
+	if err := c.Inventory.Do(t.Context(), c.Inventory.B().Del().Key(e.keys(def.ID)...).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	_, gerr := e.SaleWindow(t.Context(), def.ID)
+	_, _, serr := e.Sale(t.Context(), def.ID)
+	if seckill.ErrorCode(gerr) != seckill.CodeUnavailable || seckill.ErrorCode(serr) != seckill.CodeUnavailable {
+		t.Fatalf("segment 0 lost, the database down: SaleWindow %v, Sale %v; want unavailable from both", gerr, serr)
+	}
+	src.mu.Lock()
+	src.err = nil
+	src.mu.Unlock()
+	waitReady(t, e, def.ID)
+	sameWindow(t, e, def.ID, clock.Now(), "", "rebuilt")
+}
+
+// scriptCalls is the number of script calls (EVALSHA, EVAL and their _RO forms) the server
+// has run, from INFO commandstats.
+func scriptCalls(t *testing.T, rdb rueidis.Client) int64 {
+	t.Helper()
+	info, err := rdb.Do(t.Context(), rdb.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for line := range strings.SplitSeq(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		switch name {
+		case "cmdstat_evalsha", "cmdstat_evalsha_ro", "cmdstat_eval", "cmdstat_eval_ro":
+		default:
+			continue
+		}
+		if ok {
+			calls, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+			n += calls
+		}
+	}
+	return n
+}
+
+// saleOnly hides every method of the engine but seckill.Inventory's (its SaleWindow): the
+// purchase path as it was, through Sale.
+type saleOnly struct{ seckill.Inventory }
+
+// TestPurchasePathScriptCalls counts, on a private Redis that nothing else uses, the script
+// calls of Service.PurchasePath on a 6-segment sale: 1 per path (segment 0's sale.lua), where
+// the same path through Sale (the negative control) costs 12 (sale.lua and segment.lua
+// 'counts' on each segment); and 1 on a one-segment sale either way.
+func TestPurchasePathScriptCalls(t *testing.T) {
+	p := redistest.StartMaster(t)
+	c := dialT(t, "redis://"+p.Addr())
+	clock := seckilltest.NewManualClock(segEpoch.Add(time.Minute))
+	e := newTestEngine(t, c.Inventory, clock)
+	for id, n := range map[string]int{"six": 6, "one": 1} {
+		def, err := seckill.NewSale(seckill.SaleInput{ID: id, PriceCents: ptr(int64(100)), Stock: ptr(60),
+			HoldSeconds: ptr(60), StartsAt: ptr(segEpoch), EndsAt: ptr(segEpoch.Add(time.Hour))}, segEpoch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.LoadSaleSegments(t.Context(), def, 0, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	services := map[string]*seckill.Service{
+		"SaleWindow": seckill.NewService(seckill.ServiceConfig{Inventory: e, Clock: clock, AuthSecret: []byte("s")}),
+		"Sale":       seckill.NewService(seckill.ServiceConfig{Inventory: saleOnly{e}, Clock: clock, AuthSecret: []byte("s")}),
+	}
+	paths := func(svc *seckill.Service, sale string, n int) {
+		t.Helper()
+		for i := range n {
+			if _, err := svc.PurchasePath(t.Context(), sale, "u"+itoa(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, svc := range services { // every script loaded (a first EVALSHA may be NOSCRIPT, then EVAL)
+		paths(svc, "six", 1)
+		paths(svc, "one", 1)
+	}
+	const n = 10
+	for _, tc := range []struct {
+		via, sale string
+		want      int64
+	}{{"SaleWindow", "six", 1}, {"Sale", "six", 12}, {"SaleWindow", "one", 1}, {"Sale", "one", 1}} {
+		before := scriptCalls(t, c.Inventory)
+		paths(services[tc.via], tc.sale, n)
+		if got := scriptCalls(t, c.Inventory) - before; got != tc.want*n {
+			t.Errorf("%d purchase paths of sale %q through %s cost %d script calls; want %d per path", n, tc.sale, tc.via, got, tc.want)
+		}
+	}
+}
