@@ -30,9 +30,8 @@ import (
 // A one-segment sale never reaches this file: its scripts never answer the codes below, and
 // its calls cost one map look-up more than before (segmentsOf).
 
-// maxSegments bounds a sale's segments (load.lua: '#1' to '#99'); more than the nodes of any
-// cluster this serves.
-const maxSegments = 64
+// maxSegments bounds a sale's segments: the API's bound (load.lua allows '#1' to '#99').
+const maxSegments = seckill.MaxSegments
 
 // segInfo is what this instance knows of a segmented sale: its number of segments, whether it
 // has collapsed into segment 0 (then every call goes there), and the free units each segment had
@@ -239,8 +238,8 @@ func (e *Engine) segOp(ctx context.Context, saleID string, i int, op string, arg
 }
 
 // LoadSaleSegments preheats a sale split into n segments (1 is LoadSale). The free units are
-// shared evenly; sold units are counted in segment 0. It is the engine-level switch of the
-// feature: neither the HTTP API nor the CLI reach it yet (docs/DECISIONS.md "Segmented stock").
+// shared evenly; sold units are counted in segment 0. LoadSale calls it for a sale whose
+// definition asks for segments (the API's `segments` option; docs/DECISIONS.md "Segmented stock").
 func (e *Engine) LoadSaleSegments(ctx context.Context, def seckill.Sale, sold, n int) error {
 	if n == 1 {
 		return e.loadSale(ctx, def, sold)
@@ -444,8 +443,9 @@ func (e *Engine) flushOutbox(ctx context.Context, saleID string, d int) error {
 
 // collapse moves every segment into segment 0, which then serves the sale alone, exactly as a
 // one-segment sale. Every step can be repeated, by this instance or another that finds the
-// collapse half done (after a crash): the segments it copies from are FROZEN, so every copy is
-// the same, and segment 0 takes each segment's counts once (docs/DECISIONS.md "Segmented stock").
+// collapse half done (after a crash): the segments it copies from are FROZEN, segment 0 takes
+// only fields it does not have (a repeated copy must not undo what segment 0 did with the first
+// one), and each segment's counts once (docs/DECISIONS.md "Segmented stock").
 func (e *Engine) collapse(ctx context.Context, saleID string, in *segInfo) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -952,5 +952,5 @@ func (e *Engine) dropSegments(ctx context.Context, saleID string, in *segInfo) e
 
 // WithSegments makes LoadSale split every sale into n segments (LoadSaleSegments), for tests:
 // the conformance suite runs on segmented sales through it (package redisinv/segconformance).
-// Nothing in the service sets it yet (docs/DECISIONS.md "Segmented stock").
+// The service never sets it: a sale's own `segments` decides there.
 func WithSegments(n int) Option { return func(e *Engine) { e.loadSegs = n } }

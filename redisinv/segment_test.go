@@ -3,6 +3,7 @@ package redisinv
 import (
 	"context"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -284,5 +285,76 @@ func BenchmarkBuySegments(b *testing.B) {
 			})
 		}
 		c.Close()
+	}
+}
+
+// TestSegmentsCollapseCopiedTwice: two instances collapsing a sale at once may both copy a
+// frozen segment's users and holds into segment 0, and segment 0 acts on the first copy before
+// the second arrives: here a buy at segment 0 (which still sells while COLLAPSING) expires the
+// copied hold and returns its unit. The second copy must leave what segment 0 changed: brought
+// back, the hold would expire a second time and return its unit again (the sale counting one
+// unit twice: available one too many, held one too few). Found by a rush of three instances on
+// a 4-segment sale with 1 s holds (held -1 at the end, buyers told sold_out while a unit was
+// free).
+func TestSegmentsCollapseCopiedTwice(t *testing.T) {
+	for name, url := range segURLs(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			r := newSegRig(t, url, 2, 4, 2, 3)
+			u := r.usersOf(1, 1, "twice")[0]
+			if res, err := r.buy(u); err != nil || res.Reservation.Status != seckill.StatusHeld {
+				t.Fatalf("buy: %+v, %v", res.Reservation, err)
+			}
+			for i := range 2 {
+				if _, err := r.e.segOp(ctx, r.sale.ID, i, "freeze"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// What any instance copies from the frozen segment 1 (it no longer changes).
+			keys := r.e.keys(segTag(r.sale.ID, 1))
+			users, err := r.e.rdb.Do(ctx, r.e.rdb.B().Hgetall().Key(keys[4]).Build()).AsStrMap()
+			if err != nil {
+				t.Fatal(err)
+			}
+			userArgs := []string{"1", "users"}
+			for k, v := range users {
+				userArgs = append(userArgs, k, v)
+			}
+			holds, err := r.e.rdb.Do(ctx, r.e.rdb.B().Zrange().Key(keys[2]).Min("0").Max("-1").Withscores().Build()).AsZScores()
+			if err != nil || len(holds) != 1 {
+				t.Fatalf("segment 1's holds: %v, %v; want the one hold", holds, err)
+			}
+			raw, err := r.e.rdb.Do(ctx, r.e.rdb.B().Hget().Key(keys[1]).Field(holds[0].Member).Build()).ToString()
+			if err != nil {
+				t.Fatal(err)
+			}
+			holdArgs := []string{"1", "holds", holds[0].Member, raw, strconv.FormatFloat(holds[0].Score, 'f', 0, 64)}
+			copyOnce := func() {
+				t.Helper()
+				for _, args := range [][]string{userArgs, holdArgs} {
+					if _, err := r.e.segOp(ctx, r.sale.ID, 0, "absorb", args...); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			copyOnce()
+			// The copied hold expires at segment 0: a buy there reclaims it first.
+			r.clock.Advance(61 * time.Second)
+			if res, err := r.buy(r.usersOf(0, 1, "zero")[0]); err != nil || res.Reservation.Status != seckill.StatusHeld {
+				t.Fatalf("buy at segment 0 while collapsing: %+v, %v", res.Reservation, err)
+			}
+			copyOnce() // the second instance's copy
+			if err := r.e.collapse(ctx, r.sale.ID, r.e.segmentsOf(r.sale.ID)); err != nil {
+				t.Fatal(err)
+			}
+			if st := r.state(); st.Available != 3 || st.Held != 1 || st.Sold != 0 {
+				t.Fatalf("after the collapse: %+v; want 3 available, 1 held (the expired hold's unit returned once)", st)
+			}
+			// The expired hold's user is back to 0 units: the limit of 2 allows 2 again.
+			two, err := r.e.Buy(ctx, seckill.BuyRequest{SaleID: r.sale.ID, UserID: u, Quantity: 2})
+			if err != nil || two.Reservation.Status != seckill.StatusHeld {
+				t.Fatalf("the user buys 2 after the expiry: %+v, %v; want held", two.Reservation, err)
+			}
+		})
 	}
 }

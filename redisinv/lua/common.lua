@@ -46,6 +46,9 @@
 -- roll back a script that fails half way) and compares replies explicitly: in Lua, 0 is true,
 -- and a missing value is false, not nil.
 
+-- A segment's modes (see "Segments" below).
+local SINGLE, SPLIT, COLLAPSING, FROZEN, MOVED = 0, 1, 2, 3, 4
+
 local now     -- the script's time in ms, set by the script before load_state
 local S       -- the sale's definition and counters, once load_state found them
 local changed -- whether save_state has counters to write
@@ -162,8 +165,11 @@ local function user_units(user)
   return tonumber(redis.call('HGET', KEYS[5], user) or '0')
 end
 
+-- user_add changes a user's count; a count that falls to 0 is removed, except while segment 0
+-- of a segmented sale is COLLAPSING: a later copy of the user's segment must find the field and
+-- leave it (absorb_copy in segment.lua), not bring back the count from before.
 local function user_add(user, d)
-  if redis.call('HINCRBY', KEYS[5], user, num(d)) <= 0 then
+  if redis.call('HINCRBY', KEYS[5], user, num(d)) <= 0 and S.mode ~= COLLAPSING then
     redis.call('HDEL', KEYS[5], user)
   end
 end
@@ -357,7 +363,7 @@ end
 -- buyer (it answers 'empty' and the engine lends it units from another segment). At the tail
 -- segment 0 goes COLLAPSING and every other segment FROZEN, their users, keys, holds and units
 -- move to segment 0, they become MOVED, and segment 0 becomes SINGLE: a one-segment sale.
-local SINGLE, SPLIT, COLLAPSING, FROZEN, MOVED = 0, 1, 2, 3, 4
+-- (The modes themselves are defined at the top of this file: user_add needs COLLAPSING.)
 
 -- user_seg is the segment of user among n: the Go side's userSegment, the same arithmetic (every
 -- intermediate value is an integer far below 2^53, so Lua's doubles compute it exactly).

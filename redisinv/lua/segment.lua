@@ -36,7 +36,7 @@
 --             a rebuild made one segment, to an instance that still takes it for segmented).
 --   'absorb'  (segment 0, COLLAPSING) [3] source segment, [4] kind ('users', 'idem': field,
 --             value pairs; 'holds': suffix, stored reservation, expires_ms triples) from [5] on:
---             the source's state, copied as it is (it is FROZEN, so every copy is the same)
+--             the source's state, copied where segment 0 has no such field (absorb_copy)
 --             -> {'ok', 1}, or {'ok', 0} once the source's counts were absorbed (a late copy
 --             must not overwrite what the source's users did at segment 0 since).
 --   'counts_in' (segment 0, COLLAPSING) [3] source, [4] available, [5] held, [6] sold, [7] seq
@@ -54,7 +54,14 @@ local function seg_arg(v, name)
   return int_arg(v, name, 0, S.segs - 1)
 end
 
--- absorb_copy copies a FROZEN segment's users, idempotency keys or holds into segment 0.
+-- absorb_copy copies a FROZEN segment's users, idempotency keys or holds into segment 0. A
+-- field segment 0 has already is left as it is: several instances may copy the same segment, one
+-- after another, and segment 0 acts on what the first copy brought before the last is done (a
+-- copied hold expires, is cancelled or paid, and its user's count falls; user_add keeps a count
+-- at 0 while segment 0 is COLLAPSING for this). Overwriting would bring a hold back to life after
+-- its unit was returned: the unit counted twice (available one too many, held one too few).
+-- Users, keys and reservation ids of different segments never share a field, so a field that is
+-- there came from this copy.
 local function absorb_copy(kind)
   local n = #ARGV - 4
   if kind == 'users' or kind == 'idem' then
@@ -65,13 +72,15 @@ local function absorb_copy(kind)
       str_arg(ARGV[i], 'field', 200)
       str_arg(ARGV[i + 1], 'value', 64)
     end
+    local key = KEYS[6]
     if kind == 'users' then
       for i = 6, #ARGV, 2 do
         int_arg(ARGV[i], 'units', 1, MAX_QUANTITY)
       end
-      redis.call('HSET', KEYS[5], unpack(ARGV, 5))
-    else
-      redis.call('HSET', KEYS[6], unpack(ARGV, 5))
+      key = KEYS[5]
+    end
+    for i = 5, #ARGV, 2 do
+      redis.call('HSETNX', key, ARGV[i], ARGV[i + 1])
     end
     return
   end
@@ -87,11 +96,12 @@ local function absorb_copy(kind)
     int_arg(ARGV[i + 2], 'expires', 1, MAX_EXACT)
   end
   for i = 5, #ARGV, 3 do
-    local exp = tonumber(ARGV[i + 2])
-    redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
-    redis.call('ZADD', KEYS[3], ARGV[i + 2], ARGV[i])
-    if S.nexp == 0 or exp < S.nexp then
-      S.nexp = exp
+    if redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
+      local exp = tonumber(ARGV[i + 2])
+      redis.call('ZADD', KEYS[3], ARGV[i + 2], ARGV[i])
+      if S.nexp == 0 or exp < S.nexp then
+        S.nexp = exp
+      end
     end
   end
 end
