@@ -416,8 +416,8 @@ func (e *Engine) CloseSale(_ context.Context, id string) (seckill.Sale, seckill.
 
 // RestoreReservation puts back a reservation read from the order store after a restart. Paid
 // units are already in the sold count given to LoadSale; a held one takes its units back from
-// available (it is dropped as expired if they are not there); a queued one joins the tail, so
-// restore them in Seq order.
+// available (it is restored as expired, with an event for the order store, if they are not
+// there); a queued one joins the tail, so restore them in Seq order.
 func (e *Engine) RestoreReservation(_ context.Context, in seckill.Reservation) error {
 	s, err := e.sale(in.SaleID)
 	if err != nil {
@@ -445,10 +445,12 @@ func (e *Engine) RestoreReservation(_ context.Context, in seckill.Reservation) e
 	if r.seq > s.seq {
 		s.seq = r.seq
 	}
+	ended := false
 	switch r.status {
 	case seckill.StatusHeld:
 		if in.ExpiresAt == nil || s.available < r.quantity {
 			r.status = seckill.StatusExpired
+			ended = true
 			break
 		}
 		s.available -= r.quantity
@@ -463,6 +465,9 @@ func (e *Engine) RestoreReservation(_ context.Context, in seckill.Reservation) e
 		s.addUnits(r.user, r.quantity)
 	}
 	s.store(r)
+	if ended { // the order store has it held: the event tells it the hold ended
+		e.emit(s, r, e.clock.Now())
+	}
 	if r.idemKey != "" {
 		s.remember(r)
 	}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/memory"
@@ -87,3 +88,48 @@ func (a *eventArchive) Reservations(_ context.Context, saleID string, _ ...secki
 	}
 	return out, nil
 }
+
+// TestRestoreEndedHoldEmits: a held reservation restored when its units are not free (the
+// order store held more than the stock left) is restored as expired, and the engine tells the
+// order store with an expired event, so that the store does not keep it held for good; a hold
+// that fits emits nothing (the store has it already). Negative control: the event is checked
+// by id and status, and the fitting hold's absence from the channel.
+func TestRestoreEndedHoldEmits(t *testing.T) {
+	ctx := t.Context()
+	clock := seckilltest.NewManualClock(time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC))
+	ch := make(chan seckill.Event, 8)
+	e := memory.New(clock, memory.WithEvents(ch))
+	now := clock.Now()
+	def, err := seckill.NewSale(seckill.SaleInput{ID: "s1", PriceCents: ptr(int64(100)), Stock: ptr(1), HoldSeconds: ptr(60),
+		StartsAt: ptr(now.Add(-time.Minute)), EndsAt: ptr(now.Add(time.Hour))}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.LoadSale(ctx, def, 0); err != nil {
+		t.Fatal(err)
+	}
+	held := func(n byte, user string) seckill.Reservation {
+		b := make([]byte, 16)
+		b[15] = n
+		return seckill.Reservation{ID: seckill.ReservationID("s1", b), SaleID: "s1", UserID: user, Quantity: 1,
+			Status: seckill.StatusHeld, ExpiresAt: ptr(now.Add(time.Minute)), AmountCents: 100, CreatedAt: now, Seq: uint64(n)}
+	}
+	fits, over := held(1, "u1"), held(2, "u2")
+	for _, r := range []seckill.Reservation{fits, over} {
+		if err := e.RestoreReservation(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := e.Reservation(ctx, over.ID); err != nil || got.Status != seckill.StatusExpired {
+		t.Fatalf("the hold beyond the stock: %+v, %v; want expired", got, err)
+	}
+	var evs []seckill.Event
+	for len(ch) > 0 {
+		evs = append(evs, <-ch)
+	}
+	if len(evs) != 1 || evs[0].Reservation.ID != over.ID || evs[0].Reservation.Status != seckill.StatusExpired {
+		t.Fatalf("events %+v, want one: %s expired", evs, over.ID)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -467,59 +467,138 @@ func streamIDTime(id string) time.Time {
 	return time.UnixMilli(n).UTC()
 }
 
-// StreamEvents returns the exported form of the events in a sale's stream entries after the
-// entry id after ("0-0" for the start; a time as "<ms>-0" for the entries since then) and up
-// to end ("+" for the end of the stream), at most count entries, and the id of the last entry
-// read ("" when there was none). When block > 0 and nothing is there yet, it waits that long
-// for new entries (`seckill events tail`). Stream entries are kept only until every reader
-// has them and DefaultStreamKeep (or WithStreamLimits) has passed: this reads what is left.
-func (e *Engine) StreamEvents(ctx context.Context, saleID, after, end string, count int, block time.Duration) ([]export.Event, string, error) {
-	rdb, key := e.rdb, e.streamKey(saleID)
-	var entries []rueidis.XRangeSlice
-	if block > 0 {
-		res, err := rdb.Do(ctx, rdb.B().Xread().Count(int64(count)).Block(block.Milliseconds()).Streams().Key(key).Id(after).Build()).AsXReadSlices()
-		if err != nil && !rueidis.IsRedisNil(err) {
-			return nil, "", err
+// EventReader reads a sale's event streams, one per segment (one for a one-segment sale), for
+// `seckill events tail` and `replay`: their entries merged in stream-id order (the time Redis
+// wrote them, as the export's multiRead merges them; entries of different streams written in
+// the same millisecond come in segment order), each stream from a cursor of its own.
+// Stream entries are kept only until every reader has them and DefaultStreamKeep (or
+// WithStreamLimits) has passed: it reads what is left.
+type EventReader struct {
+	e        *Engine
+	sale     string
+	from     string   // where a stream not yet read starts (after this id)
+	end      string   // the last id to read, "+" for the streams' ends
+	newest   bool     // from the streams' newest entries when first read (tail)
+	cursor   []string // per stream: the id of the last entry read
+	lastRead int      // entries the last Next read
+}
+
+// NewEventReader reads the sale's streams after the entry id after ("0-0" for the start; a time
+// as "<ms>-<seq>"; "$" for the newest entries when it first reads, as a tail) and up to end
+// ("+" for the ends of the streams).
+func (e *Engine) NewEventReader(saleID, after, end string) *EventReader {
+	r := &EventReader{e: e, sale: saleID, from: after, end: end}
+	if after == "$" {
+		r.newest, r.from = true, ""
+	}
+	return r
+}
+
+// Next returns the exported form of the events in the next entries: up to count from each
+// stream, merged in stream-id order and cut where one stream's page ends so that no later read
+// can bring an entry that should have come before them. When block > 0 and there is nothing,
+// it looks again every multiPoll for up to block (a Cluster's streams are on different nodes:
+// one blocking read cannot wait on them all).
+func (r *EventReader) Next(ctx context.Context, count int, block time.Duration) ([]export.Event, error) {
+	n, err := r.e.saleStreams(ctx, r.sale)
+	if err != nil {
+		return nil, err
+	}
+	if r.newest && r.from == "" {
+		// The streams' newest entries now; a stream found later (a sale not yet loaded
+		// showed one) starts at this moment.
+		r.from = strconv.FormatInt(time.Now().UnixMilli(), 10) + "-0"
+		if r.cursor, err = r.e.streamLastIDs(ctx, r.sale, n); err != nil {
+			return nil, err
 		}
-		entries = res[key]
-	} else {
-		x, err := rdb.Do(ctx, rdb.B().Xrange().Key(key).Start("("+after).End(end).Count(int64(count)).Build()).ToArray()
-		if err != nil {
-			return nil, "", err
+	}
+	for len(r.cursor) < n {
+		r.cursor = append(r.cursor, r.from)
+	}
+	entries, full, err := r.read(ctx, count)
+	for start := time.Now(); err == nil && len(entries) == 0 && block > 0 && time.Since(start) < block; {
+		if !sleep(ctx, multiPoll) {
+			return nil, ctx.Err()
 		}
-		for _, m := range x {
-			s, err := m.AsXRangeSlice()
-			if err != nil {
-				return nil, "", err
-			}
-			entries = append(entries, s)
+		entries, full, err = r.read(ctx, count)
+	}
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(entries, func(a, b segEntry) int { return compareStreamIDs(a.ID, b.ID) })
+	// A stream that filled its page may have more entries before another stream's last one:
+	// keep only what comes up to the earliest full page's end.
+	cut := ""
+	for _, last := range full {
+		if last != "" && (cut == "" || compareStreamIDs(last, cut) < 0) {
+			cut = last
 		}
 	}
 	var out []export.Event
-	last := ""
+	r.lastRead = 0
 	for _, en := range entries {
-		last = en.ID
+		if cut != "" && compareStreamIDs(en.ID, cut) > 0 {
+			break
+		}
+		r.cursor[en.seg] = en.ID
+		r.lastRead++
 		for _, fv := range en.FieldValues {
-			if ev, err := decodeEvent(saleID, fv); err == nil {
+			if ev, err := segmentEvent(r.sale, en.seg, fv.Field, fv.Value); err == nil {
 				if x, ok := export.FromEngine(ev); ok {
 					out = append(out, x)
 				}
 			}
 		}
 	}
-	return out, last, nil
+	return out, nil
 }
 
-// StreamLastID is the id of the newest entry of a sale's stream, "0-0" when it has none:
-// where `seckill events tail` starts.
-func (e *Engine) StreamLastID(ctx context.Context, saleID string) (string, error) {
+// Done reports that the last Next read no entry: the streams had nothing more up to end.
+func (r *EventReader) Done() bool { return r.lastRead == 0 }
+
+// read reads up to count entries after each stream's cursor; full has, for each stream whose
+// page was full, the id of its last entry ("" for the others).
+func (r *EventReader) read(ctx context.Context, count int) ([]segEntry, []string, error) {
+	rdb := r.e.rdb
+	cmds := make(rueidis.Commands, len(r.cursor))
+	for seg, after := range r.cursor {
+		cmds[seg] = rdb.B().Xrange().Key(r.e.streamKey(segTag(r.sale, seg))).Start("(" + after).End(r.end).Count(int64(count)).Build()
+	}
+	var out []segEntry
+	full := make([]string, len(r.cursor))
+	for seg, res := range rdb.DoMulti(ctx, cmds...) {
+		got, err := res.AsXRangeSlices()
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, en := range got {
+			out = append(out, segEntry{seg: seg, XRangeSlice: en})
+		}
+		if len(got) == count {
+			full[seg] = got[len(got)-1].ID
+		}
+	}
+	return out, full, nil
+}
+
+// streamLastIDs is the id of the newest entry of each of the sale's n streams, "0-0" for one
+// that has none.
+func (e *Engine) streamLastIDs(ctx context.Context, saleID string, n int) ([]string, error) {
 	rdb := e.rdb
-	x, err := rdb.Do(ctx, rdb.B().Xrevrange().Key(e.streamKey(saleID)).End("+").Start("-").Count(1).Build()).AsXRange()
-	if err != nil {
-		return "", err
+	cmds := make(rueidis.Commands, n)
+	for seg := range n {
+		cmds[seg] = rdb.B().Xrevrange().Key(e.streamKey(segTag(saleID, seg))).End("+").Start("-").Count(1).Build()
 	}
-	if len(x) == 0 {
-		return "0-0", nil
+	ids := make([]string, n)
+	for seg, res := range rdb.DoMulti(ctx, cmds...) {
+		x, err := res.AsXRange()
+		if err != nil {
+			return nil, err
+		}
+		ids[seg] = "0-0"
+		if len(x) > 0 {
+			ids[seg] = x[0].ID
+		}
 	}
-	return x[0].ID, nil
+	return ids, nil
 }

@@ -164,7 +164,7 @@ func eventsTail(ctx context.Context, args []string, getenv func(string) string, 
 		<-ctx.Done()
 		return nil
 	}
-	// The Redis engine: each live sale's stream, from its newest entry on.
+	// The Redis engine: each live sale's streams (one per segment), from their newest entries on.
 	following := map[string]bool{}
 	for ctx.Err() == nil {
 		ids, err := src.saleIDs(ctx, *sale, func(end time.Time) bool { return time.Now().Before(end.Add(time.Minute)) })
@@ -177,21 +177,14 @@ func eventsTail(ctx context.Context, args []string, getenv func(string) string, 
 			}
 			following[id] = true
 			wg.Go(func() {
-				last, err := src.engine.StreamLastID(ctx, id)
-				for err != nil && ctx.Err() == nil {
-					sleep(ctx, time.Second)
-					last, err = src.engine.StreamLastID(ctx, id)
-				}
+				r := src.engine.NewEventReader(id, "$", "+")
 				for ctx.Err() == nil {
-					evs, next, err := src.engine.StreamEvents(ctx, id, last, "+", 256, time.Second)
+					evs, err := r.Next(ctx, 256, time.Second)
 					if err != nil {
 						sleep(ctx, time.Second)
 						continue
 					}
 					print(evs)
-					if next != "" {
-						last = next
-					}
 				}
 			})
 		}
@@ -275,19 +268,18 @@ func eventsReplay(ctx context.Context, args []string, getenv func(string) string
 		from := strconv.FormatInt(since.UnixMilli()-1, 10) + "-18446744073709551615"
 		to := strconv.FormatInt(until.UnixMilli()-1, 10) + "-18446744073709551615"
 		for _, id := range ids {
-			for after := from; ; {
-				evs, last, err := src.engine.StreamEvents(ctx, id, after, to, 256, 0)
+			for r := src.engine.NewEventReader(id, from, to); ; {
+				evs, err := r.Next(ctx, 256, 0)
 				if err != nil {
-					return fmt.Errorf("read sale %s's stream: %w", id, err)
+					return fmt.Errorf("read sale %s's streams: %w", id, err)
 				}
-				if last == "" {
+				if r.Done() {
 					break
 				}
 				if err := publish(evs); err != nil {
 					return fmt.Errorf("publish to %s: %w (%d events sent before it)", sink.Name(), err, total)
 				}
 				total += len(evs)
-				after = last
 			}
 		}
 	}

@@ -1,8 +1,10 @@
 -- restore.lua: RestoreReservation: puts back one reservation the order store knew (a restart
 -- or a rebuild). Paid units are already in sold; a held one takes its units from available
 -- (restored as expired if they are not there or it has no expiry); a queued one joins the
--- queue by seq. It neither reclaims nor serves the queue (the next call does) and emits nothing:
--- the order store already has the reservation.
+-- queue by seq. It neither reclaims nor serves the queue (the next call does). It emits nothing
+-- (the order store already has the reservation) except when it ends a hold: the store has that
+-- one held, and the 'expired' event is what tells it (a sale restored from a database that holds
+-- more than the stock left: Redis went back in time and resold units already held).
 -- KEYS: the sale's seven keys (common.lua).
 -- ARGV: [1] clock (common.lua); [2] rebuild token ('' outside a rebuild; during one it must be
 --       the loader's token); [3] suffix (32 lowercase hex); [4] user id; [5] quantity (1 to
@@ -44,6 +46,7 @@ local function main()
   if r.status == 'held' then
     if r.exp == 0 or S.avail < r.q then
       r.status, r.exp = 'expired', 0
+      emit(r)
     else
       S.avail, S.held = S.avail - r.q, S.held + r.q
       add_hold(r)
