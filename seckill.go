@@ -117,7 +117,9 @@ type Inventory interface {
 type SaleWindows interface {
 	// SaleWindow returns the sale's definition exactly as Sale returns it (starts_at, ends_at
 	// as a close left it, so WindowError answers the same), with Sale's errors; it has no
-	// counts: a caller that needs stock calls Sale.
+	// counts: a caller that needs stock calls Sale. An engine may answer it from a copy a
+	// bounded, documented time old (the Redis engine with local answers, for a segmented
+	// sale: 100 ms), never older than the caller's own changes.
 	SaleWindow(ctx context.Context, saleID string) (Sale, error)
 }
 

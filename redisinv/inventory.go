@@ -78,7 +78,8 @@ func (e *Engine) Sale(ctx context.Context, id string) (seckill.Sale, seckill.Sto
 // segment), which holds the whole definition (segSale takes it from there too; CloseSale closes
 // segment 0 as well). Its errors are Sale's, but for one case: a segment other than 0 lost while
 // the sale is split is found by the calls that reach it (its users' buys, the sweeper's reclaim
-// of every segment), not here.
+// of every segment), not here. With local answers a segmented sale's definition comes from the
+// instance's copy, at most localWindowAge old (localanswers.go localWindow).
 func (e *Engine) SaleWindow(ctx context.Context, id string) (seckill.Sale, error) {
 	s, _, err := e.sale(ctx, id, false)
 	return s, err
@@ -92,20 +93,32 @@ func (e *Engine) sale(ctx context.Context, id string, counts bool) (seckill.Sale
 	if !seckill.ValidID(id) {
 		return seckill.Sale{}, seckill.StockState{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", id)
 	}
-	if s, st, ok := e.localSale(id); ok { // localanswers.go
-		return s, st, nil
-	}
-	if in := e.segmentsOf(id); counts && in != nil && !in.collapsed.Load() {
+	in := e.segmentsOf(id)
+	switch {
+	case in == nil:
+		if s, st, ok := e.localSale(id); ok { // localanswers.go
+			return s, st, nil
+		}
+	case counts && !in.collapsed.Load():
 		return e.segSale(ctx, id, in)
+	case !counts:
+		if s, ok := e.localWindow(id); ok { // localanswers.go
+			return s, seckill.StockState{}, nil
+		}
 	}
+	started := mono()
 	r, err := e.exec(ctx, e.scripts.sale, id)
 	if err != nil {
 		return seckill.Sale{}, seckill.StockState{}, err
 	}
-	if in := e.segmentsIn(id, r); counts && in != nil && !in.collapsed.Load() {
+	in = e.segmentsIn(id, r)
+	if counts && in != nil && !in.collapsed.Load() {
 		return e.segSale(ctx, id, in)
 	}
 	s, st := saleOf(id, r)
+	if !counts && in != nil && r.code() == "ok" {
+		e.keepWindow(id, s, started)
+	}
 	return s, st, nil
 }
 

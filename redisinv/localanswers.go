@@ -66,6 +66,11 @@ const (
 	// maxLocalEntries bounds what a view holds: users with units plus idempotency keys. A
 	// sale with more answers only ended and not_started locally.
 	maxLocalEntries = 32768
+	// localWindowAge is how old a segmented sale's definition may be when SaleWindow (the
+	// purchase path) answers from this instance's copy: segment 0's state changes with every
+	// buy there, so it is not tracked as a one-segment sale's view is; its definition changes
+	// only by a close, a restock or an edit, and this instance's own drop the copy at once.
+	localWindowAge = 100 * time.Millisecond
 )
 
 // Watcher is the client-side-cached Redis client of the local answers and the invalidations
@@ -159,6 +164,60 @@ type saleLocal struct {
 	view      atomic.Pointer[saleView]
 	busy      atomic.Bool  // a refresh is running
 	notBefore atomic.Int64 // monotonic ns before which no refresh starts
+	window    atomic.Pointer[windowCopy]
+	dropped   atomic.Int64 // monotonic ns of this engine's last change of the definition
+}
+
+// dropWindow forgets the sale's definition copy: this engine changed the definition.
+func (sl *saleLocal) dropWindow() {
+	sl.dropped.Store(mono())
+	sl.window.Store(nil)
+}
+
+// windowCopy is a segmented sale's definition as segment 0 answered it, at read (monotonic ns).
+type windowCopy struct {
+	s    seckill.Sale
+	read int64
+}
+
+// localWindow is a segmented sale's definition, read at most localWindowAge ago, if this
+// instance has one (local answers on): the purchase path of a segmented sale then costs Redis
+// one read per sale per instance every localWindowAge rather than one per buyer.
+func (e *Engine) localWindow(id string) (seckill.Sale, bool) {
+	if e.local == nil {
+		return seckill.Sale{}, false
+	}
+	w := e.local.sale(e, id).window.Load()
+	if w == nil || mono()-w.read > int64(localWindowAge) {
+		return seckill.Sale{}, false
+	}
+	return w.s, true
+}
+
+// keepWindow keeps a segmented sale's definition read at segment 0 when its call started
+// (monotonic ns): a copy older than one already kept, or read before this instance's own
+// change of the sale (noteVersion drops the copy), is not kept.
+func (e *Engine) keepWindow(id string, s seckill.Sale, started int64) {
+	if e.local == nil {
+		return
+	}
+	sl := e.local.sale(e, id)
+	if started <= sl.dropped.Load() {
+		return
+	}
+	c := &windowCopy{s: s, read: started}
+	for {
+		cur := sl.window.Load()
+		if cur != nil && cur.read >= started {
+			return
+		}
+		if sl.window.CompareAndSwap(cur, c) {
+			break
+		}
+	}
+	if started <= sl.dropped.Load() { // dropped while it was being kept
+		sl.window.CompareAndSwap(c, nil)
+	}
 }
 
 // st is the decoded st field of a sale's hash (common.lua's header, in order).
@@ -369,9 +428,12 @@ func (e *Engine) noteVersion(saleID, script string, v uint64) {
 	}
 	sl := e.local.sale(e, saleID)
 	switch script {
-	case "buy", "cancel", "pay", "add_stock", "close", "reclaim", "sale", "reservation":
+	case "buy", "cancel", "pay", "reclaim", "sale", "reservation", "segment":
+	case "add_stock", "close": // they change a definition
+		sl.dropWindow()
 	default:
 		sl.own.Add(1)
+		sl.dropWindow()
 	}
 	for v != 0 {
 		cur := sl.seen.Load()

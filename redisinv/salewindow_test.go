@@ -194,3 +194,65 @@ func TestPurchasePathScriptCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestSegmentsSaleWindowLocal: with local answers, the purchase path of a segmented sale is
+// answered from the instance's copy of segment 0's definition: n paths cost at most one script
+// call per localWindowAge they took (plus one), where the engine without local answers (the
+// negative control) costs one per path; the instance's own close is seen at once, another
+// instance's within localWindowAge.
+func TestSegmentsSaleWindowLocal(t *testing.T) {
+	p := redistest.StartMaster(t)
+	c := dialT(t, "redis://"+p.Addr())
+	w := watcherT(t, c)
+	clock := seckilltest.NewManualClock(segEpoch.Add(time.Minute))
+	a := newTestEngine(t, c.Inventory, clock, WithLocalAnswers(w))
+	b := New(c.Inventory, WithTestClock(clock), WithPrefix(a.prefix), WithLocalAnswers(w))
+	plain := New(c.Inventory, WithTestClock(clock), WithPrefix(a.prefix))
+	t.Cleanup(func() { _ = b.Close(); _ = plain.Close() })
+	def, err := seckill.NewSale(seckill.SaleInput{ID: "six", PriceCents: ptr(int64(100)), Stock: ptr(60),
+		HoldSeconds: ptr(60), StartsAt: ptr(segEpoch), EndsAt: ptr(segEpoch.Add(time.Hour))}, segEpoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.LoadSaleSegments(t.Context(), def, 0, 6); err != nil {
+		t.Fatal(err)
+	}
+	window := func(e *Engine) seckill.Code {
+		t.Helper()
+		s, err := e.SaleWindow(t.Context(), def.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seckill.ErrorCode(s.WindowError(clock.Now()))
+	}
+	const n = 50
+	for name, e := range map[string]*Engine{"local answers": a, "without (negative control)": plain} {
+		window(e) // it learns the segments, and the scripts are loaded
+		start, before := time.Now(), scriptCalls(t, c.Inventory)
+		for range n {
+			if code := window(e); code != "" {
+				t.Fatalf("%s: window %q during the sale", name, code)
+			}
+		}
+		got, bound := scriptCalls(t, c.Inventory)-before, int64(time.Since(start)/localWindowAge)+1
+		t.Logf("%s: %d paths, %d script calls", name, n, got)
+		if e == a && got > bound {
+			t.Fatalf("%d paths with local answers cost %d script calls; want at most %d", n, got, bound)
+		}
+		if e == plain && got < n { // the other engine's view refresh may run meanwhile
+			t.Fatalf("negative control: %d paths without local answers cost %d script calls; want %d or more", n, got, n)
+		}
+	}
+	window(b)
+	if _, _, err := a.CloseSale(t.Context(), def.ID); err != nil {
+		t.Fatal(err)
+	}
+	if code := window(a); code != seckill.CodeEnded {
+		t.Fatalf("the closing instance's window right after its close: %q, want ended", code)
+	}
+	t.Logf("the other instance right after the close: %q (its copy may be up to %s old)", window(b), localWindowAge)
+	time.Sleep(localWindowAge + 10*time.Millisecond)
+	if code := window(b); code != seckill.CodeEnded {
+		t.Fatalf("the other instance's window %s after the close: %q, want ended", localWindowAge, code)
+	}
+}
