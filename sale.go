@@ -101,6 +101,9 @@ type SaleInput struct {
 	Currency     *string    `json:"currency"`
 	Listed       *bool      `json:"listed"`
 	Segments     *int       `json:"segments"`
+	// IDGiven says the client sent id, even empty: NewSale then validates it as given (an
+	// empty one is refused) rather than choosing a random id, which is for an omitted id.
+	IDGiven bool `json:"-"`
 }
 
 // Defaults for omitted sale fields.
@@ -112,14 +115,14 @@ const (
 	DefaultSegments     = 1
 )
 
-// NewSale validates in and fills defaults: id (random if empty), starts_at (now), ends_at
+// NewSale validates in and fills defaults: id (random if empty and not given), starts_at (now), ends_at
 // (starts_at + 1 h), per_user_limit 1, hold_seconds 60, queue_limit 10 × sellable, currency
 // "usd", listed true, segments 1. Every bound
 // (bounds.go) is checked after the defaults are applied, so a default can never carry a value
 // out of range; a sale it returns is one every engine and store accepts.
 func NewSale(in SaleInput, now time.Time) (Sale, error) {
 	s := Sale{ID: in.ID, Name: in.Name, Holdback: in.Holdback, CreatedAt: now}
-	if s.ID == "" {
+	if s.ID == "" && !in.IDGiven {
 		s.ID = NewID()[:16]
 	}
 	if s.Name == "" {

@@ -16,11 +16,19 @@ func (s *Server) createSale(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkAdmin(r); err != nil {
 		return err
 	}
-	var in seckill.SaleInput
+	// ID shadows SaleInput's: it tells "id": "" (refused, as any id out of bounds) from an
+	// omitted id (a random one).
+	var in struct {
+		seckill.SaleInput
+		ID *string `json:"id"`
+	}
 	if err := decodeBody(w, r, &in, false); err != nil {
 		return err
 	}
-	v, err := s.svc.CreateSale(r.Context(), in)
+	if in.ID != nil {
+		in.SaleInput.ID, in.IDGiven = *in.ID, true
+	}
+	v, err := s.svc.CreateSale(r.Context(), in.SaleInput)
 	if err != nil {
 		return err
 	}

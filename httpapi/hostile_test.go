@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -136,6 +137,7 @@ func TestBodiesAndIDsRefused(t *testing.T) {
 		wantProblem(t, e.do(t, "POST", "/api/v1/dev/token", "", b), http.StatusBadRequest, seckill.CodeInvalidArgument)
 	}
 	for _, b := range []map[string]any{
+		{"id": "", "price_cents": 1, "stock": 1}, // given and empty: out of bounds, not "choose one"
 		{"id": ".", "price_cents": 1, "stock": 1},
 		{"id": "..", "price_cents": 1, "stock": 1},
 		{"id": "nul", "price_cents": 1, "stock": 1, "name": "a\x00b"},
@@ -150,6 +152,13 @@ func TestBodiesAndIDsRefused(t *testing.T) {
 		wantProblem(t, e.do(t, "POST", "/api/v1/dev/token", "", map[string]any{"user": u}), http.StatusBadRequest, seckill.CodeInvalidArgument)
 	}
 	e.wantStock(t, "s1", seckill.StockState{Sellable: 5, Available: 5})
+	// An omitted id is chosen: 16 random hex digits.
+	r := e.do(t, "POST", "/api/v1/sales", admin(), map[string]any{"price_cents": 1, "stock": 1})
+	wantStatus(t, r, http.StatusCreated)
+	var v seckill.SaleView
+	if err := json.Unmarshal(r.Body, &v); err != nil || len(v.ID) != 16 || strings.Trim(v.ID, "0123456789abcdef") != "" {
+		t.Fatalf("a sale created without an id: %s (%v); want 16 hex digits", r.Body, err)
+	}
 }
 
 // refusingEngine is an engine whose LoadSale fails, as the Redis engine's did for a sale that
