@@ -78,8 +78,9 @@ func (e *Engine) Sale(ctx context.Context, id string) (seckill.Sale, seckill.Sto
 // segment), which holds the whole definition (segSale takes it from there too; CloseSale closes
 // segment 0 as well). Its errors are Sale's, but for one case: a segment other than 0 lost while
 // the sale is split is found by the calls that reach it (its users' buys, the sweeper's reclaim
-// of every segment), not here. With local answers a segmented sale's definition comes from the
-// instance's copy, at most localWindowAge old (localanswers.go localWindow).
+// of every segment), not here. With local answers, when the sale's exact view cannot answer,
+// the definition comes from the instance's copy, at most localWindowAge old (localanswers.go
+// localWindow).
 func (e *Engine) SaleWindow(ctx context.Context, id string) (seckill.Sale, error) {
 	s, _, err := e.sale(ctx, id, false)
 	return s, err
@@ -94,14 +95,14 @@ func (e *Engine) sale(ctx context.Context, id string, counts bool) (seckill.Sale
 		return seckill.Sale{}, seckill.StockState{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", id)
 	}
 	in := e.segmentsOf(id)
-	switch {
-	case in == nil:
+	if in == nil {
 		if s, st, ok := e.localSale(id); ok { // localanswers.go
 			return s, st, nil
 		}
-	case counts && !in.collapsed.Load():
+	} else if counts && !in.collapsed.Load() {
 		return e.segSale(ctx, id, in)
-	case !counts:
+	}
+	if !counts {
 		if s, ok := e.localWindow(id); ok { // localanswers.go
 			return s, seckill.StockState{}, nil
 		}
@@ -116,7 +117,7 @@ func (e *Engine) sale(ctx context.Context, id string, counts bool) (seckill.Sale
 		return e.segSale(ctx, id, in)
 	}
 	s, st := saleOf(id, r)
-	if !counts && in != nil && r.code() == "ok" {
+	if !counts && r.code() == "ok" {
 		e.keepWindow(id, s, started)
 	}
 	return s, st, nil

@@ -66,10 +66,11 @@ const (
 	// maxLocalEntries bounds what a view holds: users with units plus idempotency keys. A
 	// sale with more answers only ended and not_started locally.
 	maxLocalEntries = 32768
-	// localWindowAge is how old a segmented sale's definition may be when SaleWindow (the
-	// purchase path) answers from this instance's copy: segment 0's state changes with every
-	// buy there, so it is not tracked as a one-segment sale's view is; its definition changes
-	// only by a close, a restock or an edit, and this instance's own drop the copy at once.
+	// localWindowAge is how old a sale's definition may be when SaleWindow (the purchase
+	// path) answers from this instance's copy. The exact view answers only while nothing
+	// changed the sale's state, which during a rush is seldom (every batch of buys changes
+	// it), and a segmented sale has none; the definition changes only by a close, a restock or
+	// an edit, and this instance's own drop the copy at once.
 	localWindowAge = 100 * time.Millisecond
 )
 
@@ -174,15 +175,16 @@ func (sl *saleLocal) dropWindow() {
 	sl.window.Store(nil)
 }
 
-// windowCopy is a segmented sale's definition as segment 0 answered it, at read (monotonic ns).
+// windowCopy is a sale's definition as sale.lua (segment 0's, when segmented) answered it, at
+// read (monotonic ns).
 type windowCopy struct {
 	s    seckill.Sale
 	read int64
 }
 
-// localWindow is a segmented sale's definition, read at most localWindowAge ago, if this
-// instance has one (local answers on): the purchase path of a segmented sale then costs Redis
-// one read per sale per instance every localWindowAge rather than one per buyer.
+// localWindow is a sale's definition, read at most localWindowAge ago, if this instance has
+// one (local answers on): the purchase path then costs Redis one read per sale per instance
+// every localWindowAge rather than one per buyer.
 func (e *Engine) localWindow(id string) (seckill.Sale, bool) {
 	if e.local == nil {
 		return seckill.Sale{}, false
@@ -194,9 +196,9 @@ func (e *Engine) localWindow(id string) (seckill.Sale, bool) {
 	return w.s, true
 }
 
-// keepWindow keeps a segmented sale's definition read at segment 0 when its call started
-// (monotonic ns): a copy older than one already kept, or read before this instance's own
-// change of the sale (noteVersion drops the copy), is not kept.
+// keepWindow keeps a sale's definition read by a call that started at started (monotonic ns):
+// a copy older than one already kept, or read before this instance's own change of the sale
+// (noteVersion drops the copy), is not kept.
 func (e *Engine) keepWindow(id string, s seckill.Sale, started int64) {
 	if e.local == nil {
 		return
