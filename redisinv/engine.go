@@ -57,6 +57,7 @@ type Engine struct {
 	versions     versionBook  // the sales' highest versions seen (version.go)
 	segs         sync.Map     // sale id -> *segInfo, the segmented sales seen (segment.go)
 	streamCounts sync.Map     // sale id -> int, its event streams (stream.go saleStreams)
+	tagSets      sync.Map     // sale id -> []string, its segments' tags (segment.go segTags)
 	loadSegs     int          // withSegments: LoadSale splits every sale (tests)
 	noLend       bool         // tests: a segment short of units collapses the sale at once
 

@@ -351,28 +351,35 @@ func (rb *rebuilder) stopSegments(ctx context.Context, saleID, token string, sta
 	default:
 		return 0, false, unexpected("segment halt", r)
 	}
+	// A segment's tag depends on the sale's number of segments (segTag), which segment 0 may
+	// have lost with its keys: look for segments 1 and up of every possible number (about
+	// 2 000 EXISTS in one pipeline, for a rebuild).
 	rdb := rb.e.rdb
-	probe := make(rueidis.Commands, 0, maxSegments-1)
-	for i := 1; i < maxSegments; i++ {
-		ks := rb.e.keys(segTag(saleID, i))
-		probe = append(probe, rdb.B().Exists().Key(ks[0], ks[6]).Build())
+	var probe rueidis.Commands
+	var of []int // the number of segments each probe is for
+	for n := 2; n <= maxSegments; n++ {
+		for _, tag := range segTagsFrom(saleID, n) {
+			ks := rb.e.keys(tag)
+			probe = append(probe, rdb.B().Exists().Key(ks[0], ks[6]).Build())
+			of = append(of, n)
+		}
 	}
 	streams = 1
 	for i, res := range rdb.DoMulti(ctx, probe...) {
-		n, err := res.AsInt64()
+		found, err := res.AsInt64()
 		if err != nil {
 			return 0, false, errUnavailable(fmt.Errorf("look for the sale's segments: %w", err))
 		}
-		if n > 0 {
-			streams = i + 2
+		if found > 0 {
+			streams = max(streams, of[i])
 		}
 	}
 	if streams == 1 && r.code() != "ok" {
 		return 1, false, nil // never segmented: the rebuild of a one-segment sale, as it always was
 	}
 	drop := make(rueidis.Commands, 0, streams-1)
-	for i := 1; i < streams; i++ {
-		drop = append(drop, rdb.B().Unlink().Key(rb.e.keys(segTag(saleID, i))[:6]...).Build())
+	for _, tag := range rb.e.segTags(saleID, streams)[1:] {
+		drop = append(drop, rdb.B().Unlink().Key(rb.e.keys(tag)[:6]...).Build())
 	}
 	for _, res := range rdb.DoMulti(ctx, drop...) {
 		if err := res.Error(); err != nil {
@@ -393,8 +400,8 @@ func (rb *rebuilder) drainStreams(ctx context.Context, saleID string, streams in
 	ap := pipeline.Applier{Sink: sink}
 	rdb := rb.e.rdb
 	const page = 1000
-	for i := range streams {
-		key := rb.e.streamKey(segTag(saleID, i))
+	for i, tag := range rb.e.segTags(saleID, streams) {
+		key := rb.e.streamKey(tag)
 		for from := "-"; ; {
 			entries, err := rdb.Do(ctx, rdb.B().Xrange().Key(key).Start(from).End("+").Count(page).Build()).AsXRangeSlices()
 			if err != nil {

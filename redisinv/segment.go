@@ -38,6 +38,7 @@ const maxSegments = seckill.MaxSegments
 // at its last reply (the choice of a donor; a hint, never trusted for a decision).
 type segInfo struct {
 	n         int
+	tags      []string // segTag of each segment
 	collapsed atomic.Bool
 	avail     []atomic.Int64
 	mu        sync.Mutex // one collapse at a time from this instance
@@ -81,7 +82,7 @@ func (e *Engine) learnSegments(saleID string, n int) *segInfo {
 	if in := e.segmentsOf(saleID); in != nil && in.n == n {
 		return in
 	}
-	in := &segInfo{n: n, avail: make([]atomic.Int64, n)}
+	in := &segInfo{n: n, avail: make([]atomic.Int64, n), tags: e.segTags(saleID, n)}
 	if v, loaded := e.segs.LoadOrStore(saleID, in); loaded {
 		if old := v.(*segInfo); old.n == n {
 			return old
@@ -123,12 +124,98 @@ func segSignalOf(r reply) *segSignal {
 	return nil
 }
 
-// segTag is the id under which segment i's keys are made (Engine.keys) and its versions kept.
-func segTag(saleID string, i int) string {
+// segTag is the id under which segment i of a sale of n segments has its keys (Engine.keys)
+// and its versions: the sale's id for segment 0, else "<id>#<i>.<salt>". The salt spreads the
+// segments' hash slots evenly around a Cluster's slot ring from segment 0's: segment i's slot
+// is within slotRing/(16n) of slot0 + i·slotRing/n (the smallest salt that lands there), so a
+// Cluster whose masters own equal contiguous ranges of slots (as redis-cli --cluster create
+// makes them) gets the segments spread evenly over its nodes, whatever the sale id. With
+// "<id>#<i>" alone where a segment landed followed from the id: 3 segments shared 2 of 3 nodes
+// in every measured run (docs/BENCHMARKS.md). Every instance computes the same tags from the
+// id, i and n. It costs about 8n CRC16s of the tag: callers keep the tags (segTags).
+func segTag(saleID string, i, n int) string {
 	if i == 0 {
 		return saleID
 	}
-	return saleID + "#" + strconv.Itoa(i)
+	target := (hashSlot("sale:"+saleID) + i*slotRing/n) % slotRing
+	within := max(slotRing/(16*n), 1)
+	base := saleID + "#" + strconv.Itoa(i) + "."
+	best, bestDistance := 0, slotRing
+	for k := range maxSalt {
+		d := ringDistance(hashSlot("sale:"+base+strconv.Itoa(k)), target)
+		if d <= within {
+			return base + strconv.Itoa(k)
+		}
+		if d < bestDistance {
+			best, bestDistance = k, d
+		}
+	}
+	return base + strconv.Itoa(best)
+}
+
+// slotRing is the number of a Redis Cluster's hash slots; maxSalt bounds the salts segTag tries
+// (prelude.lua's key check allows up to 5 digits; about 8n are needed).
+const (
+	slotRing = 16384
+	maxSalt  = 100000
+)
+
+// hashSlot is the Redis Cluster hash slot of a hash tag's content: CRC16 (XMODEM, polynomial
+// 0x1021) modulo the ring.
+func hashSlot(tag string) int {
+	var crc uint16
+	for i := 0; i < len(tag); i++ {
+		crc = crc<<8 ^ crc16Table[byte(crc>>8)^tag[i]]
+	}
+	return int(crc) % slotRing
+}
+
+// crc16Table is CRC16-XMODEM by byte: a rebuild computes the tags of every possible number of
+// segments (about 700 000 CRCs of a tag, tens of milliseconds).
+var crc16Table = func() (t [256]uint16) {
+	for b := range t {
+		crc := uint16(b) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+		t[b] = crc
+	}
+	return t
+}()
+
+// ringDistance is the distance between two slots around the ring.
+func ringDistance(a, b int) int {
+	d := (a - b + slotRing) % slotRing
+	return min(d, slotRing-d)
+}
+
+// tag is segment i's tag (segTag), kept.
+func (in *segInfo) tag(i int) string { return in.tags[i] }
+
+// segTags is segTag of each of the sale's n segments, kept per sale (the streams' readers ask
+// for them at every read).
+func (e *Engine) segTags(saleID string, n int) []string {
+	if v, ok := e.tagSets.Load(saleID); ok {
+		if t := v.([]string); len(t) == n {
+			return t
+		}
+	}
+	t := append([]string{saleID}, segTagsFrom(saleID, n)...)
+	e.tagSets.Store(saleID, t)
+	return t
+}
+
+// segTagsFrom is segTag of segments 1 to n-1 of a sale of n segments.
+func segTagsFrom(saleID string, n int) []string {
+	t := make([]string, 0, n-1)
+	for i := 1; i < n; i++ {
+		t = append(t, segTag(saleID, i, n))
+	}
+	return t
 }
 
 // userSegment is the segment of a user among n: common.lua's user_seg, the same arithmetic.
@@ -154,12 +241,18 @@ func suffixSegment(suffix string) int {
 }
 
 // execSeg runs a script on segment i. Segment 0 is the sale's own keys (exec, with the
-// rebuild of a missing sale); a missing segment i is segmentMissing's.
+// rebuild of a missing sale); a missing segment i is segmentMissing's. A segment this instance
+// no longer knows (a rebuild made the sale one segment meanwhile) answers 'moved': the caller
+// goes on at segment 0, as when it finds the segment's keys gone.
 func (e *Engine) execSeg(ctx context.Context, s *script, saleID string, i int, args ...string) (reply, error) {
 	if i == 0 {
 		return e.exec(ctx, s, saleID, args...)
 	}
-	return e.execTag(ctx, s, segTag(saleID, i), args...)
+	in := e.segmentsOf(saleID)
+	if in == nil || i >= in.n {
+		return nil, &segSignal{code: "moved"}
+	}
+	return e.execTag(ctx, s, in.tag(i), args...)
 }
 
 // execTag is exec for an id that may be a segment's tag ("X#i").
@@ -276,7 +369,7 @@ func (e *Engine) LoadSaleSegments(ctx context.Context, def seckill.Sale, sold, n
 			mode, s = "new", sold
 		}
 		args := append(loadArgs(def, s, mode, ""), "1", "0", itoa(n), itoa(i), share(i))
-		r, err := e.execRaw(ctx, e.scripts.load, segTag(def.ID, i), args...)
+		r, err := e.execRaw(ctx, e.scripts.load, segTag(def.ID, i, n), args...)
 		if err != nil {
 			return err
 		}
@@ -302,7 +395,7 @@ func (e *Engine) buySegmented(ctx context.Context, in *segInfo, req seckill.BuyR
 		if !in.collapsed.Load() {
 			h = userSegment(req.UserID, in.n)
 		}
-		res, err := e.buy(ctx, &buyCall{req: req, q: q, random: e.random(), tag: segTag(req.SaleID, h), floor: in.maxSeq.Load()})
+		res, err := e.buy(ctx, &buyCall{req: req, q: q, random: e.random(), tag: in.tag(h), floor: in.maxSeq.Load()})
 		sig := signalOf(err)
 		if sig == nil {
 			if err == nil {
@@ -478,7 +571,7 @@ func (e *Engine) collapse(ctx context.Context, saleID string, in *segInfo) error
 		if moved[j+1] {
 			return nil
 		}
-		if err := e.absorb(ctx, saleID, j+1); err != nil {
+		if err := e.absorb(ctx, saleID, in.tag(j+1), j+1); err != nil {
 			return err
 		}
 		_, err := e.segOp(ctx, saleID, j+1, "seal")
@@ -509,10 +602,10 @@ const (
 // absorbChunk is how many users, keys or holds one absorb call copies.
 const absorbChunk = 500
 
-// absorb copies FROZEN segment i's users, idempotency keys and holds into segment 0, then its
-// counts (once: after that segment 0 refuses further copies from i).
-func (e *Engine) absorb(ctx context.Context, saleID string, i int) error {
-	keys := e.keys(segTag(saleID, i))
+// absorb copies FROZEN segment i's (tag's) users, idempotency keys and holds into segment 0,
+// then its counts (once: after that segment 0 refuses further copies from i).
+func (e *Engine) absorb(ctx context.Context, saleID, tag string, i int) error {
+	keys := e.keys(tag)
 	for _, kind := range []struct {
 		name string
 		key  string
@@ -937,14 +1030,13 @@ func (e *Engine) oneSegment(ctx context.Context, saleID string) (*segInfo, error
 // dropSegments deletes the keys of a dropped sale's segments 1 and up (moved: nothing in them
 // is live).
 func (e *Engine) dropSegments(ctx context.Context, saleID string, in *segInfo) error {
-	for i := 1; i < in.n; i++ {
-		keys := e.keys(segTag(saleID, i))
-		for _, k := range keys {
+	for _, tag := range in.tags[1:] {
+		for _, k := range e.keys(tag) {
 			if err := e.rdb.Do(ctx, e.rdb.B().Unlink().Key(k).Build()).Error(); err != nil {
 				return errUnavailable(fmt.Errorf("redisinv: drop sale %s: %w", saleID, err))
 			}
 		}
-		e.versions.m.Delete(segTag(saleID, i))
+		e.versions.m.Delete(tag)
 	}
 	e.segs.Delete(saleID)
 	return nil

@@ -311,7 +311,7 @@ func TestSegmentsCollapseCopiedTwice(t *testing.T) {
 				}
 			}
 			// What any instance copies from the frozen segment 1 (it no longer changes).
-			keys := r.e.keys(segTag(r.sale.ID, 1))
+			keys := r.e.keys(segTag(r.sale.ID, 1, r.n))
 			users, err := r.e.rdb.Do(ctx, r.e.rdb.B().Hgetall().Key(keys[4]).Build()).AsStrMap()
 			if err != nil {
 				t.Fatal(err)

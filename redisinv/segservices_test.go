@@ -360,7 +360,7 @@ func segmentLost(t *testing.T, url, how string) {
 	if p := r.rush(usersNamed("a", 40), 0, pay, func(int) bool { return false }); len(p) > 0 {
 		t.Fatalf("before the loss: %v", p)
 	}
-	ks := r.e.keys(segTag(r.def.ID, 2))
+	ks := r.e.keys(segTag(r.def.ID, 2, 4))
 	var snap map[string]*string
 	if how == "went back" {
 		snap = dumpKeys(t, r.e.rdb, ks)

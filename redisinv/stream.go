@@ -150,11 +150,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 				if err != nil {
 					background.Report(ctx, fmt.Errorf("sale %s: finding its segments: %w", id, err))
 				}
-				for seg := range n {
-					if tag := segTag(id, seg); running[tag] == nil {
+				for seg, tag := range c.e.segTags(id, n) {
+					if running[tag] == nil {
 						sctx, stop := context.WithCancel(ctx)
 						running[tag] = stop
-						wg.Go(func() { c.consume(sctx, id, seg) })
+						wg.Go(func() { c.consume(sctx, id, seg, tag) })
 					}
 				}
 			}
@@ -173,9 +173,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 }
 
-// consume is the loop for the stream of one segment of a sale (0 for a one-segment sale).
-func (c *Consumer) consume(ctx context.Context, saleID string, seg int) {
-	tag := segTag(saleID, seg)
+// consume is the loop for the stream of one segment of a sale (0 for a one-segment sale),
+// whose tag is tag (segTag).
+func (c *Consumer) consume(ctx context.Context, saleID string, seg int, tag string) {
 	key := c.e.streamKey(tag)
 	var lastClaim, lastTrim time.Time
 	var highest uint64 // the highest version among the entries this consumer was delivered new
@@ -212,7 +212,7 @@ func (c *Consumer) consume(ctx context.Context, saleID string, seg int) {
 		}
 		delay = c.cfg.RetryDelay
 		if len(entries) > 0 {
-			c.checkVersions(ctx, saleID, seg, &highest, entries)
+			c.checkVersions(ctx, saleID, seg, tag, &highest, entries)
 			c.store(ctx, saleID, seg, key, entries)
 			if len(entries) < c.cfg.Batch && c.cfg.Linger > 0 {
 				sleep(ctx, c.cfg.Linger)
@@ -346,7 +346,7 @@ func (c *Consumer) store(ctx context.Context, saleID string, seg int, key string
 // Each segment of a segmented sale has its own stream and its own versions: the check is the
 // same on each, and a segment found gone back rebuilds the whole sale (Engine.stale), without
 // the database's version (which is segment 0's: segmentEvent).
-func (c *Consumer) checkVersions(ctx context.Context, saleID string, seg int, highest *uint64, entries []rueidis.XRangeSlice) {
+func (c *Consumer) checkVersions(ctx context.Context, saleID string, seg int, tag string, highest *uint64, entries []rueidis.XRangeSlice) {
 	if !c.e.versionsOn() {
 		return
 	}
@@ -370,7 +370,7 @@ func (c *Consumer) checkVersions(ctx context.Context, saleID string, seg int, hi
 	}
 	c.stale.Add(1)
 	if seg > 0 {
-		_ = c.e.stale(segTag(saleID, seg), want, low)
+		_ = c.e.stale(tag, want, low)
 		return
 	}
 	if vs := c.e.versionSource(); vs != nil {

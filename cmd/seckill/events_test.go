@@ -279,7 +279,11 @@ func TestEventsReplayRedisSegments(t *testing.T) {
 	if m := replay(); len(m) > 0 {
 		t.Fatalf("%d holds not sent once, e.g. %v", len(m), m[0])
 	}
-	if err := c.Inventory.Do(t.Context(), c.Inventory.B().Unlink().Key("seckill:{sale:"+id+"#2}:events").Build()).Error(); err != nil {
+	gone, err := c.Inventory.Do(t.Context(), c.Inventory.B().Keys().Pattern("seckill:{sale:"+id+"#2.*}:events").Build()).AsStrSlice()
+	if err != nil || len(gone) != 1 {
+		t.Fatalf("segment 2's stream: %v, %v", gone, err)
+	}
+	if err := c.Inventory.Do(t.Context(), c.Inventory.B().Unlink().Key(gone[0]).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	m := replay()

@@ -10,8 +10,9 @@ end
 -- check_keys requires the seven keys of one sale, in order: '<prefix>{sale:<id>}:sale' and the
 -- same base with ':res', ':holds', ':queue', ':users', ':idem', ':events', where the prefix
 -- has no braces (the braces are the keys' hash tag) and the id is 1 to 64 of [A-Za-z0-9_.-],
--- optionally followed by '#<segment>' (1 to 99: segment i >= 1 of a segmented sale, whose own
--- hash tag lets a Redis Cluster put it on another node; '#' is outside the id alphabet).
+-- optionally followed by '#<segment>.<salt>' (segment 1 to 99 of a segmented sale, whose own
+-- hash tag lets a Redis Cluster put it on another node, and a salt of 1 to 5 digits that
+-- places that tag's slot: segment.go segTag; '#' is outside the id alphabet).
 -- It runs on every call, so it matches in place and creates one string, the base.
 local function check_keys()
   if #KEYS ~= 7 then
@@ -21,10 +22,10 @@ local function check_keys()
   local n = #k - 5 -- the length of the base, before ':sale'
   local open = string.find(k, '{', 1, true)
   if not open or string.find(k, '}', 1, true) ~= n or string.find(k, 'sale:', open + 1, true) ~= open + 1 or
-      n - open - 6 > 67 or not (string.find(k, '^[A-Za-z0-9_.-]+}:sale$', open + 6) or
-        string.find(k, '^[A-Za-z0-9_.-]+#[1-9]%d?}:sale$', open + 6)) or
+      n - open - 6 > 73 or not (string.find(k, '^[A-Za-z0-9_.-]+}:sale$', open + 6) or
+        string.find(k, '^[A-Za-z0-9_.-]+#[1-9]%d?%.%d%d?%d?%d?%d?}:sale$', open + 6)) or
       (n - open - 6 > 64 and not string.find(k, '#', open + 6, true)) then
-    fail('KEYS[1] must be <prefix without braces>{sale:<id>}:sale or {sale:<id>#<segment>}:sale, got ' .. k)
+    fail('KEYS[1] must be <prefix without braces>{sale:<id>}:sale or {sale:<id>#<segment>.<salt>}:sale, got ' .. k)
   end
   local base = string.sub(k, 1, n)
   local parts = {':res', ':holds', ':queue', ':users', ':idem', ':events'}
