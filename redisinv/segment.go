@@ -255,7 +255,7 @@ func (e *Engine) execSeg(ctx context.Context, s *script, saleID string, i int, a
 	return e.execTag(ctx, s, in.tag(i), args...)
 }
 
-// execTag is exec for an id that may be a segment's tag ("X#i").
+// execTag is exec for an id that may be a segment's tag ("X#i.k", segTag).
 func (e *Engine) execTag(ctx context.Context, s *script, tag string, args ...string) (reply, error) {
 	saleID, _, seg := strings.Cut(tag, "#")
 	if !seg {
