@@ -353,7 +353,7 @@ func (rb *rebuilder) stopSegments(ctx context.Context, saleID, token string, sta
 	}
 	// A segment's tag depends on the sale's number of segments (segTag), which segment 0 may
 	// have lost with its keys: look for segments 1 and up of every possible number (about
-	// 2 000 EXISTS in one pipeline, for a rebuild).
+	// 2 000 EXISTS in one pipeline and about 9 ms of CRCs, for a rebuild).
 	rdb := rb.e.rdb
 	var probe rueidis.Commands
 	var of []int // the number of segments each probe is for

@@ -140,9 +140,11 @@ func segTag(saleID string, i, n int) string {
 	target := (hashSlot("sale:"+saleID) + i*slotRing/n) % slotRing
 	within := max(slotRing/(16*n), 1)
 	base := saleID + "#" + strconv.Itoa(i) + "."
+	prefix := crc16(0, "sale:"+base) // each salt extends the CRC of the same prefix
+	var digits [8]byte
 	best, bestDistance := 0, slotRing
 	for k := range maxSalt {
-		d := ringDistance(hashSlot("sale:"+base+strconv.Itoa(k)), target)
+		d := ringDistance(int(crc16(prefix, strconv.AppendInt(digits[:0], int64(k), 10)))%slotRing, target)
 		if d <= within {
 			return base + strconv.Itoa(k)
 		}
@@ -161,17 +163,19 @@ const (
 )
 
 // hashSlot is the Redis Cluster hash slot of a hash tag's content: CRC16 (XMODEM, polynomial
-// 0x1021) modulo the ring.
-func hashSlot(tag string) int {
-	var crc uint16
-	for i := 0; i < len(tag); i++ {
-		crc = crc<<8 ^ crc16Table[byte(crc>>8)^tag[i]]
+// 0x1021) modulo the ring. (rueidis computes slots only inside its Cluster client.)
+func hashSlot(tag string) int { return int(crc16(0, tag)) % slotRing }
+
+// crc16 extends CRC16-XMODEM crc over b.
+func crc16[T string | []byte](crc uint16, b T) uint16 {
+	for i := 0; i < len(b); i++ {
+		crc = crc<<8 ^ crc16Table[byte(crc>>8)^b[i]]
 	}
-	return int(crc) % slotRing
+	return crc
 }
 
 // crc16Table is CRC16-XMODEM by byte: a rebuild computes the tags of every possible number of
-// segments (about 700 000 CRCs of a tag, tens of milliseconds).
+// segments (about 700 000 salts tried, a few milliseconds).
 var crc16Table = func() (t [256]uint16) {
 	for b := range t {
 		crc := uint16(b) << 8
