@@ -107,7 +107,10 @@ func (e *Engine) sale(ctx context.Context, id string, counts bool) (seckill.Sale
 			return s, seckill.StockState{}, nil
 		}
 	}
-	started := mono()
+	var w *windowCopy
+	if !counts {
+		w = e.windowRead(id)
+	}
 	r, err := e.exec(ctx, e.scripts.sale, id)
 	if err != nil {
 		return seckill.Sale{}, seckill.StockState{}, err
@@ -118,7 +121,7 @@ func (e *Engine) sale(ctx context.Context, id string, counts bool) (seckill.Sale
 	}
 	s, st := saleOf(id, r)
 	if !counts && r.code() == "ok" {
-		e.keepWindow(id, s, started)
+		e.keepWindow(id, w, s)
 	}
 	return s, st, nil
 }

@@ -166,59 +166,45 @@ type saleLocal struct {
 	busy      atomic.Bool  // a refresh is running
 	notBefore atomic.Int64 // monotonic ns before which no refresh starts
 	window    atomic.Pointer[windowCopy]
-	dropped   atomic.Int64 // monotonic ns of this engine's last change of the definition
+	windowGen atomic.Uint64 // raised by this engine's changes of the definition
 }
 
-// dropWindow forgets the sale's definition copy: this engine changed the definition.
-func (sl *saleLocal) dropWindow() {
-	sl.dropped.Store(mono())
-	sl.window.Store(nil)
-}
-
-// windowCopy is a sale's definition as sale.lua (segment 0's, when segmented) answered it, at
-// read (monotonic ns).
+// windowCopy is a sale's definition as sale.lua (segment 0's, when segmented) answered it to a
+// call that started at read (monotonic ns), when the sale's windowGen was gen.
 type windowCopy struct {
 	s    seckill.Sale
 	read int64
+	gen  uint64
 }
 
-// localWindow is a sale's definition, read at most localWindowAge ago, if this instance has
-// one (local answers on): the purchase path then costs Redis one read per sale per instance
-// every localWindowAge rather than one per buyer.
+// localWindow is a sale's definition, read at most localWindowAge ago and since this engine's
+// last change of it, if this instance has one (local answers on): the purchase path then
+// costs Redis one read per sale per instance every localWindowAge rather than one per buyer.
 func (e *Engine) localWindow(id string) (seckill.Sale, bool) {
 	if e.local == nil {
 		return seckill.Sale{}, false
 	}
-	w := e.local.sale(e, id).window.Load()
-	if w == nil || mono()-w.read > int64(localWindowAge) {
+	sl := e.local.sale(e, id)
+	w := sl.window.Load()
+	if w == nil || w.gen != sl.windowGen.Load() || mono()-w.read > int64(localWindowAge) {
 		return seckill.Sale{}, false
 	}
 	return w.s, true
 }
 
-// keepWindow keeps a sale's definition read by a call that started at started (monotonic ns):
-// a copy older than one already kept, or read before this instance's own change of the sale
-// (noteVersion drops the copy), is not kept.
-func (e *Engine) keepWindow(id string, s seckill.Sale, started int64) {
+// windowRead starts a read of a sale's definition for keepWindow (nil without local answers).
+func (e *Engine) windowRead(id string) *windowCopy {
 	if e.local == nil {
-		return
+		return nil
 	}
-	sl := e.local.sale(e, id)
-	if started <= sl.dropped.Load() {
-		return
-	}
-	c := &windowCopy{s: s, read: started}
-	for {
-		cur := sl.window.Load()
-		if cur != nil && cur.read >= started {
-			return
-		}
-		if sl.window.CompareAndSwap(cur, c) {
-			break
-		}
-	}
-	if started <= sl.dropped.Load() { // dropped while it was being kept
-		sl.window.CompareAndSwap(c, nil)
+	return &windowCopy{read: mono(), gen: e.local.sale(e, id).windowGen.Load()}
+}
+
+// keepWindow keeps the definition s that the read w started before reading it.
+func (e *Engine) keepWindow(id string, w *windowCopy, s seckill.Sale) {
+	if w != nil {
+		w.s = s
+		e.local.sale(e, id).window.Store(w)
 	}
 }
 
@@ -430,12 +416,14 @@ func (e *Engine) noteVersion(saleID, script string, v uint64) {
 	}
 	sl := e.local.sale(e, saleID)
 	switch script {
+	// segment.lua changes no definition, and its operations that change state run on split
+	// sales only, which have no exact view (a one-segment sale answers it 'counts', read-only).
 	case "buy", "cancel", "pay", "reclaim", "sale", "reservation", "segment":
 	case "add_stock", "close": // they change a definition
-		sl.dropWindow()
+		sl.windowGen.Add(1)
 	default:
 		sl.own.Add(1)
-		sl.dropWindow()
+		sl.windowGen.Add(1)
 	}
 	for v != 0 {
 		cur := sl.seen.Load()
