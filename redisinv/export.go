@@ -200,7 +200,7 @@ func (l *streamLog) Read(ctx context.Context, sink string, max int) (export.Batc
 	ids := make([]string, len(entries))
 	for i, en := range entries {
 		ids[i] = en.ID
-		b.Events = append(b.Events, l.exported(en.ID, en.FieldValues)...)
+		b.Events = append(b.Events, l.e.exported(l.sale, en.ID, en.FieldValues)...)
 	}
 	b.Ack = func(ctx context.Context) error {
 		rdb := l.e.rdb
@@ -240,7 +240,7 @@ func (l *streamLog) multiRead(ctx context.Context, group string, keys []string, 
 	ids := make([][]string, len(keys))
 	for _, en := range entries {
 		ids[en.seg] = append(ids[en.seg], en.ID)
-		b.Events = append(b.Events, l.exported(en.ID, en.FieldValues)...)
+		b.Events = append(b.Events, l.e.exported(l.sale, en.ID, en.FieldValues)...)
 	}
 	b.Ack = func(ctx context.Context) error {
 		rdb := l.e.rdb
@@ -301,13 +301,14 @@ func compareStreamIDs(a, b string) int {
 	return cmp.Compare(x, y)
 }
 
-// exported is the exported form of a stream entry's events (malformed ones logged and left out).
-func (l *streamLog) exported(id string, fvs []rueidis.XRangeFieldValue) []export.Event {
+// exported is the exported form of the events of a stream entry of the sale (malformed ones
+// logged and left out): for the export and for EventReader alike.
+func (e *Engine) exported(saleID, id string, fvs []rueidis.XRangeFieldValue) []export.Event {
 	var out []export.Event
 	for _, fv := range fvs {
-		ev, err := decodeEvent(l.sale, fv)
+		ev, err := decodeEvent(saleID, fv)
 		if err != nil {
-			l.e.log.Error("redisinv: a malformed stream entry is not exported", "sale", l.sale, "entry", id, "err", err)
+			e.log.Error("redisinv: a malformed stream entry is not exported", "sale", saleID, "entry", id, "err", err)
 			continue
 		}
 		if x, ok := export.FromEngine(ev); ok {
@@ -478,8 +479,8 @@ type EventReader struct {
 	sale     string
 	from     string   // where a stream not yet read starts (after this id)
 	end      string   // the last id to read, "+" for the streams' ends
-	newest   bool     // from the streams' newest entries when first read (tail)
-	cursor   []string // per stream: the id of the last entry read
+	tail     bool     // from the streams' newest entries at the first read
+	cursor   []string // per stream: the id of the last entry read (nil before the first read)
 	lastRead int      // entries the last Next read
 }
 
@@ -487,11 +488,7 @@ type EventReader struct {
 // as "<ms>-<seq>"; "$" for the newest entries when it first reads, as a tail) and up to end
 // ("+" for the ends of the streams).
 func (e *Engine) NewEventReader(saleID, after, end string) *EventReader {
-	r := &EventReader{e: e, sale: saleID, from: after, end: end}
-	if after == "$" {
-		r.newest, r.from = true, ""
-	}
-	return r
+	return &EventReader{e: e, sale: saleID, from: after, end: end, tail: after == "$"}
 }
 
 // Next returns the exported form of the events in the next entries: up to count from each
@@ -504,7 +501,7 @@ func (r *EventReader) Next(ctx context.Context, count int, block time.Duration) 
 	if err != nil {
 		return nil, err
 	}
-	if r.newest && r.from == "" {
+	if r.tail && r.cursor == nil {
 		// The streams' newest entries now; a stream found later (a sale not yet loaded
 		// showed one) starts at this moment.
 		r.from = strconv.FormatInt(time.Now().UnixMilli(), 10) + "-0"
@@ -542,13 +539,7 @@ func (r *EventReader) Next(ctx context.Context, count int, block time.Duration) 
 		}
 		r.cursor[en.seg] = en.ID
 		r.lastRead++
-		for _, fv := range en.FieldValues {
-			if ev, err := segmentEvent(r.sale, en.seg, fv.Field, fv.Value); err == nil {
-				if x, ok := export.FromEngine(ev); ok {
-					out = append(out, x)
-				}
-			}
-		}
+		out = append(out, r.e.exported(r.sale, en.ID, en.FieldValues)...)
 	}
 	return out, nil
 }
