@@ -92,8 +92,8 @@ func (a *eventArchive) Reservations(_ context.Context, saleID string, _ ...secki
 // TestRestoreEndedHoldEmits: a held reservation restored when its units are not free (the
 // order store held more than the stock left) is restored as expired, and the engine tells the
 // order store with an expired event, so that the store does not keep it held for good; a hold
-// that fits emits nothing (the store has it already). Negative control: the event is checked
-// by id and status, and the fitting hold's absence from the channel.
+// that fits emits nothing (the store has it already). It fails on the engine before the fix,
+// which restored the hold as expired without an event.
 func TestRestoreEndedHoldEmits(t *testing.T) {
 	ctx := t.Context()
 	clock := seckilltest.NewManualClock(time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC))

@@ -2,6 +2,7 @@ package redisinv
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,9 +17,9 @@ import (
 // reader from the start, in pages of 3 entries per stream, returns every hold once and in
 // order; a reader from the newest entries ("$") returns only what came after its first read.
 // Negative controls: a reader that sees segment 0's stream only (as before segments) misses
-// the other segments' holds, and the detector says so; merging the pages without cutting them
-// where the first full page ends puts segment 0's first entry before segment 2's fourth (seen
-// failing by hand: the order check catches it).
+// the other segments' holds, and the detector says so; the same streams merged in pages
+// without cutting them where the first full page ends put segment 0's first entry before
+// segment 2's fourth, and the order check says so.
 func TestEventReaderSegments(t *testing.T) {
 	for name, url := range segURLs(t) {
 		t.Run(name, func(t *testing.T) {
@@ -66,6 +67,38 @@ func TestEventReaderSegments(t *testing.T) {
 				t.Fatal("a reader of segment 0's stream only: the detector found nothing")
 			}
 			t.Logf("caught: %s", p[0])
+
+			// Negative control of the cut: the same streams merged a page of 3 per stream at
+			// a time without it read segment 0's first entry before segment 2's fourth.
+			var streams [][]export.Event
+			for _, tag := range r.e.segTags(r.sale.ID, r.n) {
+				entries, err := r.e.rdb.Do(t.Context(), r.e.rdb.B().Xrange().Key(r.e.streamKey(tag)).Start("-").End("+").Build()).AsXRangeSlices()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var evs []export.Event
+				for _, en := range entries {
+					evs = append(evs, r.e.exported(r.sale.ID, en.ID, en.FieldValues)...)
+				}
+				streams = append(streams, evs)
+			}
+			var uncut []export.Event
+			for k := 0; ; k += 3 {
+				var page []export.Event
+				for _, evs := range streams {
+					page = append(page, evs[min(k, len(evs)):min(k+3, len(evs))]...)
+				}
+				if len(page) == 0 {
+					break
+				}
+				slices.SortStableFunc(page, func(a, b export.Event) int { return a.At.Compare(b.At) })
+				uncut = append(uncut, page...)
+			}
+			if p := eventProblems(uncut, all); len(p) == 0 {
+				t.Fatal("pages merged without the cut: the detector found nothing")
+			} else {
+				t.Logf("caught without the cut: %s", p[0])
+			}
 		})
 	}
 }
@@ -86,6 +119,11 @@ func readerProblems(t *testing.T, rd *EventReader, want []string) []string {
 		}
 		got = append(got, evs...)
 	}
+	return eventProblems(got, want)
+}
+
+// eventProblems is readerProblems' detector, on the events read in order.
+func eventProblems(got []export.Event, want []string) []string {
 	var out []string
 	seen := map[string]int{}
 	for i, ev := range got {
