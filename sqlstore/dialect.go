@@ -40,6 +40,13 @@ type dialect struct {
 	// rows that reference it (their foreign key check takes a KEY SHARE lock), and
 	// " FOR UPDATE" on MySQL, which has nothing weaker that excludes other writers.
 	forNoKeyUpdate string
+	// forShare locks the rows a SELECT reads, shared, until the transaction ends: the lock a
+	// foreign key check takes on the row an inserted row refers to. " FOR KEY SHARE" on
+	// PostgreSQL, which excludes deleting the row or changing its key, but neither
+	// forNoKeyUpdate nor other sharers; " LOCK IN SHARE MODE" on MySQL (MariaDB has no FOR
+	// SHARE), which excludes forNoKeyUpdate and every write, but not other sharers. "" on
+	// SQLite, as forUpdate.
+	forShare string
 	// insertIgnore turns "INSERT INTO t (…) VALUES (…)" into a statement that inserts nothing,
 	// and reports zero rows affected, when the primary key pk already exists. It is how
 	// concurrent upserts avoid a read-then-insert race on server databases.
@@ -50,6 +57,10 @@ type dialect struct {
 	// statement) back to break a deadlock or a serialization conflict, so that running the
 	// whole transaction again is safe and will likely succeed. nil: never.
 	retryable func(err error) bool
+	// deadlock reports whether err is the database breaking a deadlock (a retryable error
+	// that ordering the locks avoids, unlike a serialization failure or a lock wait timeout).
+	// nil: never.
+	deadlock func(err error) bool
 	// isolation is the level of write transactions. The transactions are written for READ
 	// COMMITTED: every decision is taken from a row locked with forUpdate or inside a guarded
 	// UPDATE, and every plain read must see what the transactions that held those locks
@@ -114,6 +125,11 @@ func (d dialect) keyArg(key string) any {
 // isRetryable reports whether the transaction that failed with err may be run again.
 func (d dialect) isRetryable(err error) bool {
 	return err != nil && d.retryable != nil && d.retryable(err)
+}
+
+// isDeadlock reports whether err is the database breaking a deadlock.
+func (d dialect) isDeadlock(err error) bool {
+	return err != nil && d.deadlock != nil && d.deadlock(err)
 }
 
 // txOptions are the options of write transactions.

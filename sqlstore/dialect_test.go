@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,6 +128,7 @@ func TestInTxGivesUp(t *testing.T) {
 	if !errors.Is(err, errFakeDeadlock) || attempts != txMaxAttempts {
 		t.Fatalf("inTx = %v after %d attempts; want the deadlock after %d", err, attempts, txMaxAttempts)
 	}
+	wantConflict(t, err)
 	// The backoff is bounded: the worst case is the sum of the caps.
 	if d := time.Since(start); d > time.Duration(txMaxAttempts)*txBackoffMax+time.Second {
 		t.Fatalf("giving up took %v", d)
@@ -150,6 +152,18 @@ func TestInTxStopsWhenContextEnds(t *testing.T) {
 	})
 	if !errors.Is(err, context.Canceled) || !errors.Is(err, errFakeDeadlock) || attempts != 1 {
 		t.Fatalf("inTx = %v after %d attempts; want the deadlock and the cancellation after one", err, attempts)
+	}
+	wantConflict(t, err)
+}
+
+// wantConflict: a transaction that inTx gave up retrying is reported as the conflict it is,
+// coded unavailable (503 with Retry-After: the gateway and the pipeline retry), not as an
+// uncoded error that the service would call "the database is unavailable".
+func wantConflict(t *testing.T, err error) {
+	t.Helper()
+	if seckill.ErrorCode(err) != seckill.CodeUnavailable || !strings.Contains(seckill.ErrorMessage(err), "conflict") {
+		t.Fatalf("inTx = %v (code %s, message %q); want unavailable, naming the conflict", err,
+			seckill.ErrorCode(err), seckill.ErrorMessage(err))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -115,6 +116,8 @@ func (s *Store) applyBatch(ctx context.Context, tx *sql.Tx, rows []resRow, trust
 			}
 		}
 	}
+	// In id order, as the locking read: the reservations created without it come first.
+	slices.SortFunc(fresh, func(a, b resRow) int { return strings.Compare(a.id, b.id) })
 	if testHookBeforeInsert != nil {
 		testHookBeforeInsert(fresh)
 	}
@@ -162,8 +165,11 @@ func fold(cur resRow, events []resRow) resRow {
 	return cur
 }
 
-// lockReservations reads the stored rows among ids and, on server databases, locks them
-// until the transaction ends, as lockReservation does for one.
+// lockReservations reads the stored rows among ids (sorted) and, on server databases, locks
+// them until the transaction ends, as lockReservation does for one, in id order: without ORDER
+// BY, PostgreSQL locks the rows in the order its plan finds them (a bitmap scan: the order of
+// the table's pages), and two transactions that lock an overlapping set in different orders
+// can deadlock.
 func (s *Store) lockReservations(ctx context.Context, tx *sql.Tx, ids []string) (map[string]resRow, error) {
 	stored := make(map[string]resRow)
 	for len(ids) > 0 {
@@ -174,7 +180,7 @@ func (s *Store) lockReservations(ctx context.Context, tx *sql.Tx, ids []string) 
 			args[i] = id
 		}
 		rows, err := tx.QueryContext(ctx, s.q(`SELECT `+resColumns+` FROM reservations WHERE id IN (`+
-			placeholders(len(chunk))+`)`+s.d.forUpdate), args...)
+			placeholders(len(chunk))+`) ORDER BY id`+s.d.forUpdate), args...)
 		if err != nil {
 			return nil, fmt.Errorf("sqlstore: read %d reservations: %w", len(chunk), err)
 		}

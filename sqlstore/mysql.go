@@ -21,6 +21,7 @@ var mysqlDialect = dialect{
 	forUpdate:       " FOR UPDATE",
 	preparedInserts: true,
 	forNoKeyUpdate:  " FOR UPDATE",
+	forShare:        " LOCK IN SHARE MODE",
 	insertIgnore: func(insert, pk string) string {
 		// Not INSERT IGNORE: it turns every error of the statement into a warning, so a
 		// foreign key or CHECK violation would pass as "already present". This no-op update
@@ -30,6 +31,10 @@ var mysqlDialect = dialect{
 	},
 	classify:  classifyMySQL,
 	retryable: retryableMySQL,
+	deadlock: func(err error) bool {
+		var e *mysql.MySQLError
+		return errors.As(err, &e) && e.Number == mysqlLockDeadlock
+	},
 	// InnoDB defaults to REPEATABLE READ, where a plain SELECT reads the snapshot taken at
 	// the transaction's first read and can miss a payment committed while the transaction
 	// waited for a row lock (see RecordPayment).

@@ -116,6 +116,9 @@ func (s *Store) recordPayment(ctx context.Context, tx *sql.Tx, p seckill.Payment
 		// check), and neither could then upgrade to the exclusive lock of the UPDATE.
 		var one int
 		err := tx.QueryRowContext(ctx, s.q(`SELECT 1 FROM sales WHERE id = ?`+s.d.forNoKeyUpdate), r.SaleID).Scan(&one)
+		if err == nil && testHookSaleLocked != nil {
+			testHookSaleLocked()
+		}
 		switch {
 		case err == nil:
 			if result, err = s.settleReservation(ctx, tx, p.PaymentID, p.Result, row, at); err != nil {
@@ -152,6 +155,10 @@ func (s *Store) recordPayment(ctx context.Context, tx *sql.Tx, p seckill.Payment
 	}
 	return result, nil
 }
+
+// testHookSaleLocked, when set by a test, runs in RecordPayment's transaction once it holds
+// the sale's row. Always nil outside tests.
+var testHookSaleLocked func()
 
 // settleReservation applies a new payment's result to its reservation row (which it creates
 // if events have not yet) and returns the result to record. See RecordPayment.

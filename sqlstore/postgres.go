@@ -17,11 +17,13 @@ var postgresDialect = dialect{
 	dollarParams:   true,
 	forUpdate:      " FOR UPDATE",
 	forNoKeyUpdate: " FOR NO KEY UPDATE",
+	forShare:       " FOR KEY SHARE",
 	insertIgnore: func(insert, pk string) string {
 		return insert + " ON CONFLICT (" + pk + ") DO NOTHING"
 	},
 	classify:  classifyPostgres,
 	retryable: retryablePostgres,
+	deadlock:  func(err error) bool { return pgCode(err) == pgDeadlockDetected },
 	// READ COMMITTED is PostgreSQL's default; it is set anyway so that a server whose
 	// default_transaction_isolation is higher does not turn every lock wait into a
 	// serialization failure (and a retry).
@@ -67,8 +69,17 @@ func classifyPostgres(err error) violation {
 
 // retryablePostgres: both errors abort the whole transaction, which inTx then runs again.
 func retryablePostgres(err error) bool {
+	code := pgCode(err)
+	return code == pgSerializationFailure || code == pgDeadlockDetected
+}
+
+// pgCode is the SQLSTATE of a *pgconn.PgError in err's chain, "" if there is none.
+func pgCode(err error) string {
 	var e *pgconn.PgError
-	return errors.As(err, &e) && (e.Code == pgSerializationFailure || e.Code == pgDeadlockDetected)
+	if !errors.As(err, &e) {
+		return ""
+	}
+	return e.Code
 }
 
 // openPostgres hands the URL to pgx as it is, so every libpq-style parameter pgx knows

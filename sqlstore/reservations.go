@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -248,12 +249,19 @@ func (s *Store) ApplyEvents(ctx context.Context, events []seckill.Event) error {
 	if err != nil || len(rows)+len(out)+len(vs) == 0 {
 		return err
 	}
+	sales := batchSales(rows, vs)
 	// inTx runs apply and then writes the outbox, in one transaction: an attempt that fails
 	// (errBatchFallback, a deadlock) is rolled back with its outbox rows.
 	inTx := func(apply func(tx *sql.Tx) error) error {
 		return s.inTx(ctx, func(tx *sql.Tx) error {
+			if err := s.lockSales(ctx, tx, sales); err != nil {
+				return err
+			}
 			if err := apply(tx); err != nil {
 				return err
+			}
+			if testHookEventsApplied != nil {
+				testHookEventsApplied()
 			}
 			if err := s.raiseVersions(ctx, tx, vs); err != nil {
 				return err
@@ -270,6 +278,58 @@ func (s *Store) ApplyEvents(ctx context.Context, events []seckill.Event) error {
 	}
 	return inTx(func(tx *sql.Tx) error { return s.applyOneByOne(ctx, tx, rows) })
 }
+
+// batchSales returns the sales of rows and vs, sorted, each once: the rows ApplyEvents locks.
+func batchSales(rows []resRow, vs []saleVersion) []string {
+	sales := make([]string, 0, len(vs)+1)
+	for _, v := range vs {
+		sales = append(sales, v.sale)
+	}
+	for _, r := range rows {
+		sales = append(sales, r.saleID)
+	}
+	slices.Sort(sales)
+	return slices.Compact(sales)
+}
+
+// lockSales locks the rows of sales shared (dialect.forShare), in id order, before
+// ApplyEvents takes any other lock: the first step of the one lock order of the transactions
+// that touch a sale (docs/DECISIONS.md, "One lock order for the sale's row"). RecordPayment
+// takes its sale's row first too, exclusively, so a payment and a consumer of one sale never
+// each hold a row the other waits for. Taken later, by the foreign key check of the first
+// reservation inserted, the lock came after the rows of the reservations the batch updates,
+// which a payment, holding the sale's row, may be waiting to lock: on MySQL, where the shared
+// lock excludes the payment's, that was a deadlock. Sales that do not exist are not locked (a
+// batch naming one fails later, on the foreign key).
+func (s *Store) lockSales(ctx context.Context, tx *sql.Tx, sales []string) error {
+	if s.d.forShare == "" || len(sales) == 0 {
+		return nil
+	}
+	for len(sales) > 0 {
+		chunk := sales[:min(len(sales), batchLockIDs)]
+		sales = sales[len(chunk):]
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		rows, err := tx.QueryContext(ctx, s.q(`SELECT id FROM sales WHERE id IN (`+placeholders(len(chunk))+
+			`) ORDER BY id`+s.d.forShare), args...)
+		if err != nil {
+			return fmt.Errorf("sqlstore: lock %d sales: %w", len(chunk), err)
+		}
+		for rows.Next() { // each row is locked as it is read
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return fmt.Errorf("sqlstore: lock %d sales: %w", len(chunk), err)
+		}
+	}
+	return nil
+}
+
+// testHookEventsApplied, when set by a test, runs in ApplyEvents' transaction once the
+// reservations are written, before the sale versions: the moment a consumer holds its
+// reservations' rows. Always nil outside tests.
+var testHookEventsApplied func()
 
 // eventRows validates events and returns the rows they write, without the final statuses,
 // sorted by reservation id and, within one reservation, in event order.
@@ -291,8 +351,23 @@ func (s *Store) eventRows(events []seckill.Event) ([]resRow, error) {
 }
 
 // applyOneByOne applies rows (sorted by id, stable) one statement at a time: for each, an
-// insert unless present, else a locking read and, if merge changes it, an update.
+// insert unless present, else a locking read and, if merge changes it, an update. On server
+// databases the stored rows are locked first, all at once, as applyBatch's locking read does:
+// every ApplyEvents transaction then locks the rows that exist in id order before it inserts
+// any, and one that held an inserted row while it waited for a stored one, which a set-wise
+// transaction holding it may be waiting to insert, could deadlock with it.
 func (s *Store) applyOneByOne(ctx context.Context, tx *sql.Tx, rows []resRow) error {
+	if s.d.name != sqliteDialect.name {
+		ids := make([]string, 0, len(rows))
+		for _, r := range rows {
+			if len(ids) == 0 || ids[len(ids)-1] != r.id {
+				ids = append(ids, r.id)
+			}
+		}
+		if _, err := s.lockReservations(ctx, tx, ids); err != nil {
+			return err
+		}
+	}
 	for _, row := range rows {
 		if err := s.upsertForward(ctx, tx, row); err != nil {
 			return err

@@ -50,6 +50,10 @@ type Store struct {
 	inserts preparedInserts
 	// outbox makes ApplyEvents write every event to the export outbox (EnableOutbox).
 	outbox atomic.Bool
+	// deadlocks counts the attempts of this store's transactions that the database aborted to
+	// break a deadlock. The lock order (docs/DECISIONS.md, "One lock order for the sale's row")
+	// keeps it at 0; tests read it where the server's own counter is shared with other tests.
+	deadlocks atomic.Int64
 }
 
 var _ seckill.OrderStore = (*Store)(nil)
@@ -150,13 +154,29 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		if !s.d.isRetryable(err) {
 			return err
 		}
+		if s.d.isDeadlock(err) {
+			s.deadlocks.Add(1)
+		}
 		if attempt == txMaxAttempts {
-			return fmt.Errorf("sqlstore: transaction still conflicting after %d attempts: %w", attempt, err)
+			return conflict(attempt, err)
 		}
 		if werr := sleepCtx(ctx, txBackoff(attempt)); werr != nil {
-			return errors.Join(err, werr)
+			return errors.Join(conflict(attempt, err), werr)
 		}
 	}
+}
+
+// conflict reports a transaction that the database aborted attempts times in a row to break a
+// deadlock or a serialization conflict (or, on MySQL, a lock wait that timed out) and that
+// inTx stopped retrying. The database answered every time: it is not down, and the caller is
+// told so, rather than getting an uncoded error that the service reports as "the database is
+// unavailable". The code is unavailable all the same, for what it makes callers do: the
+// answer is 503 with Retry-After, and a payment gateway delivers the webhook again; the event
+// pipeline retries its batch.
+func conflict(attempts int, err error) error {
+	return fmt.Errorf("%w: %w", seckill.Errorf(seckill.CodeUnavailable,
+		"the database aborted the transaction %d times in a row in a conflict with concurrent ones "+
+			"(deadlock, serialization failure or lock wait timeout); retry shortly", attempts), err)
 }
 
 // runTx is one attempt of inTx.
