@@ -352,10 +352,11 @@ func (s *Store) eventRows(events []seckill.Event) ([]resRow, error) {
 
 // applyOneByOne applies rows (sorted by id, stable) one statement at a time: for each, an
 // insert unless present, else a locking read and, if merge changes it, an update. On server
-// databases the stored rows are locked first, all at once, as applyBatch's locking read does:
-// every ApplyEvents transaction then locks the rows that exist in id order before it inserts
-// any, and one that held an inserted row while it waited for a stored one, which a set-wise
-// transaction holding it may be waiting to insert, could deadlock with it.
+// databases the stored rows are locked first, all at once, as applyBatch's locking read does,
+// so that every ApplyEvents transaction locks the stored rows in id order before it inserts
+// any. Without that, this path could hold a row it had inserted while waiting for a stored
+// row held by a set-wise transaction that was itself waiting to insert the same new row: a
+// deadlock (seen in TestRushDoesNotDeadlock).
 func (s *Store) applyOneByOne(ctx context.Context, tx *sql.Tx, rows []resRow) error {
 	if s.d.name != sqliteDialect.name {
 		ids := make([]string, 0, len(rows))

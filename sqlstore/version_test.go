@@ -10,7 +10,8 @@ import (
 // TestSaleVersion: ApplyEvents records the highest Version of each sale's events in the same
 // transaction, and never lowers it (entries stored again, an older batch after a newer one);
 // RaiseSaleVersion only raises; events without a version (the memory engine) record nothing;
-// an unknown sale reads 0. On every dialect.
+// a version on the sale's row (written before sale_versions) is read too; an unknown sale reads
+// 0 and records nothing; a deleted sale's version goes with it. On every dialect.
 func TestSaleVersion(t *testing.T) {
 	allDialects(t, func(t *testing.T, fresh freshDB) {
 		ctx := t.Context()
@@ -57,8 +58,32 @@ func TestSaleVersion(t *testing.T) {
 			t.Fatal(err)
 		}
 		want("not lowered", 1<<32)
+		// A version an instance before sale_versions recorded on the sale's row still counts.
+		if _, err := s.db.ExecContext(ctx, s.q(`UPDATE sales SET redis_version = ? WHERE id = ?`), int64(1)<<33, "v"); err != nil {
+			t.Fatal(err)
+		}
+		want("recorded on the sale's row", 1<<33)
+		if err := s.RaiseSaleVersion(ctx, "nope", 5); err != nil {
+			t.Fatalf("RaiseSaleVersion of an unknown sale: %v; want nothing recorded, no error", err)
+		}
 		if got, err := s.SaleVersion(ctx, "nope"); err != nil || got != 0 {
 			t.Fatalf("unknown sale: %d, %v; want 0", got, err)
+		}
+		// The version goes with its sale (sales that never sold can be deleted).
+		if err := s.CreateSale(ctx, testSale("gone", 1, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RaiseSaleVersion(ctx, "gone", 5); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteSale(ctx, "gone"); err != nil {
+			t.Fatalf("DeleteSale of a sale with a version: %v", err)
+		}
+		if err := s.CreateSale(ctx, testSale("gone", 1, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.SaleVersion(ctx, "gone"); err != nil || got != 0 {
+			t.Fatalf("a sale created again: SaleVersion = %d, %v; want 0", got, err)
 		}
 	})
 }
