@@ -200,6 +200,7 @@ func (rp Report) WriteJSON(w io.Writer) error {
 			"closed_before_paid": r.ClosedBeforePaid},
 		"elapsed_ms": r.Elapsed.Milliseconds(), "latency": latency, "series": r.Series,
 		"instances": instancesJSON(rp.Instances), "verdict": rp.Verdict,
+		"payments": r.Payments, // payment id -> the result a target answered 200 with
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
