@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -106,4 +107,47 @@ func TestReadmeRedisCluster(t *testing.T) {
 	if after := cli(restarted, "dbsize"); after != before {
 		t.Fatalf("node %s held %s keys before its restart and %s after: it loaded keys that are not its own", restarted, before, after)
 	}
+}
+
+// TestReadmeAPITour runs the README's API tour as written (curl and jq) against `serve --dev`
+// on a free port: the admin token line is given the token the server printed and
+// localhost:8080 its address. Every command must succeed, the hold be paid by the mock gateway
+// and the audit be ok.
+func TestReadmeAPITour(t *testing.T) {
+	for _, bin := range []string{"curl", "jq"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is not installed (.ci/run installs it)", bin)
+			}
+			t.Skipf("%s is not installed", bin)
+		}
+	}
+	a := startServe(t)
+	token := regexp.MustCompile(`SECKILL_ADMIN_TOKEN=([0-9a-f]+)`).FindStringSubmatch(a.out.String())
+	if token == nil {
+		t.Fatalf("serve --dev printed no admin token: %q", a.out.String())
+	}
+	tour := readmeBlock(t, "ADMIN=...")
+	tour = regexp.MustCompile(`(?m)^ADMIN=\.\.\..*$`).ReplaceAllString(tour, "ADMIN="+token[1])
+	tour = strings.ReplaceAll(tour, "localhost:8080", strings.TrimPrefix(a.url, "http://"))
+	if strings.Contains(tour, "...") || !strings.Contains(tour, "/pay") {
+		t.Fatalf("the tour's layout changed under this test:\n%s", tour)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", tour).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the README's API tour failed: %v\n%s", err, out)
+	}
+	for _, want := range []string{`"redirect_url"`, `"ok":true`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the tour's output lacks %s:\n%s", want, out)
+		}
+	}
+	// The mock gateway pays ~100 ms after /pay: the order is listed soon after.
+	redistest.WaitUntil(t, 10*time.Second, "alice's order is listed", func() bool {
+		o, _ := exec.CommandContext(ctx, "bash", "-c", tour[:strings.Index(tour, "\nPATH_=")]+
+			"\ncurl -s "+strings.TrimPrefix(a.url, "http://")+"/api/v1/orders -H \"Authorization: Bearer $TOKEN\"").Output()
+		return strings.Contains(string(o), `"paid"`)
+	})
 }
