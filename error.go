@@ -105,3 +105,11 @@ func ErrorMessage(err error) string {
 	}
 	return "internal error"
 }
+
+// Units is a count of units as a message says it: "1 unit", "3 units".
+func Units[N ~int | ~int64](n N) string {
+	if n == 1 {
+		return "1 unit"
+	}
+	return fmt.Sprintf("%d units", n)
+}

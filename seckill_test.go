@@ -352,3 +352,15 @@ func FuzzValidID(f *testing.F) {
 		}
 	})
 }
+
+// TestUnits: a count of one unit is singular in every message ("more than 1 units" was one).
+func TestUnits(t *testing.T) {
+	for n, want := range map[int]string{0: "0 units", 1: "1 unit", 2: "2 units"} {
+		if got := seckill.Units(n); got != want {
+			t.Errorf("Units(%d) = %q, want %q", n, got, want)
+		}
+	}
+	if got := seckill.Units(int64(1)); got != "1 unit" {
+		t.Errorf("Units(int64(1)) = %q", got)
+	}
+}

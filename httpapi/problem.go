@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 
@@ -21,14 +22,16 @@ type Problem struct {
 
 // writeError renders err as problem+json using the one code → status table of the root package.
 // The log line names the route pattern the request matched, never its path or query: a buy's
-// path carries the buyer's purchase token.
+// path carries the buyer's purchase token. A route's failures are summarised (logsummary): the
+// first is logged, then one line per period with how many more there were, so that an outage
+// that fails every request writes a few lines, not one per request; /metrics counts them all.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := seckill.ErrorCode(err)
 	switch code {
 	case seckill.CodeInternal:
-		s.log.Error("internal error", "route", r.Pattern, "err", err)
+		s.troubles.Log(r.Context(), slog.LevelError, "internal "+r.Pattern, "internal error", "route", r.Pattern, "err", err)
 	case seckill.CodeUnavailable:
-		s.log.Warn("dependency unavailable", "route", r.Pattern, "err", err)
+		s.troubles.Log(r.Context(), slog.LevelWarn, "unavailable "+r.Pattern, "dependency unavailable", "route", r.Pattern, "err", err)
 	}
 	p := Problem{Type: "about:blank", Title: code.Title(), Status: code.HTTPStatus(), Detail: seckill.ErrorMessage(err), Code: code}
 	if code == seckill.CodeUnavailable || code == seckill.CodeRateLimited {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/exporter"
+	"github.com/seckill-go/seckill/internal/logsummary"
 	"github.com/seckill-go/seckill/payment"
 )
 
@@ -68,6 +69,7 @@ type Server struct {
 	cfg      Config
 	svc      *seckill.Service
 	log      *slog.Logger
+	troubles *logsummary.Summarizer // writeError's lines: a route's 503s during an outage are a line per period
 	limiter  *rateLimiter
 	metrics  *metrics
 	feeds    *feeds
@@ -104,6 +106,7 @@ func New(cfg Config) *Server {
 		cfg.Registry = prometheus.NewRegistry()
 	}
 	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, limiter: newRateLimiter(cfg.BuyRate, cfg.BuyBurst)}
+	s.troubles = logsummary.New(cfg.Logger, 0)
 	s.gateways = gatewaysByName(cfg)
 	s.metrics = newMetrics(cfg.Registry, cfg.Service)
 	cfg.Registry.MustRegister(cfg.Collectors...)

@@ -86,3 +86,49 @@ func containsPrefix(list []string, prefix string) bool {
 	}
 	return false
 }
+
+// TestFIFOCatchesDisorder is the FIFO checker's negative control: buyers served in arrival
+// order pass, and one served out of turn, or skipped while a later one is served, is caught.
+func TestFIFOCatchesDisorder(t *testing.T) {
+	t0 := time.Now()
+	inOrder := []QueuedBuyer{{Seq: 1, Granted: t0}, {Seq: 2, Granted: t0}, {Seq: 3, Granted: t0.Add(time.Second)}, {Seq: 4, Rejected: true}, {Seq: 5}}
+	if seen, pairs, bad := FIFOViolations(inOrder); seen != 4 || pairs != 3 || len(bad) != 0 {
+		t.Fatalf("in order: %d seen, %d pairs, violations %v; want 4 seen (the unseen one left out), 3 pairs, none", seen, pairs, bad)
+	}
+	for _, disorder := range [][]QueuedBuyer{
+		{{Seq: 1, Granted: t0.Add(time.Second)}, {Seq: 2, Granted: t0}}, // served out of turn
+		{{Seq: 2, Granted: t0}, {Seq: 1, Rejected: true}},               // skipped (given in any order)
+	} {
+		if _, _, bad := FIFOViolations(disorder); len(bad) != 1 {
+			t.Fatalf("disorder %v: violations %v; want 1", disorder, bad)
+		}
+	}
+}
+
+// TestCheckSaysWhatWasNotExercised: a run with no pair of queued buyers, audited by one
+// instance, lists the FIFO check and the instances' agreement as not exercised rather than as
+// checked; with a pair and two instances, both are checked, and a disordered queue fails.
+func TestCheckSaysWhatWasNotExercised(t *testing.T) {
+	a := Audit{OK: true}
+	a.Database.Sold, a.Database.PaidUnits = 5, 5
+	facts := SaleFacts{Sellable: 5, PerUserLimit: 1, Sold: 5}
+	one := []InstanceAudit{{Target: "a", Audit: a}}
+	two := append(one, InstanceAudit{Target: "b", Audit: a})
+
+	v := Check(&Result{}, facts, one, 0)
+	if !v.OK || containsPrefix(v.Checked, "FIFO") || containsPrefix(v.Checked, "instances agree") ||
+		!containsPrefix(v.NotExercised, "FIFO") || !containsPrefix(v.NotExercised, "instances agree") {
+		t.Fatalf("one instance, no queue: checked %q, not exercised %q; want both FIFO and agreement not exercised", v.Checked, v.NotExercised)
+	}
+
+	t0 := time.Now()
+	res := &Result{Queue: []QueuedBuyer{{Seq: 1, Granted: t0}, {Seq: 2, Granted: t0.Add(time.Second)}}}
+	v = Check(res, facts, two, 0)
+	if !v.OK || !containsPrefix(v.Checked, "FIFO") || !containsPrefix(v.Checked, "instances agree") || len(v.NotExercised) != 0 {
+		t.Fatalf("two instances, a pair: checked %q, not exercised %q; want both checked", v.Checked, v.NotExercised)
+	}
+	res.Queue[0].Granted = t0.Add(2 * time.Second)
+	if v = Check(res, facts, two, 0); v.OK || !containsPrefix(v.Violations, "FIFO") {
+		t.Fatalf("disordered queue passed: violations %q", v.Violations)
+	}
+}

@@ -196,6 +196,9 @@ type Sample struct {
 	Queued      int           `json:"queued"`
 	StockKnown  bool          `json:"stock_known"`
 	TotalBuyers int           `json:"-"`
+	// Retried are the answers 503 (or 429) in this period that buyers are retrying after
+	// Retry-After: during an outage the crowd waits on these, and the progress line says so.
+	Retried int64 `json:"retried"`
 	// Crowd is what the buyers are doing at the sample, as the generator sees it: the finished
 	// ones (BuyersDone) alone crawl while the sale moves, then jump at its end.
 	Crowd Crowd `json:"crowd"`
@@ -385,11 +388,15 @@ func (r *runner) openLoop(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
+// stockReadWait bounds a sample's read of the sale's stock.
+const stockReadWait = time.Second
+
 // sample records the time series until stop.
 func (r *runner) sample(ctx context.Context, stop <-chan struct{}) {
 	t := time.NewTicker(r.cfg.Sample)
 	defer t.Stop()
 	last := time.Now()
+	var retriedBefore int64
 	for {
 		var final bool
 		select {
@@ -406,6 +413,8 @@ func (r *runner) sample(ctx context.Context, stop <-chan struct{}) {
 		r.mu.Unlock()
 		s.RequestsPS = float64(s.Requests) / now.Sub(last).Seconds()
 		last = now
+		retried := atomic.LoadInt64(&r.res.Retried503) + atomic.LoadInt64(&r.res.RateLimited)
+		s.Retried, retriedBefore = retried-retriedBefore, retried
 		if st, ok := r.stock(ctx); ok {
 			s.Available, s.Held, s.Sold, s.Queued, s.StockKnown = st.Available, st.Held, st.Sold, st.Queued, true
 		}
@@ -432,6 +441,10 @@ type StockState struct {
 
 // stock reads the sale's stock from the first target (not counted as a request).
 func (r *runner) stock(ctx context.Context) (StockState, bool) {
+	// A target that hangs (its Redis paused) must not hold up the samples, and with them the
+	// progress line: the stock is then unknown for this sample.
+	ctx, cancel := context.WithTimeout(ctx, stockReadWait)
+	defer cancel()
 	var sale struct {
 		StockState StockState `json:"stock_state"`
 	}

@@ -143,7 +143,7 @@ func (rp Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 		}
 	}
-	fmt.Fprintf(tw, "\ninvariants\t%s (%d checked)\n", rp.Verdict.Word(), len(rp.Verdict.Checked))
+	fmt.Fprintf(tw, "\ninvariants\t%s %s\n", rp.Verdict.Word(), rp.Verdict.counts())
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -157,7 +157,22 @@ func (rp Report) WriteText(w io.Writer) error {
 			return err
 		}
 	}
+	for _, v := range rp.Verdict.NotExercised {
+		if _, err := fmt.Fprintln(w, "  not exercised:", v); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// counts says how many checks ran, and how many had nothing to check: "(8 checked, 1 not
+// exercised)".
+func (v Verdict) counts() string {
+	s := fmt.Sprintf("(%d checked", len(v.Checked))
+	if n := len(v.NotExercised); n > 0 {
+		s += fmt.Sprintf(", %d not exercised", n)
+	}
+	return s + ")"
 }
 
 // WriteJSON writes the report as one JSON object.
@@ -185,6 +200,7 @@ func (rp Report) WriteJSON(w io.Writer) error {
 			"closed_before_paid": r.ClosedBeforePaid},
 		"elapsed_ms": r.Elapsed.Milliseconds(), "latency": latency, "series": r.Series,
 		"instances": instancesJSON(rp.Instances), "verdict": rp.Verdict,
+		"payments": r.Payments, // payment id -> the result a target answered 200 with
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -213,7 +229,7 @@ func (rp Report) WriteMarkdown(w io.Writer, svgName string) error {
 		fmt.Fprintf(&b, "- **%s:** %s\n", row[0], mdEscape(row[1]))
 	}
 	fmt.Fprintf(&b, "- **crowd:** %s\n\n", rp.Config)
-	fmt.Fprintf(&b, "Invariants: **%s** (%d checked).\n", rp.Verdict.Word(), len(rp.Verdict.Checked))
+	fmt.Fprintf(&b, "Invariants: **%s** %s.\n", rp.Verdict.Word(), rp.Verdict.counts())
 	if len(rp.Verdict.Violations)+len(rp.Verdict.Unverified) > 0 {
 		b.WriteString("\n")
 	}
@@ -248,6 +264,9 @@ func (rp Report) WriteMarkdown(w io.Writer, svgName string) error {
 	fmt.Fprintf(&b, "\n![requests/s, p99 latency, the stock and the crowd over time](%s)\n\nChecked:\n", svgName)
 	for _, c := range rp.Verdict.Checked {
 		fmt.Fprintf(&b, "- %s\n", c)
+	}
+	for _, c := range rp.Verdict.NotExercised {
+		fmt.Fprintf(&b, "- not exercised: %s\n", c)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -236,7 +236,7 @@ func (e *Engine) Buy(_ context.Context, req seckill.BuyRequest) (seckill.BuyResu
 		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeLimitExceeded, "quantity %d is over the per-user limit %d", req.Quantity, s.def.PerUserLimit)
 	}
 	if s.users[req.UserID]+req.Quantity > s.def.PerUserLimit {
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeLimitExceeded, "user %q would hold more than %d units", req.UserID, s.def.PerUserLimit)
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeLimitExceeded, "user %q would hold more than %s", req.UserID, seckill.Units(s.def.PerUserLimit))
 	}
 	q := req.Quantity
 	var status seckill.ReservationStatus
@@ -246,7 +246,7 @@ func (e *Engine) Buy(_ context.Context, req seckill.BuyRequest) (seckill.BuyResu
 	case s.available == 0 && s.held == 0:
 		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeSoldOut, "sold out")
 	case s.available+s.held < q:
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeSoldOut, "only %d units remain unsold, fewer than %d", s.available+s.held, q)
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeSoldOut, "only %s left unsold, fewer than the %d asked for", seckill.Units(s.available+s.held), q)
 	case s.queue.len() >= s.def.QueueLimit:
 		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeQueueFull, "every unit is held and the queue is full; try again later")
 	default:

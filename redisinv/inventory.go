@@ -202,10 +202,10 @@ func buyAnswer(req seckill.BuyRequest, r reply) (seckill.BuyResult, error) {
 		if r.str(1) == "quantity" {
 			return seckill.BuyResult{}, seckill.Errorf(seckill.CodeLimitExceeded, "quantity %d is over the per-user limit %d", req.Quantity, r.int(2))
 		}
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeLimitExceeded, "user %q would hold more than %d units", req.UserID, r.int(2))
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeLimitExceeded, "user %q would hold more than %s", req.UserID, seckill.Units(r.int(2)))
 	case "sold_out":
 		if left := r.int(1); left > 0 {
-			return seckill.BuyResult{}, seckill.Errorf(seckill.CodeSoldOut, "only %d units remain unsold, fewer than %d", left, req.Quantity)
+			return seckill.BuyResult{}, seckill.Errorf(seckill.CodeSoldOut, "only %s left unsold, fewer than the %d asked for", seckill.Units(left), req.Quantity)
 		}
 		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeSoldOut, "sold out")
 	case "queue_full":

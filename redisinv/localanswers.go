@@ -310,10 +310,10 @@ func buyRefusal(req seckill.BuyRequest, code string, n int64) (seckill.Code, err
 	case "limit_exceeded":
 		return seckill.CodeLimitExceeded, seckill.Errorf(seckill.CodeLimitExceeded, "quantity %d is over the per-user limit %d", req.Quantity, n)
 	case "limit_exceeded_user":
-		return seckill.CodeLimitExceeded, seckill.Errorf(seckill.CodeLimitExceeded, "user %q would hold more than %d units", req.UserID, n)
+		return seckill.CodeLimitExceeded, seckill.Errorf(seckill.CodeLimitExceeded, "user %q would hold more than %s", req.UserID, seckill.Units(n))
 	case "sold_out":
 		if n > 0 {
-			return seckill.CodeSoldOut, seckill.Errorf(seckill.CodeSoldOut, "only %d units remain unsold, fewer than %d", n, req.Quantity)
+			return seckill.CodeSoldOut, seckill.Errorf(seckill.CodeSoldOut, "only %s left unsold, fewer than the %d asked for", seckill.Units(n), req.Quantity)
 		}
 		return seckill.CodeSoldOut, seckill.Errorf(seckill.CodeSoldOut, "sold out")
 	case "queue_full":

@@ -1296,7 +1296,7 @@ func TestBoundaryQuantityAboveFree(t *testing.T) {
 	before := takeSnapshot(t, c.Inventory, e.keys(def.ID))
 	err := buyErr(e, def.ID, "u2", 4) // free 1 + held 2 = 3 < 4
 	wantCode(t, "quantity 4 with 3 left", err, seckill.CodeSoldOut)
-	if msg := seckill.ErrorMessage(err); !strings.Contains(msg, "only 3 units remain") {
+	if msg := seckill.ErrorMessage(err); !strings.Contains(msg, "only 3 units left") {
 		t.Errorf("sold_out message %q does not tell the 3 units left", msg)
 	}
 	if d := before.diff(t, takeSnapshot(t, c.Inventory, e.keys(def.ID))); d != "" {

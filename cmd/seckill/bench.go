@@ -57,7 +57,7 @@ type benchOptions struct {
 	// (the demo waits for its gateway's last deliveries); extraChecks adds the caller's own
 	// checks to the verdict (the demo checks its gateway's count of payments).
 	settle      func()
-	extraChecks func(loadgen.Audit) []string
+	extraChecks func(loadgen.Audit, *loadgen.Verdict)
 }
 
 // bench drives running seckill instances with a crowd of buyers and checks the invariants.
@@ -240,13 +240,11 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 	verdict := loadgen.Check(res, facts, audits, loadgen.Payers(o.buyers, o.seed, o.mix))
 	first, haveAudit := loadgen.FirstAudit(audits)
 	if cfg.Stripe != nil {
-		verdict.Checked = append(verdict.Checked, "every refund owed paid back exactly once, and no paid payment refunded (the Stripe stand-in's record)")
-		verdict.Violations = append(verdict.Violations, stripeRefundChecks(ctx, o, res)...)
-		verdict.OK = len(verdict.Violations) == 0 && len(verdict.Unverified) == 0
+		verdict.Add("stripe_refunds", "every refund owed paid back exactly once, and no paid payment refunded (the Stripe stand-in's record)",
+			stripeRefundChecks(ctx, o, res))
 	}
 	if o.extraChecks != nil && haveAudit {
-		verdict.Violations = append(verdict.Violations, o.extraChecks(first)...)
-		verdict.OK = len(verdict.Violations) == 0 && len(verdict.Unverified) == 0
+		o.extraChecks(first, &verdict)
 	}
 	rp := loadgen.Report{Title: title, Config: cfg.Describe(), Sale: facts, Result: res, Audit: first, Instances: audits, Verdict: verdict,
 		Targets: o.targets, SaleID: o.saleID, Date: start, Version: versionString()}

@@ -110,11 +110,12 @@ func TestBrowserSalesOnStorefront(t *testing.T) {
 	shop.shot("paid")
 
 	// The mock gateway's page: its own payment, and an id it never issued.
-	if code, body := get(t, gateway); code != http.StatusOK || !strings.Contains(body, "is being processed") {
+	// The order is paid: the page says the payment succeeded, no longer that it is being processed.
+	if code, body := get(t, gateway); code != http.StatusOK || !strings.Contains(body, "succeeded") || strings.Contains(body, "being processed") {
 		t.Fatalf("gateway page of a real payment: %d\n%s", code, body)
 	}
 	made := a.url + "/mock-gateway/pay/pay_0123456789abcdef0123456789abcdef"
-	if code, body := get(t, made); code != http.StatusNotFound || !strings.Contains(body, "Payment not found") || strings.Contains(body, "is being processed") {
+	if code, body := get(t, made); code != http.StatusNotFound || !strings.Contains(body, "Payment not found") || strings.Contains(body, "succeeded") {
 		t.Fatalf("gateway page of a made-up payment: %d, want 404 \"Payment not found\"\n%s", code, body)
 	}
 	shop.do("open a made-up gateway page", chromedp.Navigate(made), chromedp.WaitVisible(chromedp.CSS(`[data-testid=gateway-message]`)))

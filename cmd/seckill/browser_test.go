@@ -355,7 +355,7 @@ func TestBrowserBuyAndPay(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
-		!strings.Contains(string(body), "is being processed") || !strings.Contains(string(body), `href="/"`) {
+		!strings.Contains(string(body), "succeeded") || !strings.Contains(string(body), `href="/"`) {
 		t.Fatalf("gateway page %s: %d %s\n%s", gateway, resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}
 	tb.do("open the gateway's page", chromedp.Navigate(gateway), chromedp.WaitVisible(chromedp.CSS(`[data-testid=gateway-message]`)))

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	crand "crypto/rand"
 	"database/sql"
@@ -18,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +31,7 @@ import (
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/loadgen"
 	"github.com/seckill-go/seckill/payment"
 )
 
@@ -346,17 +345,12 @@ func behaviorOf(user string, seed uint64) behavior {
 	return payNow
 }
 
-// queuedRec is one buyer that was queued: its place in the arrival order, and when (by its
-// hold's expiry minus hold_seconds) it was granted a unit, or that it was rejected. The
-// arrival order is the reservation's sequence number, which the test reads from the id (ids
-// are opaque to clients; this test knows their format, "<sale>-<16 hex seq><16 hex random>",
-// so that it can check the order Redis saw across all instances, not an order skewed by the
-// network).
-type queuedRec struct {
-	seq      uint64
-	granted  time.Time
-	rejected bool
-}
+// A queued buyer is recorded as a loadgen.QueuedBuyer: its place in the arrival order, and
+// when (by its hold's expiry minus hold_seconds) it was granted a unit, or that it was
+// rejected. The arrival order is the reservation's sequence number, which the test reads from
+// the id (ids are opaque to clients; this test knows their format, "<sale>-<16 hex seq><16 hex
+// random>", so that it can check the order Redis saw across all instances, not an order skewed
+// by the network).
 
 // seqOf reads the arrival sequence out of a reservation id.
 func seqOf(id string) uint64 {
@@ -378,7 +372,7 @@ type rush struct {
 
 	mu       sync.Mutex
 	payments map[string]string // payment id → result, for every delivery answered 200
-	queued   []*queuedRec
+	queued   []*loadgen.QueuedBuyer
 	stats    map[string]int
 	problems []string
 }
@@ -504,7 +498,7 @@ func (r *rush) buyer(i int) {
 		case st == 202:
 			_ = json.Unmarshal(body, &res)
 			r.count("queued")
-			q := &queuedRec{seq: seqOf(res.ID)}
+			q := &loadgen.QueuedBuyer{Seq: seqOf(res.ID)}
 			r.mu.Lock()
 			r.queued = append(r.queued, q)
 			r.mu.Unlock()
@@ -535,7 +529,7 @@ func (r *rush) buyer(i int) {
 }
 
 // waitGrant polls a queued reservation until it is held (true), rejected or lost.
-func (r *rush) waitGrant(i int, token string, res *resv, q *queuedRec) bool {
+func (r *rush) waitGrant(i int, token string, res *resv, q *loadgen.QueuedBuyer) bool {
 	for {
 		time.Sleep(50 * time.Millisecond)
 		st, _, body, ok := r.request(i, "GET", "/api/v1/reservations/"+res.ID, token, nil, nil, true)
@@ -553,12 +547,12 @@ func (r *rush) waitGrant(i int, token string, res *resv, q *queuedRec) bool {
 		case "queued":
 			continue
 		case "held":
-			q.granted = cur.ExpiresAt.Add(-r.hold)
+			q.Granted = cur.ExpiresAt.Add(-r.hold)
 			*res = cur
 			r.count("handed off")
 			return true
 		case "rejected":
-			q.rejected = true
+			q.Rejected = true
 			r.count("rejected")
 		}
 		return false
@@ -701,7 +695,11 @@ func (r *rush) checkPayments(t *testing.T, a seckill.Audit) {
 // checkFIFO: freed units go to queued buyers in arrival order (invariant 6).
 func (r *rush) checkFIFO(t *testing.T) {
 	t.Helper()
-	seen, pairs, bad := fifoViolations(r.queued)
+	queued := make([]loadgen.QueuedBuyer, len(r.queued))
+	for i, q := range r.queued {
+		queued[i] = *q
+	}
+	seen, pairs, bad := loadgen.FIFOViolations(queued)
 	for _, b := range bad[:min(len(bad), 5)] {
 		t.Errorf("FIFO: %s", b)
 	}
@@ -709,55 +707,6 @@ func (r *rush) checkFIFO(t *testing.T) {
 	if pairs == 0 {
 		t.Errorf("FIFO: no pair of queued buyers to check: the run did not test the queue")
 	}
-}
-
-// fifoViolations checks every pair of queued buyers whose outcome was seen: if the later
-// arrival was granted a unit, the earlier one was granted one no later, and not rejected.
-func fifoViolations(queued []*queuedRec) (seen, pairs int, bad []string) {
-	var qs []*queuedRec
-	for _, q := range queued {
-		if !q.granted.IsZero() || q.rejected {
-			qs = append(qs, q)
-		}
-	}
-	slices.SortFunc(qs, func(a, b *queuedRec) int { return cmp.Compare(a.seq, b.seq) })
-	for i, a := range qs {
-		for _, b := range qs[i+1:] {
-			if b.granted.IsZero() {
-				continue
-			}
-			pairs++
-			if a.rejected || a.granted.After(b.granted) {
-				bad = append(bad, fmt.Sprintf("queued buyer #%d was %s, but #%d, queued after it, was granted at %s",
-					a.seq, grantText(a), b.seq, b.granted.Format(time.StampMilli)))
-			}
-		}
-	}
-	return len(qs), pairs, bad
-}
-
-// TestFIFOCheckCatchesDisorder is the FIFO check's negative control.
-func TestFIFOCheckCatchesDisorder(t *testing.T) {
-	t0 := time.Now()
-	inOrder := []*queuedRec{{seq: 1, granted: t0}, {seq: 2, granted: t0}, {seq: 3, granted: t0.Add(time.Second)}, {seq: 4, rejected: true}}
-	if _, pairs, bad := fifoViolations(inOrder); pairs != 3 || len(bad) != 0 {
-		t.Fatalf("in order: %d pairs, violations %v", pairs, bad)
-	}
-	for _, disorder := range [][]*queuedRec{
-		{{seq: 1, granted: t0.Add(time.Second)}, {seq: 2, granted: t0}}, // served out of turn
-		{{seq: 1, rejected: true}, {seq: 2, granted: t0}},               // skipped
-	} {
-		if _, _, bad := fifoViolations(disorder); len(bad) != 1 {
-			t.Fatalf("disorder %v: violations %v; want 1", disorder, bad)
-		}
-	}
-}
-
-func grantText(q *queuedRec) string {
-	if q.rejected {
-		return "rejected"
-	}
-	return "granted at " + q.granted.Format(time.StampMilli)
 }
 
 // midRush waits until n payments have been applied, and returns the sale's state then: the

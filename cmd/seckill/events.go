@@ -228,6 +228,7 @@ func eventsReplay(ctx context.Context, args []string, getenv func(string) string
 		return err
 	}
 	defer src.close()
+	total := 0 // events sent: those of other sales, with --sale, are read but not sent
 	publish := func(evs []export.Event) error {
 		var keep []export.Event
 		for _, e := range evs {
@@ -240,9 +241,12 @@ func eventsReplay(ctx context.Context, args []string, getenv func(string) string
 		}
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		return sink.Publish(pctx, keep)
+		if err := sink.Publish(pctx, keep); err != nil {
+			return err
+		}
+		total += len(keep)
+		return nil
 	}
-	total := 0
 	for after := int64(0); ; {
 		entries, err := src.store.OutboxSince(ctx, since, until, after, 256)
 		if err != nil {
@@ -258,7 +262,6 @@ func eventsReplay(ctx context.Context, args []string, getenv func(string) string
 		if err := publish(evs); err != nil {
 			return fmt.Errorf("publish to %s: %w (%d events sent before it)", sink.Name(), err, total)
 		}
-		total += len(evs)
 	}
 	if src.engine != nil {
 		ids, err := src.saleIDs(ctx, *sale, func(end time.Time) bool { return !end.Add(time.Minute).Before(since) })
@@ -279,7 +282,6 @@ func eventsReplay(ctx context.Context, args []string, getenv func(string) string
 				if err := publish(evs); err != nil {
 					return fmt.Errorf("publish to %s: %w (%d events sent before it)", sink.Name(), err, total)
 				}
-				total += len(evs)
 			}
 		}
 	}
@@ -316,7 +318,7 @@ func eventsDeadLetters(ctx context.Context, args []string, getenv func(string) s
 	}
 	defer src.close()
 	enc := json.NewEncoder(stdout)
-	sent := 0
+	sent, listed := 0, 0
 	for after := int64(0); ; {
 		dl, err := src.store.DeadLetters(ctx, name, after, 256, *all && !*replay)
 		if err != nil {
@@ -330,6 +332,7 @@ func eventsDeadLetters(ctx context.Context, args []string, getenv func(string) s
 			for _, d := range dl {
 				_ = enc.Encode(d)
 			}
+			listed += len(dl)
 			continue
 		}
 		evs, ids := make([]export.Event, len(dl)), make([]int64, len(dl))
@@ -349,7 +352,15 @@ func eventsDeadLetters(ctx context.Context, args []string, getenv func(string) s
 	}
 	if *replay {
 		fmt.Fprintf(stdout, "replayed %d dead letters to %s\n", sent, name)
+		return nil
 	}
+	// The list is JSON lines on stdout, for programs; its count goes to stderr, for the
+	// operator, so that an empty list says so instead of printing nothing.
+	which := "not yet replayed"
+	if *all {
+		which = "in all, those already replayed included"
+	}
+	fmt.Fprintf(stderr, "%d dead letters %s\n", listed, which)
 	return nil
 }
 

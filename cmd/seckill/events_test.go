@@ -103,12 +103,46 @@ func eventsEnv(name string) string {
 }
 
 func runEvents(t *testing.T, ctx context.Context, args ...string) (string, int) {
+	out, _, code := runEventsStderr(t, ctx, args...)
+	return out, code
+}
+
+// runEventsStderr is runEvents with what the command wrote on stderr too.
+func runEventsStderr(t *testing.T, ctx context.Context, args ...string) (stdout, stderr string, code int) {
 	var out, errb bytes.Buffer
-	code := run(ctx, append([]string{"events"}, args...), eventsEnv, &out, &errb)
+	code = run(ctx, append([]string{"events"}, args...), eventsEnv, &out, &errb)
 	if code != 0 {
 		t.Logf("seckill events %s: exit %d: %s", strings.Join(args, " "), code, errb.String())
 	}
-	return out.String(), code
+	return out.String(), errb.String(), code
+}
+
+// TestEventsReplayCountsOneSale: with --sale, replay counts the events it sent, not those of
+// other sales it read past (it once said "replayed 4" having sent 3).
+func TestEventsReplayCountsOneSale(t *testing.T) {
+	db, store, ids := outboxStore(t)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	stock := 10
+	def, err := seckill.NewSale(seckill.SaleInput{ID: "other", PriceCents: ptrTo(int64(100)), Stock: &stock, StartsAt: &now}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.CreateSale(t.Context(), def); err != nil {
+		t.Fatal(err)
+	}
+	exp := now.Add(time.Minute)
+	other := seckill.Reservation{ID: seckill.ReservationID("other", make([]byte, 16)), SaleID: "other", UserID: "u9", Quantity: 1,
+		Status: seckill.StatusHeld, ExpiresAt: &exp, AmountCents: 100, CreatedAt: now, Seq: 1}
+	if err := store.ApplyEvents(t.Context(), []seckill.Event{{At: now, Reservation: other}}); err != nil {
+		t.Fatal(err)
+	}
+	shop := &hookShop{}
+	srv := httptest.NewServer(shop)
+	defer srv.Close()
+	out, code := runEvents(t, t.Context(), "replay", "--db", db, "--sink", srv.URL+"/hook", "--since", "1h", "--sale", "ev")
+	if code != 0 || !strings.Contains(out, "replayed 3 events") || !slices.Equal(shop.ids(), ids) {
+		t.Fatalf("exit %d, output %q, the shop got %v; want the 3 events of sale ev, counted as 3", code, out, shop.ids())
+	}
 }
 
 // TestEventsReplay: replay sends the outbox's events of the range to the sink, signed; a range
@@ -149,6 +183,9 @@ func TestEventsDeadLetters(t *testing.T) {
 		{ID: "r2:paid", Type: export.TypePaid, SaleID: "ev", ReservationID: "r2", At: time.Now().UTC()}}
 	if err := store.AddDeadLetters(t.Context(), sinkURL, dead, "503 for 10m", time.Now()); err != nil {
 		t.Fatal(err)
+	}
+	if out, errs, code := runEventsStderr(t, t.Context(), "dead-letters", "--db", db, "--sink", "http://127.0.0.1:1/none"); code != 0 || out != "" || !strings.Contains(errs, "0 dead letters") {
+		t.Fatalf("no dead letters: exit %d, stdout %q, stderr %q; want nothing listed and a count of 0 on stderr", code, out, errs)
 	}
 	out, code := runEvents(t, t.Context(), "dead-letters", "--db", db)
 	if code != 0 || strings.Count(out, "\n") != 2 || !strings.Contains(out, `"r1:expired"`) {

@@ -8,7 +8,8 @@ import (
 )
 
 // gatewayPageTmpl is the dev mock gateway's payment page. A real gateway would show a payment
-// form here; the mock one has already settled the payment (or is about to) and only says so. It is shown in the storefront's frame or in a tab of its own, so its link back to the
+// form here; the mock one has already settled the payment (or is about to) and only says where
+// it stands: being processed, succeeded, paid back or closed unpaid. It is shown in the storefront's frame or in a tab of its own, so its link back to the
 // shop leaves any frame. A payment id the mock did not issue gets the same page with "not
 // found" and status 404, as a real gateway answers a made-up checkout link.
 var gatewayPageTmpl = template.Must(template.New("gateway").Parse(`<!doctype html>
@@ -26,7 +27,10 @@ var gatewayPageTmpl = template.Must(template.New("gateway").Parse(`<!doctype htm
 </head>
 <body>
 <h1>Mock payment gateway</h1>
-{{if .Known}}<p data-testid="gateway-message">Payment <code>{{.ID}}</code> is being processed; its signed webhook will confirm it.</p>
+{{if eq .State "succeeded"}}<p data-testid="gateway-message">Payment <code>{{.ID}}</code> succeeded; the shop has been told and confirms the order.</p>
+{{else if eq .State "refunded"}}<p data-testid="gateway-message">Payment <code>{{.ID}}</code> was paid back: the shop could not honour it.</p>
+{{else if eq .State "closed"}}<p data-testid="gateway-message">Payment <code>{{.ID}}</code> was closed unpaid: its hold ended.</p>
+{{else if .Known}}<p data-testid="gateway-message">Payment <code>{{.ID}}</code> is being processed; its signed webhook will confirm it.</p>
 {{else}}<p data-testid="gateway-message">Payment not found: this gateway started no payment with this link.</p>
 {{end}}<p><a href="/" target="_top">Back to the shop</a></p>
 </body>
@@ -47,7 +51,8 @@ func gatewayPage(g *payment.MockGateway) http.HandlerFunc {
 		}
 		_ = gatewayPageTmpl.Execute(w, struct {
 			Known bool
+			State payment.State // what the page says: processing until the mock has settled it
 			ID    string
-		}{known, id})
+		}{known, st, id})
 	}
 }

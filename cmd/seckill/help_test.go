@@ -232,6 +232,16 @@ func TestVersionLine(t *testing.T) {
 	if code := run(context.Background(), []string{"version"}, noEnv, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "seckill ") || !strings.Contains(out.String(), "go1.") {
 		t.Errorf("seckill version: exit %d, %q", code, out.String())
 	}
+	// -h is help, as for every command, not the version (it printed the version once).
+	out.Reset()
+	errb.Reset()
+	if code := run(context.Background(), []string{"version", "-h"}, noEnv, &out, &errb); code != 0 ||
+		!strings.HasPrefix(out.String()+errb.String(), "usage: seckill version\n") || strings.Contains(out.String(), "go1.") {
+		t.Errorf("seckill version -h: exit %d, %q; want its usage", code, out.String()+errb.String())
+	}
+	if code := run(context.Background(), []string{"version", "stray"}, noEnv, &out, &errb); code != 2 {
+		t.Errorf("seckill version stray: exit %d; want 2", code)
+	}
 }
 
 func TestHelpCommandAndStrayArguments(t *testing.T) {

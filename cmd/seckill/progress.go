@@ -50,6 +50,11 @@ func progressLine(s loadgen.Sample) string {
 	fmt.Fprintf(&b, "%d/%d done", s.BuyersDone, s.TotalBuyers)
 	if s.StockKnown {
 		fmt.Fprintf(&b, " | sold %d/%d", s.Sold, s.Available+s.Held+s.Sold)
+	} else if s.At > 0 {
+		b.WriteString(" | stock unknown (no answer)")
+	}
+	if s.Retried > 0 { // an outage: say why the crowd is not moving
+		fmt.Fprintf(&b, " | %d answered 503/429, retrying", s.Retried)
 	}
 	sep := " | "
 	for _, part := range []struct {

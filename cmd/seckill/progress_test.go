@@ -36,6 +36,23 @@ func TestProgressLineShowsTheCrowd(t *testing.T) {
 	}
 }
 
+// TestProgressLineSaysWhyItStalls: during an outage (the target's Redis down) the line says
+// that buyers are being answered 503 and retry, and that the stock could not be read, instead
+// of repeating the last figures without a word.
+func TestProgressLineSaysWhyItStalls(t *testing.T) {
+	s := progressSample(9 * time.Second)
+	if line := progressLine(s); strings.Contains(line, "retrying") || strings.Contains(line, "unknown") {
+		t.Fatalf("a healthy sample's line %q speaks of trouble", line)
+	}
+	s.Retried, s.StockKnown = 470, false
+	line := progressLine(s)
+	for _, want := range []string{"470 answered 503/429, retrying", "stock unknown"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("an outage's line %q lacks %q", line, want)
+		}
+	}
+}
+
 func TestProgressPlainLines(t *testing.T) {
 	var b bytes.Buffer
 	p := newProgressBar(&b)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os/signal"
@@ -59,8 +60,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "events":
 		err = events(ctx, args[1:], getenv, stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, "seckill", versionString())
-		return 0
+		err = versionCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		if len(args) > 1 && args[0] == "help" { // seckill help serve: serve's -h
 			return run(ctx, append(slices.Clone(args[1:]), "-h"), getenv, stdout, stderr)
@@ -94,6 +94,17 @@ func (e exitError) Error() string { return string(e) }
 // version (or -X main.version), then what the build recorded of its commit: revision, commit
 // time, and whether the working tree had local changes. `go build` records them from Git;
 // `go run`, `go test` and -buildvcs=false do not, and the line says so.
+// versionCmd prints the version. It takes no flags, so that "seckill version -h" prints its
+// usage (as every command does) rather than the version.
+func versionCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(stdout, "seckill", versionString())
+	return err
+}
+
 func versionString() string {
 	bi, _ := debug.ReadBuildInfo()
 	return formatVersion(version, bi)

@@ -34,6 +34,8 @@ a bare net/http handler.
 	"bench strategies": {"[flags]", `Run the ways of taking stock that flash-sale write-ups walk through (no lock,
 SETNX, the lock package, the Lua script, the embedded engine) on one load against one Redis,
 and print them in one table. The no-lock strategy must oversell: it is the negative control.`},
+	"version": {"", `Print the version: the release, the commit and its time, and whether the build had local
+changes.`},
 	"demo": {"[flags]", `Run a complete flash sale in process: a real server on a loopback port (memory
 engine, SQLite in a temp dir, mock payment gateway) and "seckill bench"'s crowd against it
 over HTTP. Prints the crowd's progress, the bench report, and exits 1 if an invariant fails.`},
@@ -64,11 +66,14 @@ func printUsage(w io.Writer, fs *flag.FlagSet) {
 	if !ok {
 		h.args = "[flags]"
 	}
-	fmt.Fprintf(w, "usage: seckill %s %s\n", fs.Name(), h.args)
+	fmt.Fprintln(w, strings.TrimSpace(fmt.Sprintf("usage: seckill %s %s", fs.Name(), h.args)))
 	for _, para := range strings.Split(h.about, "\n\n") {
 		if para != "" {
 			fmt.Fprintf(w, "\n%s\n", strings.Join(wrapWords(para, 78), "\n"))
 		}
+	}
+	if !hasFlags(fs) {
+		return
 	}
 	fmt.Fprintf(w, "\nflags:\n")
 	fs.VisitAll(func(f *flag.Flag) {
@@ -149,3 +154,10 @@ func flagUsage(f *flag.Flag) (usage, def string) {
 type usageError struct{ error }
 
 func (e usageError) Unwrap() error { return e.error }
+
+// hasFlags reports whether fs defines any flag.
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}

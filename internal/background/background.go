@@ -59,7 +59,9 @@ func stateOf(ctx context.Context) *state {
 }
 
 // Report logs err and counts it in seckill_background_errors_total under the name of the
-// service whose Run ctx belongs to (or any context derived from it). A service calls it for
+// service whose Run ctx belongs to (or any context derived from it). The log is summarised per
+// service (logsummary): the first error, then one line per period with how many more there
+// were and the latest, so that an exporter retrying a dead sink does not write a line per try. A service calls it for
 // every error its loop meets and goes on: a failed sweep, read or store that it will retry.
 // Cancellation is not an error: nil, and an error that is context.Canceled (or a deadline
 // once ctx is done), are ignored. Outside a Runner (a test that calls Run itself) the error is
@@ -75,7 +77,7 @@ func Report(ctx context.Context, err error) {
 		return
 	}
 	s.r.errors.WithLabelValues(s.name).Inc()
-	s.r.log.Error("background work failed", "service", s.name, "err", err)
+	s.r.troubles.Log(ctx, slog.LevelError, s.name, "background work failed", "service", s.name, "err", err)
 }
 
 // Finish returns a context for the part of a service's exit that must not be cut short when

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-go/seckill/internal/backoff"
+	"github.com/seckill-go/seckill/internal/logsummary"
 )
 
 // Restart bounds: a Run that returned an error is started again after RestartBase, doubling up
@@ -27,6 +28,7 @@ const (
 // before it is stopped. Build it with NewRunner.
 type Runner struct {
 	log                     *slog.Logger
+	troubles                *logsummary.Summarizer // Report's lines, summarised per service
 	errors                  *prometheus.CounterVec
 	restartBase, restartMax time.Duration // RestartBase and RestartMax; tests shorten them
 
@@ -48,7 +50,7 @@ func NewRunner(log *slog.Logger) *Runner {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Runner{log: log, restartBase: RestartBase, restartMax: RestartMax, errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+	return &Runner{log: log, troubles: logsummary.New(log, 0), restartBase: RestartBase, restartMax: RestartMax, errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "seckill_background_errors_total",
 		Help: "Errors met by background services (failed sweeps, reads, stores, and failed runs), by service.",
 	}, []string{"service"})}

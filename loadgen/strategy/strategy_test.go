@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
+
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/internal/testenv"
 	"github.com/seckill-go/seckill/redisinv"
@@ -135,5 +137,28 @@ func TestWrite(t *testing.T) {
 		"| no-lock | 130 | 30 | 19756 | 11687 | oversold |\n| embedded | 100 | 0 | 884798 | 1 | exact |\n"
 	if b.String() != want {
 		t.Errorf("markdown:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// TestP99OfWorkers checks the merged percentile against a known distribution: worker 0 saw 980
+// fast takes (10 µs) and worker 1 twenty slow ones (1 ms), so the 990th of the 1 000 samples,
+// the 99th percentile, is slow. Counting worker 0's samples twice (its histogram merged into
+// itself) makes it 1 960 fast of 1 980 and the percentile fast: this test fails on that.
+func TestP99OfWorkers(t *testing.T) {
+	fast, slow := hdrhistogram.New(0, maxMicros, 3), hdrhistogram.New(0, maxMicros, 3)
+	for range 980 {
+		_ = fast.RecordValue(10)
+	}
+	for range 20 {
+		_ = slow.RecordValue(1000)
+	}
+	if got := p99([]*hdrhistogram.Histogram{fast, slow}); got < 990*time.Microsecond || got > 1010*time.Microsecond {
+		t.Fatalf("p99 of 980 × 10 µs and 20 × 1 ms = %v, want 1 ms", got)
+	}
+	if got := p99([]*hdrhistogram.Histogram{fast}); got > 11*time.Microsecond {
+		t.Fatalf("p99 of 980 × 10 µs = %v, want 10 µs", got)
+	}
+	if fast.TotalCount() != 980 {
+		t.Fatalf("p99 changed its input: worker 0 holds %d samples, want 980", fast.TotalCount())
 	}
 }
