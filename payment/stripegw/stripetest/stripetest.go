@@ -187,11 +187,14 @@ func (s *Server) Pay(sessionID string) (successURL string, err error) {
 	return cs.successURL, nil
 }
 
+// errNoSession is a session id the stand-in never created.
+var errNoSession = errors.New("stripetest: no session")
+
 // settle is Settle with s.mu held.
 func (s *Server) settle(sessionID string) (*session, error) {
 	cs, ok := s.sessions[sessionID]
 	if !ok {
-		return nil, fmt.Errorf("stripetest: no session %s", sessionID)
+		return nil, fmt.Errorf("%w %s", errNoSession, sessionID)
 	}
 	if cs.status != "open" {
 		return nil, fmt.Errorf("stripetest: session %s is %s, not open", sessionID, cs.status)
@@ -601,7 +604,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPost:
 		back, err := s.Pay(id)
 		switch {
-		case err != nil && strings.Contains(err.Error(), "no session"):
+		case errors.Is(err, errNoSession):
 			http.Error(w, err.Error(), http.StatusNotFound)
 		case err != nil:
 			http.Error(w, err.Error()+": too late to pay", http.StatusConflict)
