@@ -87,12 +87,18 @@ func rehearsalWebhook(target string) (string, error) {
 }
 
 // probeStripeMock checks that a stripe-mock answers at base, so that a missing one is named
-// at once rather than in every payment's error.
+// at once rather than in every payment's error. It asks for up to probeWait, every 250 ms: a
+// stripe-mock started a moment before takes a few seconds to load Stripe's specification.
 func probeStripeMock(ctx context.Context, base string) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, probeWait)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/v1/checkout/sessions/cs_probe", nil)
-	if err == nil {
+	var err error
+	for {
+		var req *http.Request
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/v1/checkout/sessions/cs_probe", nil)
+		if err != nil {
+			break
+		}
 		req.SetBasicAuth("sk_test_probe", "")
 		var resp *http.Response
 		if resp, err = http.DefaultClient.Do(req); err == nil {
@@ -102,6 +108,12 @@ func probeStripeMock(ctx context.Context, base string) error {
 			}
 			err = fmt.Errorf("answered %s", resp.Status)
 		}
+		if sleepCtx(ctx, 250*time.Millisecond) != nil {
+			break
+		}
 	}
 	return fmt.Errorf("stripe-rehearse: no stripe-mock at %s (%v): install it with `go install github.com/stripe/stripe-mock@v0.203.0`, run `stripe-mock`, and pass its HTTP address as --stripe-mock", base, err)
 }
+
+// probeWait is how long stripe-rehearse waits for stripe-mock to answer.
+const probeWait = 10 * time.Second
