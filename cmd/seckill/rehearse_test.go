@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,5 +127,50 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("gave up waiting for %s", what)
 		}
+	}
+}
+
+// TestStripeRehearseRefusesBadInput: a non-loopback address, no webhook secret and a relative
+// webhook URL are usage errors naming the fix; a stripe-mock still starting (503 twice) is
+// waited for, one that never answers is named with how to install it.
+func TestStripeRehearseRefusesBadInput(t *testing.T) {
+	secret := func(k string) string {
+		if k == "SECKILL_STRIPE_WEBHOOK_SECRET" {
+			return "whsec_x"
+		}
+		return ""
+	}
+	for _, c := range []struct {
+		args   []string
+		getenv func(string) string
+		want   string
+	}{
+		{[]string{"--addr", "0.0.0.0:12100"}, secret, "listens on loopback only"},
+		{[]string{"--addr", "12100"}, secret, "want a loopback host:port"},
+		{nil, noEnv, "--stripe-webhook-secret (or SECKILL_STRIPE_WEBHOOK_SECRET) is needed"},
+		{[]string{"--webhook-url", "127.0.0.1:8080"}, secret, "want an absolute http(s) URL"},
+	} {
+		var out bytes.Buffer
+		if code := run(context.Background(), append([]string{"stripe-rehearse"}, c.args...), c.getenv, &out, &out); code != 2 || !strings.Contains(out.String(), c.want) {
+			t.Errorf("stripe-rehearse %v: exit %d, %q; want 2 and %q", c.args, code, out.String(), c.want)
+		}
+	}
+
+	var asked atomic.Int32
+	starting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if asked.Add(1) <= 2 {
+			http.Error(w, "loading", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte(`{"id":"cs_probe"}`))
+	}))
+	defer starting.Close()
+	if err := probeStripeMock(context.Background(), starting.URL); err != nil || asked.Load() != 3 {
+		t.Fatalf("a stripe-mock answering on the third request: %v after %d requests", err, asked.Load())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+	defer cancel()
+	if err := probeStripeMock(ctx, "http://127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "go install github.com/stripe/stripe-mock@v0.203.0") {
+		t.Fatalf("no stripe-mock: %v; want the way to install it", err)
 	}
 }
