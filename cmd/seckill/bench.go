@@ -294,13 +294,17 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 // scheme's by webhooks the generator signs, as the shop's payment service would. A target
 // that does not say (an older seckill) is paid as the flags say.
 func (o benchOptions) payThrough(gateway string, cfg *loadgen.Config) error {
+	var stripe *loadgen.StripeConfig
+	if o.stripeSecret != "" && o.stripeStandIn != "" {
+		stripe = &loadgen.StripeConfig{WebhookSecret: o.stripeSecret, StandIn: strings.TrimRight(o.stripeStandIn, "/")}
+	}
 	switch gateway {
 	case payment.MockName:
 	case stripegw.Name:
-		if o.stripeSecret == "" || o.stripeStandIn == "" {
+		if stripe == nil {
 			return errors.New("bench: the targets take payments through Stripe: pass --stripe-stand-in (the Stripe stand-in their --stripe-api-url points at, e.g. seckill stripe-rehearse's) and --stripe-webhook-secret (SECKILL_STRIPE_WEBHOOK_SECRET)")
 		}
-		cfg.Stripe = &loadgen.StripeConfig{WebhookSecret: o.stripeSecret, StandIn: strings.TrimRight(o.stripeStandIn, "/")}
+		cfg.Stripe = stripe
 	case payment.WebhookName:
 		if o.paymentSecret == "" {
 			return fmt.Errorf("bench: %w", loadgen.ErrNoPaymentPath)
@@ -310,9 +314,7 @@ func (o benchOptions) payThrough(gateway string, cfg *loadgen.Config) error {
 		if o.paymentSecret != "" {
 			cfg.PaymentSecret = []byte(o.paymentSecret)
 		}
-		if o.stripeSecret != "" && o.stripeStandIn != "" {
-			cfg.Stripe = &loadgen.StripeConfig{WebhookSecret: o.stripeSecret, StandIn: strings.TrimRight(o.stripeStandIn, "/")}
-		}
+		cfg.Stripe = stripe
 	default:
 		return fmt.Errorf("bench: the targets take payments through %q, which the bench cannot pay through", gateway)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seckill-go/seckill/loadgen"
 	"github.com/seckill-go/seckill/payment"
 )
 
@@ -60,5 +61,38 @@ func TestBenchWebhookSchemeRefundsOwedByHand(t *testing.T) {
 	}
 	if rep.ByHand != rep.Database.Refunds || rep.Database.RefundsFailed != rep.Database.Refunds {
 		t.Fatalf("refunds %d, refund_failed %d, owed by hand %d; want every refund owed by hand", rep.Database.Refunds, rep.Database.RefundsFailed, rep.ByHand)
+	}
+}
+
+// TestBenchPaysThroughTheTargetsGateway: the gateway the target names decides how the crowd
+// pays, whatever else the environment holds; a missing secret or stand-in is an error naming
+// the flags, before the crowd.
+func TestBenchPaysThroughTheTargetsGateway(t *testing.T) {
+	all := benchOptions{paymentSecret: "p", stripeSecret: "whsec_x", stripeStandIn: "http://127.0.0.1:12100/"}
+	for _, c := range []struct {
+		gateway       string
+		o             benchOptions
+		signs, stripe bool
+		wantErr       string
+	}{
+		{"mock", all, false, false, ""},
+		{"webhook", all, true, false, ""},
+		{"stripe", all, false, true, ""},
+		{"", all, true, true, ""}, // a target too old to say: as the flags say
+		{"webhook", benchOptions{}, false, false, "--payment-secret"},
+		{"stripe", benchOptions{paymentSecret: "p", stripeSecret: "whsec_x"}, false, false, "--stripe-stand-in"},
+		{"alipay", all, false, false, `"alipay"`},
+	} {
+		var cfg loadgen.Config
+		err := c.o.payThrough(c.gateway, &cfg)
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("%q: %v; want an error naming %s", c.gateway, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || (cfg.PaymentSecret != nil) != c.signs || (cfg.Stripe != nil) != c.stripe {
+			t.Errorf("%q: err %v, signs webhooks %v, Stripe %v; want %v, %v", c.gateway, err, cfg.PaymentSecret != nil, cfg.Stripe != nil, c.signs, c.stripe)
+		}
 	}
 }
