@@ -50,6 +50,14 @@ type Config struct {
 	BackoffBase, BackoffMax time.Duration
 	// Batch is how many payments one pass claims at most (default 64).
 	Batch int
+	// MaxAttempts is how many failed closes of one payment are tried before the closer gives
+	// up on it (default 40: with the default backoff, about half an hour after its hold ended,
+	// when a Stripe session has expired by itself). A payment given up is recorded closed with
+	// the reason in its error, and a payment that still arrives follows the late rule: paid if
+	// a unit is free, else refunded. Closing only makes late refunds rare; it never guards the
+	// stock, so stopping is safe for money, and retrying a gateway that cannot answer (one that
+	// lost the session, such as a bare stripe-mock) forever is not.
+	MaxAttempts int
 	// Owner names this closer in its leases (default a random id), unique per closer.
 	Owner  string
 	Logger *slog.Logger
@@ -63,6 +71,7 @@ const (
 	DefaultBackoffBase = time.Second
 	DefaultBackoffMax  = time.Minute
 	DefaultBatch       = 64
+	DefaultMaxAttempts = 40
 )
 
 // Closer closes the payments of ended holds. Build it with New; Run it in a goroutine.
@@ -88,6 +97,9 @@ func New(store Store, gw Gateway, cfg Config) *Closer {
 	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = DefaultBatch
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
 	}
 	if cfg.Owner == "" {
 		cfg.Owner = "closer-" + seckill.NewID()
@@ -156,6 +168,10 @@ func (c *Closer) close(ctx context.Context, p seckill.OpenPayment) {
 	case errors.Is(err, payment.ErrAlreadyPaid):
 		// Paid before the close landed: its notification is on the way and settles it.
 		o.Status = seckill.PaymentPaid
+	case p.Attempts >= c.cfg.MaxAttempts:
+		// Given up (Config.MaxAttempts): closed as far as the closer goes, the gateway's last
+		// answer kept as the reason; a payment that still comes follows the late rule.
+		o.Status, o.Error = seckill.PaymentClosed, fmt.Sprintf("%s: gave up after %d attempts: %v", givenUp, p.Attempts, err)
 	default:
 		o.Status, o.Error = seckill.PaymentOpen, err.Error()
 		o.NextAttemptAt = now.Add(backoff.Jittered(c.cfg.BackoffBase, c.cfg.BackoffMax, p.Attempts))
@@ -167,7 +183,20 @@ func (c *Closer) close(ctx context.Context, p seckill.OpenPayment) {
 		log.Warn("payment close not recorded; tried again when the lease ends", "err", rerr)
 		return
 	}
-	if o.Status == seckill.PaymentOpen {
-		log.Warn("payment close failed; retried", "next_attempt_at", o.NextAttemptAt, "err", err)
+	// A failing close is a warning once per payment, on its first failure and when it is given
+	// up; the retries in between are at debug level, so that a gateway that keeps failing
+	// for one payment does not fill the log.
+	switch {
+	case o.Status == seckill.PaymentOpen && p.Attempts <= 1:
+		log.Warn("payment close failed; retried with backoff (further failures at debug level)",
+			"next_attempt_at", o.NextAttemptAt, "max_attempts", c.cfg.MaxAttempts, "err", err)
+	case o.Status == seckill.PaymentOpen:
+		log.Debug("payment close failed; retried", "next_attempt_at", o.NextAttemptAt, "err", err)
+	case err != nil && o.Error != "":
+		log.Warn("payment close given up; a payment that still arrives follows the late rule (paid if a unit is free, else refunded)", "err", err)
 	}
 }
+
+// givenUp starts the recorded error of a payment the closer gave up on, so that an operator
+// reading gateway_payments.last_error tells it from one the gateway confirmed closed.
+const givenUp = "close not confirmed"

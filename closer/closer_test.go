@@ -1,10 +1,13 @@
 package closer_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -340,5 +343,46 @@ func TestKilledBetweenCloseAndRecord(t *testing.T) {
 	}
 	if open := stillOpen(t, s); len(open) != 0 {
 		t.Fatalf("still open: %v", open)
+	}
+}
+
+// A gateway that never confirms a close (a bare stripe-mock forgets every session and answers
+// it open after expiring it) is not retried forever: after MaxAttempts the payment is recorded
+// closed with the reason in its error, and never claimed again; the log warns once when the
+// close first fails and once when it is given up, the retries in between at debug level.
+func TestGivesUpOnAGatewayThatNeverConfirms(t *testing.T) {
+	s := openStore(t, 2)
+	g := newFake()
+	g.answer = func(id string, _ int) error {
+		if id == "p0" {
+			return errors.New("stripegw: checkout session p0 is still \"open\" after expiring it")
+		}
+		return nil
+	}
+	var logs bytes.Buffer // RunOnce logs from the test's goroutine
+	clock := seckilltest.NewManualClock(t0)
+	const maxAttempts = 5
+	c := closer.New(s, g, closer.Config{Clock: clock, Owner: "c1", MaxAttempts: maxAttempts, BackoffMax: time.Minute,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	for range 3 * maxAttempts {
+		if _, err := c.RunOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+	}
+	if calls, _, _ := g.snapshot(); calls["p0"] != maxAttempts || calls["p1"] != 1 {
+		t.Fatalf("Close calls %v; want p0 %d times (then given up), p1 once", calls, maxAttempts)
+	}
+	o := wantOutcome(t, s, "p0", seckill.PaymentClosed)
+	if !strings.Contains(o.Error, "gave up after 5 attempts") || !strings.Contains(o.Error, "still \"open\"") {
+		t.Fatalf("p0 recorded with error %q; want the attempts and the gateway's last answer", o.Error)
+	}
+	wantOutcome(t, s, "p1", seckill.PaymentClosed)
+	if open := stillOpen(t, s); len(open) != 0 {
+		t.Fatalf("still open: %v", open)
+	}
+	text := logs.String()
+	if warns, debugs := strings.Count(text, "level=WARN"), strings.Count(text, "level=DEBUG"); warns != 2 || debugs != maxAttempts-2 {
+		t.Fatalf("%d warnings and %d debug lines; want 2 (the first failure, giving up) and %d:\n%s", warns, debugs, maxAttempts-2, text)
 	}
 }

@@ -260,7 +260,19 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, a)
+	out := auditAnswer{Audit: a}
+	if len(s.cfg.Gateways) > 0 {
+		out.Gateway = s.cfg.Gateways[0].Name()
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// auditAnswer is a sale's audit with the name of the gateway that takes this instance's
+// payments (Config.Gateways[0]), so that a load generator pays as the shop's buyers do: through
+// POST /pay, on Stripe's page, or, for the built-in webhook scheme, by signed webhooks.
+type auditAnswer struct {
+	seckill.Audit
+	Gateway string `json:"gateway,omitempty"`
 }
 
 // StockBody is the body of POST /sales/{id}/stock.

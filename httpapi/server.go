@@ -33,7 +33,8 @@ type Config struct {
 	// Gateways are the payment gateways whose notifications this server receives, each at
 	// POST /api/v1/payments/webhook/{name}. The built-in "webhook" gateway (our signed scheme,
 	// keyed by PaymentSecret) is always there, also at POST /api/v1/payments/webhook, unless
-	// a gateway of that name is given here.
+	// a gateway of that name is given here. The first is the one that takes payments (POST
+	// /pay starts them), named in the sales' audit.
 	Gateways []payment.Gateway
 	// BuyRate and BuyBurst set the per-user buy budget (default 10/s, burst 10). A negative
 	// rate disables the limit (the load generator's own users are not throttled by it).

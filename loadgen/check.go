@@ -11,6 +11,7 @@ import (
 type Audit struct {
 	OK         bool       `json:"ok"`
 	Violations []string   `json:"violations"`
+	Gateway    string     `json:"gateway"` // the gateway that takes the instance's payments
 	Engine     StockState `json:"engine"`
 	Database   struct {
 		Sold       int `json:"sold"`

@@ -23,6 +23,10 @@ type Report struct {
 	// run: an instance that died or kept answering 503 is named, not a reason to lose it).
 	Instances []InstanceAudit
 	Verdict   Verdict
+	// RefundsByHand are the refunds of Audit's refunds_failed owed through a gateway that
+	// cannot pay money back (the built-in webhook scheme): the shop pays them back by hand,
+	// from GET /api/v1/refunds. They are reported as owed by hand, not as failures.
+	RefundsByHand int
 
 	// What was measured, so that a report read later says it: the target instances, the sale,
 	// when the run started (shown in UTC) and the seckill that ran it (Version: the generator's
@@ -51,15 +55,30 @@ func (rp Report) about() [][2]string {
 }
 
 // refundsShort is refundsNote in one line of the text report.
-const refundsShort = "refunds owed: payments that landed after their hold had expired or been cancelled and its unit was " +
-	"gone (the mix's late payers); recorded refund_required, never sold, and paid back by the server's refunder"
+func (rp Report) refundsShort() string {
+	s := "refunds owed: payments that landed after their hold had expired or been cancelled and its unit was " +
+		"gone (the mix's late payers); recorded refund_required, never sold, and paid back by the server's refunder"
+	if rp.RefundsByHand > 0 {
+		s += fmt.Sprintf(", except the %d owed by hand: the built-in webhook scheme took them and cannot pay money back, "+
+			"so they are listed in GET /api/v1/refunds for the shop to pay back itself", rp.RefundsByHand)
+	}
+	return s
+}
 
 // refundsNote explains the "refunds owed" figure: money taken for a unit that could not be
-// given, paid back rather than oversold.
-const refundsNote = "Refunds owed are payments that succeeded at the gateway for a hold that had already " +
-	"expired or been cancelled, when no unit was free any more (the mix's late payers, whose payment lands after " +
-	"their hold ran out). Each is recorded refund_required, never as a sale, and the server's refunder pays it back " +
-	"through the gateway that took it; a late payer whose unit was still free is paid (late_applied) instead."
+// given, paid back rather than oversold, and by whom (so that it agrees with the table).
+func (rp Report) refundsNote() string {
+	s := "Refunds owed are payments that succeeded at the gateway for a hold that had already " +
+		"expired or been cancelled, when no unit was free any more (the mix's late payers, whose payment lands after " +
+		"their hold ran out). Each is recorded refund_required, never as a sale, and the server's refunder pays it back " +
+		"through the gateway that took it; a late payer whose unit was still free is paid (late_applied) instead."
+	if rp.RefundsByHand > 0 {
+		s += fmt.Sprintf(" The %d owed by hand were taken by the built-in webhook scheme (the shop's own payment service), "+
+			"through which seckill cannot pay money back: they are recorded refund_failed and listed in GET /api/v1/refunds "+
+			"for the shop to pay back itself.", rp.RefundsByHand)
+	}
+	return s
+}
 
 // instanceRows are the targets and their audits: "ok", "not ok", or why there was none.
 func (rp Report) instanceRows() [][2]string {
@@ -87,8 +106,12 @@ func (rp Report) rows() [][2]string {
 	oversold := max(0, rp.Sale.Sold-rp.Sale.Sellable, db.Sold-rp.Sale.Sellable)
 	refunds := fmt.Sprintf("%d / %d", db.PaidOrders, db.Refunds)
 	if db.Refunds > 0 {
-		refunds += fmt.Sprintf(" (paid back %d, failed %d, open %d when audited)",
-			db.Refunded, db.RefundsFailed, db.RefundsRequired+db.RefundsPending)
+		byHand := ""
+		if rp.RefundsByHand > 0 {
+			byHand = fmt.Sprintf(", owed by hand %d", rp.RefundsByHand)
+		}
+		refunds += fmt.Sprintf(" (paid back %d%s, failed %d, open %d when audited)",
+			db.Refunded, byHand, db.RefundsFailed-rp.RefundsByHand, db.RefundsRequired+db.RefundsPending)
 	}
 	rows := [][2]string{
 		{"units sold (engine / database)", fmt.Sprintf("%d / %d of %d", rp.Sale.Sold, db.Sold, rp.Sale.Sellable)},
@@ -123,7 +146,7 @@ func (rp Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 	}
 	if rp.Audit.Database.Refunds > 0 {
-		fmt.Fprintf(tw, "(%s)\n", refundsShort)
+		fmt.Fprintf(tw, "(%s)\n", rp.refundsShort())
 	}
 	fmt.Fprintf(tw, "\nlatency\tcount\tp50\tp90\tp99\tmax\n")
 	for _, step := range append(Steps, "all") {
@@ -191,7 +214,7 @@ func (rp Report) WriteJSON(w io.Writer) error {
 		"title": rp.Title, "config": rp.Config, "targets": rp.Targets, "sale_id": rp.SaleID,
 		"date": rp.Date.UTC().Format(time.RFC3339), "version": rp.Version,
 		"sale":     map[string]int{"sellable": rp.Sale.Sellable, "per_user_limit": rp.Sale.PerUserLimit, "engine_sold": rp.Sale.Sold},
-		"database": rp.Audit.Database,
+		"database": rp.Audit.Database, "refunds_owed_by_hand": rp.RefundsByHand,
 		"counts": map[string]int64{"buyers": int64(r.Buyers), "requests": r.Requests, "errors": r.Errors,
 			"retried_503": r.Retried503, "rate_limited": r.RateLimited, "held": r.Held, "queued": r.Queued,
 			"handoffs": r.Handoffs, "rejected": r.Rejected, "sold_out": r.SoldOut, "queue_full": r.QueueFull,
@@ -249,7 +272,7 @@ func (rp Report) WriteMarkdown(w io.Writer, svgName string) error {
 	for _, row := range rp.rows() {
 		fmt.Fprintf(&b, "| %s | %s |\n", row[0], row[1])
 	}
-	fmt.Fprintf(&b, "\n%s\n", refundsNote)
+	fmt.Fprintf(&b, "\n%s\n", rp.refundsNote())
 	b.WriteString("\n| latency | count | p50 | p90 | p99 | max |\n|---|---:|---:|---:|---:|---:|\n")
 	for _, step := range append(Steps, "all") {
 		h := rp.Result.All

@@ -204,3 +204,36 @@ func TestReportMarkdownHasNoDoubleBlankLine(t *testing.T) {
 		}
 	}
 }
+
+// Refunds the built-in webhook scheme cannot make are owed by hand: the table counts them
+// apart from failures, and the footnote (text and Markdown) says who pays them back, from the
+// same figures; a report without any says nothing of it.
+func TestReportRefundsOwedByHandAgreeWithTheFootnote(t *testing.T) {
+	rp := sampleReport()
+	rp.Audit.Database.Refunds, rp.Audit.Database.RefundsFailed, rp.Audit.Database.Refunded = 5, 4, 1
+	for _, c := range []struct {
+		byHand     int
+		row, note  string
+		noteAbsent bool
+	}{
+		{3, "(paid back 1, owed by hand 3, failed 1, open 0 when audited)", "the 3 owed by hand", false},
+		{0, "(paid back 1, failed 4, open 0 when audited)", "by hand", true},
+	} {
+		rp.RefundsByHand = c.byHand
+		var text, md bytes.Buffer
+		if err := rp.WriteText(&text); err != nil {
+			t.Fatal(err)
+		}
+		if err := rp.WriteMarkdown(&md, "r.svg"); err != nil {
+			t.Fatal(err)
+		}
+		for name, out := range map[string]string{"text": text.String(), "markdown": md.String()} {
+			if !strings.Contains(out, c.row) {
+				t.Errorf("%s, %d by hand: the refunds row lacks %q:\n%s", name, c.byHand, c.row, out)
+			}
+			if note := strings.ToLower(out); strings.Contains(note, strings.ToLower(c.note)) == c.noteAbsent {
+				t.Errorf("%s, %d by hand: the footnote mentions %q: %v, want %v:\n%s", name, c.byHand, c.note, !c.noteAbsent, !c.noteAbsent, out)
+			}
+		}
+	}
+}

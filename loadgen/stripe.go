@@ -35,8 +35,8 @@ type StripeConfig struct {
 	StandIn string
 }
 
-// stripeRoute is where the targets receive Stripe's events.
-const stripeRoute = "/api/v1/payments/webhook/stripe"
+// StripeRoute is where seckill instances receive Stripe's events.
+const StripeRoute = "/api/v1/payments/webhook/stripe"
 
 // stripeBuyer is a held buyer who pays (or not) at Stripe Checkout; see StripeConfig.
 func (r *runner) stripeBuyer(ctx context.Context, i int, user, token string, b Behavior, res reservation, tr *tracker) {
@@ -129,7 +129,7 @@ func (r *runner) settleAtStripe(ctx context.Context, sessionID string) bool {
 // redelivery of the same session's payment is answered duplicate.
 func (r *runner) stripeEvent(ctx context.Context, i int, user, eventType string, s stripegw.EventSession, res reservation) {
 	eventID := "evt_bench_" + strconv.FormatUint(rand.Uint64(), 36)
-	result, ok := r.notify(ctx, i, stripeRoute, func() ([]byte, map[string]string) {
+	result, ok := r.notify(ctx, i, StripeRoute, func() ([]byte, map[string]string) {
 		hdr, body := stripegw.SignedEvent(r.cfg.Stripe.WebhookSecret, eventID, eventType, s, time.Now())
 		return body, map[string]string{stripegw.SignatureHeader: hdr.Get(stripegw.SignatureHeader)}
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -195,10 +196,30 @@ func (c *config) gatewayName() (string, error) {
 		if len(missing) > 0 {
 			return "", fmt.Errorf("--gateway stripe needs %s (or the matching flags)", strings.Join(missing, " and "))
 		}
+		if err := checkLivePublicURL(c.StripeSecretKey, c.PublicURL); err != nil {
+			return "", err
+		}
 	default:
 		return "", fmt.Errorf("unknown gateway %q: use mock (--dev only), webhook or stripe", c.Gateway)
 	}
 	return name, nil
+}
+
+// checkLivePublicURL refuses a live Stripe key (sk_live_…, or a restricted rk_live_…) unless
+// --public-url is an https URL: Stripe's hosted page sends paying buyers back there, and the
+// default, the server's own plain-http address, would send real customers to an address they
+// cannot reach, or over an unencrypted connection.
+func checkLivePublicURL(key, publicURL string) error {
+	if !strings.HasPrefix(key, "sk_live_") && !strings.HasPrefix(key, "rk_live_") {
+		return nil
+	}
+	if u, err := url.Parse(publicURL); err == nil && u.Scheme == "https" && u.Host != "" {
+		return nil
+	}
+	if publicURL == "" {
+		return errors.New("a live Stripe key needs --public-url (SECKILL_PUBLIC_URL), the https address where buyers reach the shop: Stripe's page sends them back there")
+	}
+	return fmt.Errorf("a live Stripe key needs an https --public-url (SECKILL_PUBLIC_URL), not %q: Stripe's page sends paying buyers back there", publicURL)
 }
 
 // parseBool reads a boolean flag or environment value.

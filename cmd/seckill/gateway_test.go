@@ -20,7 +20,8 @@ import (
 
 // TestGatewayFlags: --gateway and SECKILL_GATEWAY choose the gateway (the flag wins); the
 // default is mock with --dev and webhook without; mock outside --dev, stripe without its key
-// or webhook secret, and an unknown name are refused with a message naming the fix.
+// or webhook secret, a live Stripe key without an https --public-url, and an unknown name are
+// refused with a message naming the fix.
 func TestGatewayFlags(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -39,6 +40,16 @@ func TestGatewayFlags(t *testing.T) {
 		{"stripe", map[string]string{"SECKILL_STRIPE_SECRET_KEY": "sk_test_x", "SECKILL_STRIPE_API_URL": "http://127.0.0.1:1"},
 			[]string{"--gateway", "stripe", "--stripe-webhook-secret", "whsec_x"}, "stripe", ""},
 		{"unknown", nil, []string{"--gateway", "alipay"}, "", `unknown gateway "alipay"`},
+		{"live key without public url", map[string]string{"SECKILL_STRIPE_SECRET_KEY": "sk_live_x", "SECKILL_STRIPE_WEBHOOK_SECRET": "whsec_x"},
+			[]string{"--gateway", "stripe"}, "", "a live Stripe key needs --public-url"},
+		{"live key with an http public url", map[string]string{"SECKILL_STRIPE_SECRET_KEY": "sk_live_x", "SECKILL_STRIPE_WEBHOOK_SECRET": "whsec_x"},
+			[]string{"--gateway", "stripe", "--public-url", "http://shop.example/"}, "", `needs an https --public-url (SECKILL_PUBLIC_URL), not "http://shop.example/"`},
+		{"restricted live key with a relative public url", map[string]string{"SECKILL_STRIPE_SECRET_KEY": "rk_live_x", "SECKILL_STRIPE_WEBHOOK_SECRET": "whsec_x",
+			"SECKILL_PUBLIC_URL": "https:/shop"}, []string{"--gateway", "stripe"}, "", "needs an https --public-url"},
+		{"live key with an https public url", map[string]string{"SECKILL_STRIPE_SECRET_KEY": "sk_live_x", "SECKILL_STRIPE_WEBHOOK_SECRET": "whsec_x",
+			"SECKILL_PUBLIC_URL": "https://shop.example/"}, []string{"--gateway", "stripe"}, "stripe", ""},
+		{"test key with an http public url", map[string]string{"SECKILL_STRIPE_SECRET_KEY": "sk_test_x", "SECKILL_STRIPE_WEBHOOK_SECRET": "whsec_x"},
+			[]string{"--gateway", "stripe", "--public-url", "http://127.0.0.1:8080/"}, "stripe", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

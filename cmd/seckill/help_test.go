@@ -34,7 +34,7 @@ func helpFlags(help string) []string {
 	return flags
 }
 
-var helpCommands = [][]string{{"serve"}, {"worker"}, {"bench"}, {"bench", "strategies"}, {"demo"}}
+var helpCommands = [][]string{{"serve"}, {"worker"}, {"bench"}, {"bench", "strategies"}, {"demo"}, {"stripe-rehearse"}}
 
 func TestHelpShowsDoubleDashFlags(t *testing.T) {
 	for _, cmd := range helpCommands {

@@ -30,6 +30,9 @@ commands:
             what happened
   events    the event export: tail the events, replay a time range to a sink,
             list or replay the dead letters
+  stripe-rehearse
+            play Stripe on a laptop, in front of stripe-mock: the API for
+            serve --gateway stripe, the hosted payment page, signed webhooks
   version   print the version: module version, VCS revision and time, local
             changes
 
@@ -59,6 +62,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = demo(ctx, args[1:], getenv, stdout, stderr)
 	case "events":
 		err = events(ctx, args[1:], getenv, stdout, stderr)
+	case "stripe-rehearse":
+		err = stripeRehearse(ctx, args[1:], getenv, stdout, stderr)
 	case "version":
 		err = versionCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":

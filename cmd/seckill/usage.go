@@ -48,6 +48,13 @@ The order store's outbox keeps 7 days; on the Redis engine a sale's stream keeps
 	"events dead-letters": {"[flags]", `List the events a sink gave up on after --export-give-up (one JSON object a
 line), or with --replay send a sink's dead letters again, oldest first, and mark them
 replayed.`},
+	"stripe-rehearse": {"[flags]", `Rehearse the Stripe flow on a laptop before going live: a Stripe stand-in in
+front of stripe-mock (go install github.com/stripe/stripe-mock@v0.203.0) that keeps the
+sessions and refunds stripe-mock forgets, serves each session's payment page (the buyer
+clicks "Pay"), and delivers Stripe's signed checkout.session.completed and
+checkout.session.expired events to the instance's webhook. Give "seckill serve --gateway
+stripe" its address as --stripe-api-url, a test key (sk_test_...) and the same webhook
+secret. docs/PAYMENTS.md, "Rehearsal on a laptop", has every command.`},
 	"bench-reference": {"[flags]", `The bare net/http handler that "seckill bench --calibrate" measures against
 (internal).`},
 }
