@@ -24,6 +24,10 @@ var assets embed.FS
 type Config struct {
 	Service       *seckill.Service
 	AuthSecret    []byte // HS256 key for user JWTs (and, via the service, purchase tokens)
+	// OIDC, if set, also accepts user tokens signed by the shop's OpenID Connect provider
+	// (RS256, ES256, EdDSA…; oidc.go), and GET /api/v1/signin tells the storefront where
+	// buyers sign in. The caller owns it (Close).
+	OIDC *OIDC
 	AdminToken    string
 	PaymentSecret []byte // webhook signature key of the built-in scheme (the "webhook" gateway)
 	Dev           bool   // enables POST /api/v1/dev/token
@@ -172,6 +176,7 @@ func (s *Server) routes() []route {
 		{"POST", "/api/v1/sales/{id}/stock", s.addStock},
 		{"POST", "/api/v1/sales/{id}/close", s.closeSale},
 		{"POST", "/api/v1/dev/token", s.devToken},
+		{"GET", "/api/v1/signin", s.signIn},
 		{"GET", "/healthz", s.healthz},
 		{"GET", "/readyz", s.readyz},
 		{"GET", "/openapi.json", s.openapi},
