@@ -91,7 +91,7 @@ type OIDCConfig struct {
 // OIDC verifies user tokens issued by the shop's OpenID Connect provider. Build it with NewOIDC;
 // Close it when done (it may have a background refresh running).
 type OIDC struct {
-	cfg     OIDCConfig
+	cfg    OIDCConfig
 	keys   jwkset.Storage  // the keys of the last JWKS fetched
 	kf     keyfunc.Keyfunc // matches a token's kid and alg to them
 	parser *jwt.Parser

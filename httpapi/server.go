@@ -24,10 +24,6 @@ var assets embed.FS
 type Config struct {
 	Service       *seckill.Service
 	AuthSecret    []byte // HS256 key for user JWTs (and, via the service, purchase tokens)
-	// OIDC, if set, also accepts user tokens signed by the shop's OpenID Connect provider
-	// (RS256, ES256, EdDSA…; oidc.go), and GET /api/v1/signin tells the storefront where
-	// buyers sign in. The caller owns it (Close).
-	OIDC *OIDC
 	AdminToken    string
 	PaymentSecret []byte // webhook signature key of the built-in scheme (the "webhook" gateway)
 	Dev           bool   // enables POST /api/v1/dev/token
@@ -65,6 +61,11 @@ type Config struct {
 	// of one signed-in user (default DefaultMaxStreamsPerUser).
 	MaxStreams        int
 	MaxStreamsPerUser int
+
+	// OIDC, if set, also accepts user tokens signed by the shop's OpenID Connect provider
+	// (RS256, ES256, EdDSA…; oidc.go), and GET /api/v1/signin tells the storefront where
+	// buyers sign in. The caller owns it (Close).
+	OIDC *OIDC
 }
 
 // Server is the HTTP API. Build it with New and serve Handler().

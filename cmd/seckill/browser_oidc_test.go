@@ -75,4 +75,3 @@ func TestBrowserSignInWithTheShop(t *testing.T) {
 		other.fail("a forged sign-in answer signed the page in, or stayed in the address bar")
 	}
 }
-
