@@ -358,3 +358,25 @@ func TestNewOIDCConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestOIDCWithdrawnKey: keys older than MaxAge are refreshed in the background by the request
+// that notices, which is still answered from memory; once the refresh is done, a key the
+// provider withdrew no longer signs anyone in.
+func TestOIDCWithdrawnKey(t *testing.T) {
+	t.Parallel()
+	p := startProvider(t, "RS256")
+	e, o := newOIDCEnv(t, p, nil)
+	if err := o.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	k := p.SigningKey()
+	p.Publish(oidctest.NewKey("RS256")) // k withdrawn
+	e.clock.Advance(httpapi.DefaultOIDCMaxAge - time.Second)
+	wantStatus(t, e.do(t, "GET", "/api/v1/orders", oidcAuth(e, p, k, "alice", nil), nil), http.StatusOK)
+	o.Close() // no refresh was started: the keys are not old yet
+	wantStatus(t, e.do(t, "GET", "/api/v1/orders", oidcAuth(e, p, k, "alice", nil), nil), http.StatusOK)
+	e.clock.Advance(2 * time.Second)
+	wantStatus(t, e.do(t, "GET", "/api/v1/orders", oidcAuth(e, p, k, "alice", nil), nil), http.StatusOK)
+	o.Close() // waits for the background refresh that request started
+	wantProblem(t, e.do(t, "GET", "/api/v1/orders", oidcAuth(e, p, k, "alice", nil), nil), http.StatusUnauthorized, seckill.CodeUnauthorized)
+}
