@@ -21,11 +21,17 @@ func bearer(r *http.Request) (string, bool) {
 }
 
 // userOf authenticates a user: a JWT signed with HS256 and the auth secret, whose `sub` is a
-// valid user id. exp and nbf are checked when present.
+// valid user id (exp and nbf are checked when present), or, with OIDC configured, a JWT signed
+// by the shop's provider with a public-key algorithm (oidc.go). The header's alg decides which
+// of the two verifies a token, and each accepts only its own algorithms: an HS256 token is never
+// checked against a public key, nor an RS256 one against the secret.
 func (s *Server) userOf(r *http.Request) (string, error) {
 	tok, ok := bearer(r)
 	if !ok {
 		return "", seckill.Errorf(seckill.CodeUnauthorized, "missing bearer token")
+	}
+	if s.cfg.OIDC != nil && s.cfg.OIDC.takes(tok) {
+		return s.cfg.OIDC.user(r.Context(), tok)
 	}
 	if len(s.cfg.AuthSecret) == 0 { // anyone can sign with an empty key
 		return "", seckill.Errorf(seckill.CodeUnauthorized, "user authentication is not configured")

@@ -414,7 +414,7 @@ func (h *harness) run(rt *rapid.T) {
 		"cancelReservation": m.cancelReservation, "pay": m.pay, "paymentWebhook": m.webhook,
 		"gatewayPaymentWebhook": m.gatewayWebhook, "listOrders": m.orders, "listRefunds": m.refunds, "exportStatus": m.exportStatus, "audit": m.audit, "addStock": m.addStock, "closeSale": m.closeSale,
 		"updateSale": m.updateSale, "deleteSale": m.deleteSale,
-		"devToken": m.devToken, "healthz": m.simple("healthz", "/healthz"), "readyz": m.simple("readyz", "/readyz"),
+		"devToken": m.devToken, "signIn": m.simple("signIn", "/api/v1/signin"), "healthz": m.simple("healthz", "/healthz"), "readyz": m.simple("readyz", "/readyz"),
 		"openapi": m.simple("openapi", "/openapi.json"), "saleEvents": m.events, "saleActivity": m.activity,
 		"advanceClock": m.advance,
 		"rush": func() { // a burst of buys: sell-outs, queues, per-user limits and the rate limit

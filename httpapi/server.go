@@ -63,6 +63,11 @@ type Config struct {
 	// of one signed-in user (default DefaultMaxStreamsPerUser).
 	MaxStreams        int
 	MaxStreamsPerUser int
+
+	// OIDC, if set, also accepts user tokens signed by the shop's OpenID Connect provider
+	// (RS256, ES256, EdDSA…; oidc.go), and GET /api/v1/signin tells the storefront where
+	// buyers sign in. The caller owns it (Close).
+	OIDC *OIDC
 }
 
 // Server is the HTTP API. Build it with New and serve Handler().
@@ -176,6 +181,7 @@ func (s *Server) routes() []route {
 		{"POST", "/api/v1/sales/{id}/stock", s.addStock},
 		{"POST", "/api/v1/sales/{id}/close", s.closeSale},
 		{"POST", "/api/v1/dev/token", s.devToken},
+		{"GET", "/api/v1/signin", s.signIn},
 		{"GET", "/healthz", s.healthz},
 		{"GET", "/readyz", s.readyz},
 		{"GET", "/openapi.json", s.openapi},

@@ -42,6 +42,7 @@ type app struct {
 	gateway  *payment.MockGateway // the mock, when it is the gateway (its webhooks call our HTTP)
 	payGW    payment.Gateway      // the gateway that starts payments (gatewayName)
 	api      *httpapi.Server
+	oidc     *httpapi.OIDC // the shop's sign-in provider; nil without --oidc-issuer
 	http     *http.Server
 	listener net.Listener
 	url      string
@@ -156,9 +157,19 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	}
 	a.bg.Start(a.services(cfg)...)
 
+	if a.oidc, err = cfg.OIDC.newOIDC(log); err != nil {
+		return nil, err
+	}
+	if a.oidc != nil {
+		// The keys before the first buyer, bounded; a provider that is down is no reason not to
+		// serve: its buyers are answered 503 until it is back.
+		if err := a.oidc.Refresh(ctx); err != nil {
+			log.Warn("oidc: serving without the provider's keys for now", "issuer", cfg.OIDC.Issuer, "err", err)
+		}
+	}
 	lim := cfg.HTTP.withDefaults()
 	a.api = httpapi.New(httpapi.Config{
-		Service: a.svc, AuthSecret: []byte(cfg.AuthSecret), AdminToken: cfg.AdminToken,
+		Service: a.svc, AuthSecret: []byte(cfg.AuthSecret), AdminToken: cfg.AdminToken, OIDC: a.oidc,
 		PaymentSecret: []byte(cfg.PaymentSecret), Gateways: []payment.Gateway{a.payGW}, Dev: cfg.Dev, Logger: log, BuyRate: opts.buyRate,
 		Checks: a.engine.checks, Collectors: append([]prometheus.Collector{a.bg.Collector(), a.export.x.Collector()}, a.engine.metrics...),
 		Export:      a.export.x.Status,
@@ -312,6 +323,9 @@ func (a *app) close(ctx context.Context) error {
 			}
 		} else if a.listener != nil {
 			_ = a.listener.Close()
+		}
+		if a.oidc != nil {
+			a.oidc.Close() // a background refresh of the keys, bounded by its fetch timeout
 		}
 		if a.bg != nil {
 			// Last started, first stopped: consumers finish and acknowledge the batch in hand,

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill/exporter"
+	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/redisinv"
 )
 
@@ -56,6 +58,8 @@ type config struct {
 	HTTP httpLimits
 	// RedisBuys holds serve's local answers and in-flight bound (localanswers.go).
 	RedisBuys redisBuyConfig
+	// OIDC is the shop's own sign-in (--oidc-issuer, …; bindOIDCConfig).
+	OIDC oidcConfig
 	// envErr is an environment value that could not be read; secrets reports it.
 	envErr error
 }
@@ -74,6 +78,7 @@ func bindConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
 	fs.StringVar(&c.AdminToken, "admin-token", env("SECKILL_ADMIN_TOKEN", ""), "bearer token for admin calls (SECKILL_ADMIN_TOKEN)")
 	fs.StringVar(&c.PaymentSecret, "payment-secret", env("SECKILL_PAYMENT_SECRET", ""), "webhook signature key (SECKILL_PAYMENT_SECRET)")
 	bindGatewayConfig(fs, env, c)
+	bindOIDCConfig(fs, env, c)
 	consume := getenv("SECKILL_CONSUME")
 	fs.BoolFunc("consume", "redis engine: store the event streams in the database from this process; false when seckill worker does it (SECKILL_CONSUME, default true)", func(v string) error {
 		b, err := parseBool(v)
@@ -160,6 +165,34 @@ func bindGatewayConfig(fs *flag.FlagSet, env func(name, def string) string, c *c
 	fs.StringVar(&c.StripeWebhookSecret, "stripe-webhook-secret", env("SECKILL_STRIPE_WEBHOOK_SECRET", ""), "signing secret (whsec_...) of the Stripe webhook endpoint /api/v1/payments/webhook/stripe, for --gateway stripe (SECKILL_STRIPE_WEBHOOK_SECRET)")
 	fs.StringVar(&c.StripeAPIURL, "stripe-api-url", env("SECKILL_STRIPE_API_URL", ""), "Stripe API base URL, e.g. a local stripe-mock; default Stripe's own (SECKILL_STRIPE_API_URL)")
 	fs.StringVar(&c.PublicURL, "public-url", env("SECKILL_PUBLIC_URL", ""), "absolute URL at which buyers reach the storefront; Stripe's payment page sends them back there; default the server's own address (SECKILL_PUBLIC_URL)")
+}
+
+// oidcConfig is the shop's OpenID Connect provider, whose tokens sign buyers in next to the
+// HS256 tokens of the auth secret (docs/SECURITY.md, Sign-in).
+type oidcConfig struct {
+	Issuer, Audience, UserClaim, LoginURL string
+}
+
+// bindOIDCConfig registers the flags of the shop's own sign-in.
+func bindOIDCConfig(fs *flag.FlagSet, env func(name, def string) string, c *config) {
+	fs.StringVar(&c.OIDC.Issuer, "oidc-issuer", env("SECKILL_OIDC_ISSUER", ""), "issuer URL of the shop's OpenID Connect provider: user tokens signed by it (RS256, ES256, EdDSA…, keys found by discovery) sign buyers in; empty: HS256 tokens of the auth secret only (SECKILL_OIDC_ISSUER)")
+	fs.StringVar(&c.OIDC.Audience, "oidc-audience", env("SECKILL_OIDC_AUDIENCE", ""), "the aud the provider's tokens must carry: the client id of the storefront; required with --oidc-issuer (SECKILL_OIDC_AUDIENCE)")
+	fs.StringVar(&c.OIDC.UserClaim, "oidc-user-claim", env("SECKILL_OIDC_USER_CLAIM", "sub"), "claim of the provider's tokens that holds the user id (1–64 of [A-Za-z0-9_.-]) (SECKILL_OIDC_USER_CLAIM)")
+	fs.StringVar(&c.OIDC.LoginURL, "oidc-login-url", env("SECKILL_OIDC_LOGIN_URL", ""), "where the storefront sends buyers to sign in; default the provider's authorization_endpoint (SECKILL_OIDC_LOGIN_URL)")
+}
+
+// newOIDC is the verifier of the provider's tokens, or nil when no issuer is configured.
+func (c oidcConfig) newOIDC(log *slog.Logger) (*httpapi.OIDC, error) {
+	if c.Issuer == "" {
+		if c.Audience != "" || c.LoginURL != "" {
+			return nil, errors.New("--oidc-audience and --oidc-login-url need --oidc-issuer (SECKILL_OIDC_ISSUER)")
+		}
+		return nil, nil
+	}
+	if c.Audience == "" {
+		return nil, errors.New("--oidc-issuer needs --oidc-audience (SECKILL_OIDC_AUDIENCE): the client id the provider issues the storefront's tokens to")
+	}
+	return httpapi.NewOIDC(httpapi.OIDCConfig{Issuer: c.Issuer, Audience: c.Audience, UserClaim: c.UserClaim, LoginURL: c.LoginURL, Logger: log})
 }
 
 // Gateway names accepted by --gateway.

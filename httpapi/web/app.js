@@ -3,12 +3,15 @@
 // Every server string goes into the page as text (textContent / attributes), never as markup.
 
 import {
-  api, ApiError, byId, fmtCountdown, fmtDateTime, fmtPrice, fmtSeconds, h, jwtSubject, messageFor,
+  api, ApiError, byId, fmtCountdown, fmtDateTime, fmtPrice, fmtSeconds, h, jwtClaims, jwtSubject, messageFor,
   plural, randomKey, ServerClock, setText, sleep, store,
 } from 'seckill/common';
 import { SaleFeed } from 'seckill/sse';
 
 const TOKEN_KEY = 'seckill.token';
+// SIGNIN_KEY (sessionStorage) holds the state and nonce of a sign-in at the shop's login page,
+// and the page to come back to, until the login page sends the buyer back.
+const SIGNIN_KEY = 'seckill.signin';
 const FINAL = new Set(['paid', 'rejected', 'refund_required']);
 const STATUS_WORD = {
   upcoming: 'Coming soon', active: 'On sale', sold_out: 'Sold out', ended: 'Ended',
@@ -44,8 +47,10 @@ const S = {
   listItems: new Map(), // sale id → list item parts
   lastRefresh: 0,
   noDevTokens: false, // the server answered 404 to /dev/token: sign in by pasting a JWT
+  signin: null, // GET /api/v1/signin: the shop's login page, if any, and the user id's claim
+  claim: 'sub', // the claim of a user token that holds the user id
 };
-S.user = jwtSubject(S.token);
+S.user = jwtSubject(S.token); // the claim is `sub` until loadSignIn knows better
 
 // ---- messages -------------------------------------------------------------------------
 
@@ -69,11 +74,15 @@ function renderAccount() {
   const signedIn = Boolean(S.token);
   byId('signed-in').hidden = !signedIn;
   setText(byId('who'), S.user || 'unknown user');
-  if (signedIn) {
+  const shopLogin = Boolean(S.signin && S.signin.login_url);
+  byId('oidc-signin').hidden = signedIn || !shopLogin;
+  // With the shop's login page, the test accounts and the token box are for --dev only.
+  if (signedIn || (shopLogin && !S.signin.dev_tokens)) {
     byId('signin-form').hidden = true;
     byId('jwt-form').hidden = true;
   } else if (byId('signin-form').hidden && byId('jwt-form').hidden) {
-    byId('signin-form').hidden = false;
+    byId('signin-form').hidden = S.noDevTokens;
+    byId('jwt-form').hidden = !S.noDevTokens;
   }
   byId('orders-section').hidden = !signedIn;
   updateBuyButton();
@@ -88,6 +97,68 @@ async function probeDev() {
   }
 }
 
+// loadSignIn asks the server how buyers sign in; if it cannot tell (its provider is down), the
+// dev probe decides between test accounts and the token box, as before there was a login page.
+async function loadSignIn() {
+  try {
+    S.signin = await api('GET', '/api/v1/signin');
+    S.claim = S.signin.user_claim || 'sub';
+    S.user = jwtSubject(S.token, S.claim);
+    if (!S.signin.dev_tokens) S.noDevTokens = true;
+  } catch {
+    S.signin = null;
+    await probeDev();
+  }
+  renderAccount();
+}
+
+// The shop's login page (OpenID Connect implicit flow, response_type=id_token): it sends the
+// buyer back to this page with #id_token=…&state=… (docs/SECURITY.md, Sign-in).
+byId('oidc-signin').addEventListener('click', () => {
+  const pending = { state: randomKey(), nonce: randomKey(), hash: location.hash };
+  try { sessionStorage.setItem(SIGNIN_KEY, JSON.stringify(pending)); } catch { /* private mode: the state check fails on return */ }
+  const u = new URL(S.signin.login_url);
+  u.searchParams.set('response_type', 'id_token');
+  u.searchParams.set('client_id', S.signin.client_id);
+  u.searchParams.set('redirect_uri', location.origin + location.pathname);
+  u.searchParams.set('scope', 'openid');
+  u.searchParams.set('state', pending.state);
+  u.searchParams.set('nonce', pending.nonce);
+  location.assign(u.href);
+});
+
+// takeSignInReturn reads the login page's answer from the fragment, if this load is one, and puts
+// back the page the buyer left; it returns the answer, checked by finishSignIn once the
+// sign-in settings are known.
+function takeSignInReturn() {
+  const f = new URLSearchParams(location.hash.slice(1));
+  if (!f.has('id_token') && !f.has('access_token') && !f.has('error')) return null;
+  let pending = null;
+  try {
+    pending = JSON.parse(sessionStorage.getItem(SIGNIN_KEY) || 'null');
+    sessionStorage.removeItem(SIGNIN_KEY);
+  } catch { /* none */ }
+  // The token leaves the address bar (and the history) at once.
+  history.replaceState(null, '', location.pathname + location.search + ((pending && pending.hash) || ''));
+  return { f, pending };
+}
+
+function finishSignIn({ f, pending }) {
+  if (f.has('error')) {
+    announce(`The shop's sign-in failed: ${f.get('error_description') || f.get('error')}.`, 'error');
+    return;
+  }
+  const tok = f.get('id_token') || f.get('access_token');
+  const claims = jwtClaims(tok);
+  // state ties the answer to a sign-in this page started; nonce ties the token to it.
+  if (!pending || f.get('state') !== pending.state || !claims || (claims.nonce !== undefined && claims.nonce !== pending.nonce)) {
+    announce('That sign-in answer was not for this page: sign in again.', 'error');
+    return;
+  }
+  setToken(tok);
+  announce(S.user ? `Signed in as ${S.user}.` : 'Signed in.');
+}
+
 function useJWTForm(message) {
   S.noDevTokens = true;
   byId('signin-form').hidden = true;
@@ -97,7 +168,7 @@ function useJWTForm(message) {
 
 function setToken(token) {
   S.token = token;
-  S.user = jwtSubject(token);
+  S.user = jwtSubject(token, S.claim);
   store.set(TOKEN_KEY, token || null);
   S.paths.clear();
   S.buyKeys.clear();
@@ -108,8 +179,6 @@ function setToken(token) {
 
 function signOut(message) {
   setToken('');
-  byId('signin-form').hidden = S.noDevTokens;
-  byId('jwt-form').hidden = !S.noDevTokens;
   announce(message || 'Signed out.');
 }
 
@@ -142,8 +211,8 @@ byId('jwt-toggle').addEventListener('click', () => {
 byId('jwt-form').addEventListener('submit', (ev) => {
   ev.preventDefault();
   const tok = byId('signin-jwt').value.trim();
-  if (!jwtSubject(tok)) {
-    announce('That is not a user token: a JWT has three dot-separated parts and names the user in “sub”.', 'error');
+  if (!jwtSubject(tok, S.claim)) {
+    announce(`That is not a user token: a JWT has three dot-separated parts and names the user in “${S.claim}”.`, 'error');
     return;
   }
   byId('signin-jwt').value = '';
@@ -806,6 +875,7 @@ setInterval(() => {
   if (S.saleId) { tickSale(); tickCards(); } else tickList();
 }, 250);
 window.addEventListener('hashchange', route);
+const signInReturn = takeSignInReturn();
 renderAccount();
-probeDev();
 route();
+loadSignIn().then(() => { if (signInReturn) finishSignIn(signInReturn); });

@@ -205,15 +205,21 @@ export function messageFor(err, context = '') {
   }
 }
 
-// jwtSubject reads the `sub` claim of a JWT without verifying it (for display only).
-export function jwtSubject(token) {
+// jwtClaims reads the claims of a JWT without verifying them (for display only), or null.
+export function jwtClaims(token) {
   try {
     const part = token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
     const claims = JSON.parse(atob(part + '='.repeat((4 - (part.length % 4)) % 4)));
-    return typeof claims.sub === 'string' ? claims.sub : '';
+    return claims && typeof claims === 'object' ? claims : null;
   } catch {
-    return '';
+    return null;
   }
+}
+
+// jwtSubject reads the user id of a JWT, its `claim` (default `sub`), without verifying it.
+export function jwtSubject(token, claim = 'sub') {
+  const v = (jwtClaims(token) || {})[claim];
+  return typeof v === 'string' ? v : '';
 }
 
 export const store = {
