@@ -430,6 +430,20 @@ func (s *Service) Pay(ctx context.Context, id, userID string) (PaymentIntent, er
 	if s.payments == nil {
 		return PaymentIntent{}, Errorf(CodeUnavailable, "no payment gateway is configured")
 	}
+	ops, _ := s.store.(OpenPaymentStore)
+	if ops != nil {
+		// A hold has one payment: while it is open its page is answered again, and the gateway
+		// (whose rate limit is the whole shop's) is not asked. Only calls that find no record
+		// (the first, or several at once) reach the gateway, whose idempotency key (the
+		// reservation id) makes them one payment.
+		p, err := ops.OpenPaymentOf(ctx, r.ID)
+		if err == nil {
+			return PaymentIntent{PaymentID: p.PaymentID, RedirectURL: p.RedirectURL, Gateway: p.Gateway}, nil
+		}
+		if ErrorCode(err) != CodeNotFound {
+			return PaymentIntent{}, unavailable(err)
+		}
+	}
 	var intent PaymentIntent
 	if cp, ok := s.payments.(CurrencyPayments); ok {
 		sale, serr := s.saleWindow(ctx, r.SaleID) // the currency only
@@ -446,9 +460,9 @@ func (s *Service) Pay(ctx context.Context, id, userID string) (PaymentIntent, er
 	// The payment page is handed out only once the payment is recorded for closing when the
 	// hold ends; if that fails the buyer is answered 503 and retries, and the gateway, asked
 	// again with the same idempotency key, starts no second payment.
-	if ops, ok := s.store.(OpenPaymentStore); ok && intent.Gateway != "" && r.ExpiresAt != nil {
+	if ops != nil && intent.Gateway != "" && r.ExpiresAt != nil {
 		err := ops.RecordOpenPayment(ctx, OpenPayment{PaymentID: intent.PaymentID, ReservationID: r.ID,
-			Gateway: intent.Gateway, Status: PaymentOpen, CloseAt: *r.ExpiresAt}, s.clock.Now())
+			Gateway: intent.Gateway, RedirectURL: intent.RedirectURL, Status: PaymentOpen, CloseAt: *r.ExpiresAt}, s.clock.Now())
 		if err != nil {
 			return PaymentIntent{}, unavailable(err)
 		}
