@@ -38,3 +38,30 @@ func TestPayRateLimit(t *testing.T) {
 	wantProblem(t, e.do(t, "POST", "/api/v1/reservations/"+alice.ID+"/pay", e.user(t, "alice"), nil),
 		http.StatusTooManyRequests, seckill.CodeRateLimited)
 }
+
+// TestPayFreeHold: /pay on a free hold (price_cents 0) confirms it with no gateway at all:
+// 200 with payment_id free_<reservation>, no page and the reservation paid, the same answer
+// again, the order listed with amount 0; another user's is 404, and an expired one 409.
+func TestPayFreeHold(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withoutPayments())
+	e.createSale(t, "gift", map[string]any{"price_cents": 0, "per_user_limit": 1})
+	alice := e.mustBuy(t, "alice", "gift", http.StatusCreated)
+	bob := e.mustBuy(t, "bob", "gift", http.StatusCreated)
+	wantProblem(t, e.do(t, "POST", "/api/v1/reservations/"+alice.ID+"/pay", e.user(t, "bob"), nil), http.StatusNotFound, seckill.CodeNotFound)
+	for range 2 {
+		r := e.do(t, "POST", "/api/v1/reservations/"+alice.ID+"/pay", e.user(t, "alice"), nil)
+		wantStatus(t, r, http.StatusOK)
+		var got seckill.PaymentIntent
+		r.decode(t, &got)
+		if got.PaymentID != seckill.FreePaymentID(alice.ID) || got.RedirectURL != "" || got.Reservation == nil ||
+			got.Reservation.Status != seckill.StatusPaid || got.Reservation.AmountCents != 0 {
+			t.Fatalf("/pay on a free hold: %s; want confirmed, paid", r)
+		}
+	}
+	if orders := e.orders(t, "alice"); len(orders) != 1 || orders[0].PaymentID != seckill.FreePaymentID(alice.ID) || orders[0].AmountCents != 0 {
+		t.Fatalf("alice's orders: %+v; want the free one", orders)
+	}
+	e.clock.Advance(61 * time.Second) // bob's hold (60 s) runs out
+	wantProblem(t, e.do(t, "POST", "/api/v1/reservations/"+bob.ID+"/pay", e.user(t, "bob"), nil), http.StatusConflict, seckill.CodeHoldExpired)
+}
