@@ -22,7 +22,10 @@ type OpenPayment struct {
 	PaymentID     string
 	ReservationID string
 	Gateway       string // the gateway that started it, and must close it
-	Status        OpenPaymentStatus
+	// RedirectURL is the payment's page, answered again by POST /pay while the payment is open
+	// so that the gateway is asked once per hold ("" when the store did not keep it).
+	RedirectURL string
+	Status      OpenPaymentStatus
 	// CloseAt is when a close is due: the hold's expiry, the cancel when the buyer cancelled,
 	// or the next attempt after a failed close.
 	CloseAt  time.Time
@@ -47,6 +50,9 @@ type OpenPaymentStore interface {
 	// RecordOpenPayment records a payment started for a hold that ends at closeAt. Recording a
 	// payment id again changes nothing (a retried POST /pay starts the same payment).
 	RecordOpenPayment(ctx context.Context, p OpenPayment, at time.Time) error
+	// OpenPaymentOf returns the latest open payment of a reservation that has a RedirectURL,
+	// or not_found when it has none: POST /pay answers its page rather than ask the gateway.
+	OpenPaymentOf(ctx context.Context, reservationID string) (OpenPayment, error)
 	// CloseSoon makes the open payments of a reservation due for closing at once (the buyer
 	// cancelled the hold).
 	CloseSoon(ctx context.Context, reservationID string, at time.Time) error

@@ -3,6 +3,7 @@ package seckill_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,6 +64,12 @@ var openPayT0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 // newOpenPayRig starts a service selling sale s (two units, hold 10 s) through the mock.
 func newOpenPayRig(t *testing.T) *openPayRig {
 	t.Helper()
+	return newOpenPayRigThrough(t, func(p seckill.Payments) seckill.Payments { return p })
+}
+
+// newOpenPayRigThrough is newOpenPayRig with the service's payments wrapped by through.
+func newOpenPayRigThrough(t *testing.T, through func(seckill.Payments) seckill.Payments) *openPayRig {
+	t.Helper()
 	real, err := sqlstore.Open(t.Context(), "sqlite://:memory:")
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +83,7 @@ func newOpenPayRig(t *testing.T) *openPayRig {
 	})
 	t.Cleanup(func() { _ = gw.Stop() })
 	svc := seckill.NewService(seckill.ServiceConfig{
-		Inventory: memory.New(clock, memory.WithArchive(store)), Store: store, Payments: payment.ForService(gw),
+		Inventory: memory.New(clock, memory.WithArchive(store)), Store: store, Payments: through(payment.ForService(gw)),
 		Clock: clock, AuthSecret: []byte("k"),
 	})
 	price, stock, hold := int64(100), 2, 10
@@ -188,5 +195,53 @@ func TestCancelBringsCloseForward(t *testing.T) {
 	}
 	if got := r.due(t, *bob.ExpiresAt); len(got) != 2 || got[1].PaymentID != ib.PaymentID {
 		t.Fatalf("due at bob's hold's expiry: %+v; want alice's and then bob's %s", got, ib.PaymentID)
+	}
+}
+
+// countingPayments counts the payments asked of the gateway behind it.
+type countingPayments struct {
+	seckill.Payments
+	starts atomic.Int64
+}
+
+func (c *countingPayments) CreatePayment(ctx context.Context, r seckill.Reservation) (seckill.PaymentIntent, error) {
+	c.starts.Add(1)
+	return c.Payments.CreatePayment(ctx, r)
+}
+
+func (c *countingPayments) CreatePaymentIn(ctx context.Context, r seckill.Reservation, currency string) (seckill.PaymentIntent, error) {
+	c.starts.Add(1)
+	return c.Payments.(seckill.CurrencyPayments).CreatePaymentIn(ctx, r, currency)
+}
+
+// A hold has one payment: while it is open, Pay answers its recorded page again without
+// asking the gateway, so that one buyer calling /pay over and over spends none of the shop's
+// gateway rate limit. Another hold still gets its own payment.
+func TestPayAnswersOpenPaymentWithoutGateway(t *testing.T) {
+	var counted *countingPayments
+	r := newOpenPayRigThrough(t, func(p seckill.Payments) seckill.Payments {
+		counted = &countingPayments{Payments: p}
+		return counted
+	})
+	svc := r.svc
+	res := r.hold(t, "alice")
+	first, err := svc.Pay(t.Context(), res.ID, "alice")
+	if err != nil || first.RedirectURL == "" {
+		t.Fatalf("first Pay: %+v, %v", first, err)
+	}
+	for i := range 20 {
+		again, err := svc.Pay(t.Context(), res.ID, "alice")
+		if err != nil || again.PaymentID != first.PaymentID || again.RedirectURL != first.RedirectURL {
+			t.Fatalf("Pay #%d: %+v, %v; want the first payment %+v", i+2, again, err, first)
+		}
+	}
+	if n := counted.starts.Load(); n != 1 {
+		t.Fatalf("21 Pays of one hold asked the gateway %d times, want 1", n)
+	}
+	if _, err := svc.Pay(t.Context(), r.hold(t, "bob").ID, "bob"); err != nil {
+		t.Fatalf("bob's Pay: %v", err)
+	}
+	if n := counted.starts.Load(); n != 2 {
+		t.Fatalf("another hold's Pay: the gateway was asked %d times in all, want 2", n)
 	}
 }

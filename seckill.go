@@ -224,10 +224,14 @@ type OrderStore interface {
 	Close() error
 }
 
-// PaymentIntent is what a gateway returns when a payment is started.
+// PaymentIntent is what a gateway returns when a payment is started, and what POST /pay
+// answers.
 type PaymentIntent struct {
 	PaymentID   string `json:"payment_id"`
-	RedirectURL string `json:"redirect_url"`
+	RedirectURL string `json:"redirect_url"` // "" for a free hold: there is no page to pay on
+	// Reservation is set when /pay settled the hold at once (a free hold, confirmed): the
+	// reservation, paid. A payment at a gateway is settled later, by its notification.
+	Reservation *Reservation `json:"reservation,omitempty"`
 	// Gateway names the gateway that started the payment; set by the adapter between the
 	// service and the gateway (payment.ForService), so that the open payment is recorded with
 	// the gateway that must close it.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill/internal/background"
+	"golang.org/x/sync/singleflight"
 )
 
 // Service applies the domain rules across the inventory, the order store and the payment
@@ -30,6 +31,9 @@ type Service struct {
 	// change stock and ends_at only), so the cache is never stale, and it holds one entry per
 	// sale that exists.
 	starts sync.Map
+	// paying joins the concurrent POST /pay calls of one hold (by reservation id) into one
+	// gateway call, so that a buyer's burst costs the shop's gateway rate limit one request.
+	paying singleflight.Group
 }
 
 // ServiceConfig wires a Service.
@@ -412,7 +416,8 @@ func (s *Service) Cancel(ctx context.Context, id, userID string) (Reservation, e
 	return r, nil
 }
 
-// Pay starts a payment with the gateway for a held reservation.
+// Pay starts a payment with the gateway for a held reservation; a free hold is confirmed at
+// once instead (confirmFree), and confirming it again answers the same.
 func (s *Service) Pay(ctx context.Context, id, userID string) (PaymentIntent, error) {
 	r, err := s.Reservation(ctx, id, userID)
 	if err != nil {
@@ -420,7 +425,14 @@ func (s *Service) Pay(ctx context.Context, id, userID string) (PaymentIntent, er
 	}
 	switch r.Status {
 	case StatusHeld:
+		if free(r) {
+			return s.confirmFree(ctx, r)
+		}
 	case StatusPaid:
+		if free(r) && r.PaymentID == FreePaymentID(r.ID) {
+			// Confirmed before: answered the same, and recorded if the database missed it.
+			return s.confirmFree(ctx, r)
+		}
 		return PaymentIntent{}, Errorf(CodeConflict, "reservation %s is already paid", id)
 	case StatusQueued:
 		return PaymentIntent{}, Errorf(CodeConflict, "reservation %s is still queued; pay once it is held", id)
@@ -430,7 +442,34 @@ func (s *Service) Pay(ctx context.Context, id, userID string) (PaymentIntent, er
 	if s.payments == nil {
 		return PaymentIntent{}, Errorf(CodeUnavailable, "no payment gateway is configured")
 	}
-	var intent PaymentIntent
+	ops, _ := s.store.(OpenPaymentStore)
+	if ops != nil {
+		// A hold has one payment: while it is open its page is answered again, and the gateway
+		// (whose rate limit is the whole shop's) is not asked. Only calls that find no record
+		// reach the gateway: the first, joined with those of this instance that come while it
+		// runs (paying), and the first of each other instance; the gateway's idempotency key
+		// (the reservation id) makes them one payment.
+		p, err := ops.OpenPaymentOf(ctx, r.ID)
+		if err == nil {
+			return PaymentIntent{PaymentID: p.PaymentID, RedirectURL: p.RedirectURL, Gateway: p.Gateway}, nil
+		}
+		if ErrorCode(err) != CodeNotFound {
+			return PaymentIntent{}, unavailable(err)
+		}
+	}
+	v, err, _ := s.paying.Do(r.ID, func() (any, error) { return s.startPayment(ctx, r, ops) })
+	if err != nil {
+		return PaymentIntent{}, err
+	}
+	return v.(PaymentIntent), nil
+}
+
+// startPayment asks the gateway for the hold's payment and records it (Pay).
+func (s *Service) startPayment(ctx context.Context, r Reservation, ops OpenPaymentStore) (PaymentIntent, error) {
+	var (
+		intent PaymentIntent
+		err    error
+	)
 	if cp, ok := s.payments.(CurrencyPayments); ok {
 		sale, serr := s.saleWindow(ctx, r.SaleID) // the currency only
 		if serr != nil {
@@ -446,9 +485,9 @@ func (s *Service) Pay(ctx context.Context, id, userID string) (PaymentIntent, er
 	// The payment page is handed out only once the payment is recorded for closing when the
 	// hold ends; if that fails the buyer is answered 503 and retries, and the gateway, asked
 	// again with the same idempotency key, starts no second payment.
-	if ops, ok := s.store.(OpenPaymentStore); ok && intent.Gateway != "" && r.ExpiresAt != nil {
+	if ops != nil && intent.Gateway != "" && r.ExpiresAt != nil {
 		err := ops.RecordOpenPayment(ctx, OpenPayment{PaymentID: intent.PaymentID, ReservationID: r.ID,
-			Gateway: intent.Gateway, Status: PaymentOpen, CloseAt: *r.ExpiresAt}, s.clock.Now())
+			Gateway: intent.Gateway, RedirectURL: intent.RedirectURL, Status: PaymentOpen, CloseAt: *r.ExpiresAt}, s.clock.Now())
 		if err != nil {
 			return PaymentIntent{}, unavailable(err)
 		}

@@ -170,10 +170,15 @@ func (s *Server) cancelReservation(w http.ResponseWriter, r *http.Request) error
 	return writeReservation(w, http.StatusOK, res)
 }
 
+// pay starts (or answers again) the payment of the user's hold, within the user's budget of
+// payment starts, decided before the reservation is read.
 func (s *Server) pay(w http.ResponseWriter, r *http.Request) error {
 	user, err := s.userOf(r)
 	if err != nil {
 		return err
+	}
+	if !s.payLimit.allow(user, s.now()) {
+		return seckill.Errorf(seckill.CodeRateLimited, "too many payment requests; slow down")
 	}
 	intent, err := s.svc.Pay(r.Context(), r.PathValue("rid"), user)
 	if err != nil {

@@ -2,13 +2,16 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/payment"
 )
 
 // Problem is an RFC 9457 problem document with the extra `code` field clients switch on.
@@ -35,13 +38,23 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	p := Problem{Type: "about:blank", Title: code.Title(), Status: code.HTTPStatus(), Detail: seckill.ErrorMessage(err), Code: code}
 	if code == seckill.CodeUnavailable || code == seckill.CodeRateLimited {
-		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Retry-After", retryAfter(err))
 	}
 	b := mustJSON(p)
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(b)
+}
+
+// retryAfter is the Retry-After of a refused request: the wait the error names (a payment
+// gateway backed off after its provider's "too many requests", payment.BackedOffError), else 1 s.
+func retryAfter(err error) string {
+	var named interface{ RetryAfter() time.Duration }
+	if errors.As(err, &named) {
+		return strconv.FormatInt(payment.RetryAfterSeconds(named.RetryAfter()), 10)
+	}
+	return "1"
 }
 
 // mustJSON marshals a value that always marshals: our own plain structs of strings and numbers

@@ -36,8 +36,10 @@ type Config struct {
 	// a gateway of that name is given here. The first is the one that takes payments (POST
 	// /pay starts them), named in the sales' audit.
 	Gateways []payment.Gateway
-	// BuyRate and BuyBurst set the per-user buy budget (default 10/s, burst 10). A negative
-	// rate disables the limit (the load generator's own users are not throttled by it).
+	// BuyRate and BuyBurst set the per-user request budget (default 10/s, burst 10), which
+	// each user has twice, in buckets of their own: one for buys, one for payment starts
+	// (POST /pay, whose gateway calls spend the shop's rate limit at the provider). A negative
+	// rate disables both (the load generator's own users are not throttled by them).
 	BuyRate  float64
 	BuyBurst int
 	// Registry receives the metrics; default a new registry served at /metrics.
@@ -76,7 +78,8 @@ type Server struct {
 	svc      *seckill.Service
 	log      *slog.Logger
 	troubles *logsummary.Summarizer // writeError's lines: a route's 503s during an outage are a line per period
-	limiter  *rateLimiter
+	limiter  *rateLimiter           // buys
+	payLimit *rateLimiter           // payment starts (POST /pay), with the same budget
 	metrics  *metrics
 	feeds    *feeds
 	activity *activity
@@ -111,7 +114,8 @@ func New(cfg Config) *Server {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, limiter: newRateLimiter(cfg.BuyRate, cfg.BuyBurst)}
+	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, limiter: newRateLimiter(cfg.BuyRate, cfg.BuyBurst),
+		payLimit: newRateLimiter(cfg.BuyRate, cfg.BuyBurst)}
 	s.troubles = logsummary.New(cfg.Logger, 0)
 	s.gateways = gatewaysByName(cfg)
 	s.metrics = newMetrics(cfg.Registry, cfg.Service)

@@ -49,6 +49,16 @@ func signedScheme(g seckilltest.GatewayUnderTest) seckilltest.GatewayUnderTest {
 // TestGatewayMock runs the gateway suite on the mock. Its own webhooks are held back (an hour's
 // delay, a receiver that discards them): the suite plays the provider's notifications itself.
 func TestGatewayMock(t *testing.T) {
+	testGatewayMock(t, func(g payment.Gateway, _ seckill.Clock) payment.Gateway { return g })
+}
+
+// TestGatewayBackoff runs the gateway suite on the mock behind WithBackoff, as seckill serve
+// runs every gateway: with no "too many requests", the wrapper changes nothing.
+func TestGatewayBackoff(t *testing.T) {
+	testGatewayMock(t, payment.WithBackoff)
+}
+
+func testGatewayMock(t *testing.T, wrap func(payment.Gateway, seckill.Clock) payment.Gateway) {
 	seckilltest.TestGateway(t, seckilltest.GatewayHarness{
 		Open: func(t *testing.T, clock *seckilltest.ManualClock) seckilltest.GatewayUnderTest {
 			g := payment.NewMockGateway(payment.MockConfig{
@@ -58,7 +68,7 @@ func TestGatewayMock(t *testing.T) {
 			})
 			t.Cleanup(func() { _ = g.Stop() })
 			return signedScheme(seckilltest.GatewayUnderTest{
-				Gateway: g,
+				Gateway: wrap(g, clock),
 				Settle: func(t *testing.T, id string) {
 					if err := g.Settle(id); err != nil {
 						t.Fatal(err)

@@ -397,3 +397,62 @@ func osRefundGatewayListed(t *testing.T, s seckill.OrderStore) {
 		t.Fatalf("Refunds(refund_required) = %s, %v; want p-a of gateway a, p-none of none", osRefundIDs(list), err)
 	}
 }
+
+// osOpenPage records payment id of reservation res at gateway gw with page url, at at.
+func osOpenPage(t *testing.T, ops seckill.OpenPaymentStore, id, res, url string, at time.Time) {
+	t.Helper()
+	err := ops.RecordOpenPayment(t.Context(), seckill.OpenPayment{PaymentID: id, ReservationID: res, Gateway: "gw",
+		RedirectURL: url, Status: seckill.PaymentOpen, CloseAt: osT0.Add(time.Hour)}, at)
+	if err != nil {
+		t.Fatalf("RecordOpenPayment(%s): %v", id, err)
+	}
+}
+
+// osWantPage checks that OpenPaymentOf(res) answers payment id with page url, or not_found
+// when id is "".
+func osWantPage(t *testing.T, ops seckill.OpenPaymentStore, what, res, id, url string) {
+	t.Helper()
+	p, err := ops.OpenPaymentOf(t.Context(), res)
+	if id == "" {
+		osWantCode(t, what, err, seckill.CodeNotFound)
+		return
+	}
+	if err != nil || p.PaymentID != id || p.ReservationID != res || p.RedirectURL != url || p.Gateway != "gw" ||
+		p.Status != seckill.PaymentOpen || !p.CloseAt.Equal(osT0.Add(time.Hour)) {
+		t.Fatalf("%s: OpenPaymentOf(%s) = %+v, %v; want %s with page %q at gw, open, closing at %v",
+			what, res, p, err, id, url, osT0.Add(time.Hour))
+	}
+}
+
+// OpenPaymentOf answers a reservation's open payment with its page (the latest recorded), and
+// not_found for one with none: no payment, no page kept (recorded without one, or one longer
+// than the store keeps), or no longer open (closed, or paid by RecordPayment).
+func osOpenPaymentPage(t *testing.T, s seckill.OrderStore) {
+	ops := osOpenPayments(t, s)
+	osWantPage(t, ops, "no payment", "r1", "", "")
+	osOpenPage(t, ops, "p1", "r1", "https://pay.example/p1", osT0)
+	osWantPage(t, ops, "recorded", "r1", "p1", "https://pay.example/p1")
+	osOpenPage(t, ops, "p1", "r1", "https://pay.example/other", osT0.Add(time.Second))
+	osWantPage(t, ops, "recorded again", "r1", "p1", "https://pay.example/p1")
+	osOpenPage(t, ops, "p2", "r1", "https://pay.example/p2", osT0.Add(time.Second))
+	osWantPage(t, ops, "a later payment", "r1", "p2", "https://pay.example/p2")
+
+	osOpenPage(t, ops, "p3", "r3", "", osT0)
+	osWantPage(t, ops, "recorded without a page", "r3", "", "")
+	osOpenPage(t, ops, "p4", "r4", "https://pay.example/"+strings.Repeat("x", 4096), osT0)
+	osWantPage(t, ops, "a page longer than the store keeps", "r4", "", "")
+
+	osOpenPage(t, ops, "p5", "r5", "https://pay.example/p5", osT0)
+	if got := osClaimOpen(t, ops, "gw", "a", osNeverDue, 10); len(got) != 5 {
+		t.Fatalf("claimed %v, want the 5 payments", osClaimedIDs(got))
+	}
+	osRecordClose(t, ops, seckill.CloseOutcome{PaymentID: "p5", Owner: "a", Status: seckill.PaymentClosed, At: osT0})
+	osWantPage(t, ops, "closed", "r5", "", "")
+
+	osCreate(t, s, osSale("s", 5, 0))
+	held := osRes("s", "r-held", "alice", 1, seckill.StatusHeld, 1)
+	osApply(t, s, osEv(held, osT0))
+	osOpenPage(t, ops, "p-paid", "r-held", "https://pay.example/paid", osT0)
+	osWantPay(t, s, "p-paid", held, seckill.PaymentApplied, seckill.PaymentApplied, osT0.Add(time.Second))
+	osWantPage(t, ops, "paid", "r-held", "", "")
+}

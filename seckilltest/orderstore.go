@@ -80,6 +80,7 @@ func TestOrderStore(t *testing.T, open func(t *testing.T) seckill.OrderStore) {
 		{"OpenPayments/PaidByRecordPayment", osOpenPaymentPaidByRecord},
 		{"OpenPayments/ConcurrentClaims", osOpenPaymentConcurrentClaims},
 		{"OpenPayments/InvalidArgument", osOpenPaymentInvalid},
+		{"OpenPayments/PageOfReservation", osOpenPaymentPage},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,11 +8,12 @@ import "github.com/seckill-go/seckill"
 // (its sql_mode is strict: an over-long value is an error, not a silent truncation). Every
 // value the service produces fits with room to spare.
 const (
-	maxSaleIDBytes         = 64  // seckill.ValidID
-	maxUserIDBytes         = 64  // the JWT sub: 1–64 of [A-Za-z0-9_.-]
-	maxReservationIDBytes  = 128 // seckill.ReservationID makes at most 64 + 1 + 32 = 97
-	maxPaymentIDBytes      = 255 // the webhook takes up to 128 (payment.MaxIDBytes)
-	maxIdempotencyKeyBytes = 128 // the Idempotency-Key header limit of httpapi
+	maxSaleIDBytes         = 64   // seckill.ValidID
+	maxUserIDBytes         = 64   // the JWT sub: 1–64 of [A-Za-z0-9_.-]
+	maxReservationIDBytes  = 128  // seckill.ReservationID makes at most 64 + 1 + 32 = 97
+	maxPaymentIDBytes      = 255  // the webhook takes up to 128 (payment.MaxIDBytes)
+	maxIdempotencyKeyBytes = 128  // the Idempotency-Key header limit of httpapi
+	maxRedirectURLBytes    = 2048 // a payment page's address (Stripe's are a few hundred)
 )
 
 // field is one string value to check against its column's width.

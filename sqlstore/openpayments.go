@@ -13,7 +13,9 @@ import (
 var _ seckill.OpenPaymentStore = (*Store)(nil)
 
 // RecordOpenPayment implements seckill.OpenPaymentStore. A payment id recorded before is left
-// as it is: POST /pay retried starts the same payment, and its first record stands.
+// as it is: POST /pay retried starts the same payment, and its first record stands. A page
+// address longer than maxRedirectURLBytes is not kept (recorded as ""): the payment is still
+// recorded for closing, and POST /pay asks the gateway for its page again.
 func (s *Store) RecordOpenPayment(ctx context.Context, p seckill.OpenPayment, at time.Time) error {
 	if p.PaymentID == "" || p.ReservationID == "" || p.Gateway == "" {
 		return seckill.Errorf(seckill.CodeInvalidArgument, "open payment: empty payment id, reservation id or gateway")
@@ -23,11 +25,14 @@ func (s *Store) RecordOpenPayment(ctx context.Context, p seckill.OpenPayment, at
 		field{"gateway", p.Gateway, maxGatewayBytes}); err != nil {
 		return err
 	}
+	if len(p.RedirectURL) > maxRedirectURLBytes {
+		p.RedirectURL = ""
+	}
 	ms := toMillis(s.stamp(at))
 	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO gateway_payments (payment_id, reservation_id, gateway,
-		status, attempts, next_attempt_at, lease_owner, lease_until, last_error, created_at, updated_at)
-		VALUES (?, ?, ?, ?, 0, ?, '', 0, '', ?, ?)`),
-		p.PaymentID, p.ReservationID, p.Gateway, string(seckill.PaymentOpen), toMillis(p.CloseAt), ms, ms)
+		status, attempts, next_attempt_at, lease_owner, lease_until, last_error, created_at, updated_at, redirect_url)
+		VALUES (?, ?, ?, ?, 0, ?, '', 0, '', ?, ?, ?)`),
+		p.PaymentID, p.ReservationID, p.Gateway, string(seckill.PaymentOpen), toMillis(p.CloseAt), ms, ms, p.RedirectURL)
 	if s.d.classify(err) == uniqueViolation {
 		return nil
 	}
@@ -35,6 +40,29 @@ func (s *Store) RecordOpenPayment(ctx context.Context, p seckill.OpenPayment, at
 		return fmt.Errorf("sqlstore: record open payment %s: %w", p.PaymentID, err)
 	}
 	return nil
+}
+
+// OpenPaymentOf implements seckill.OpenPaymentStore: the open payment of the reservation with
+// a page, the latest recorded first (several exist only if the gateway was changed mid-hold).
+func (s *Store) OpenPaymentOf(ctx context.Context, reservationID string) (seckill.OpenPayment, error) {
+	var (
+		p                seckill.OpenPayment
+		id, gw, redirect []byte
+		next             int64
+	)
+	err := s.db.QueryRowContext(ctx, s.q(`SELECT payment_id, gateway, redirect_url, attempts, next_attempt_at
+		FROM gateway_payments WHERE reservation_id = ? AND status = ? AND redirect_url <> ''
+		ORDER BY created_at DESC, payment_id DESC LIMIT 1`), reservationID, string(seckill.PaymentOpen)).
+		Scan(&id, &gw, &redirect, &p.Attempts, &next)
+	if errors.Is(err, sql.ErrNoRows) {
+		return p, seckill.Errorf(seckill.CodeNotFound, "reservation %q has no open payment", reservationID)
+	}
+	if err != nil {
+		return p, fmt.Errorf("sqlstore: open payment of %s: %w", reservationID, err)
+	}
+	p.PaymentID, p.ReservationID, p.Gateway, p.RedirectURL = string(id), reservationID, string(gw), string(redirect)
+	p.Status, p.CloseAt = seckill.PaymentOpen, fromMillis(next)
+	return p, nil
 }
 
 // CloseSoon implements seckill.OpenPaymentStore: a close due later is brought forward to at.

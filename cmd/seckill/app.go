@@ -147,6 +147,8 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	if a.payGW, err = a.newGateway(cfg, opts, log); err != nil {
 		return nil, err
 	}
+	// A provider's "too many requests" is honoured by every caller of this instance at once.
+	a.payGW = payment.WithBackoff(a.payGW, seckill.SystemClock{})
 	a.svc = seckill.NewService(seckill.ServiceConfig{
 		Inventory: a.inv, Store: a.store, Payments: payment.ForService(a.payGW), AuthSecret: []byte(cfg.AuthSecret),
 	})

@@ -77,11 +77,17 @@ func TestGatewayFlags(t *testing.T) {
 // gets the generated secrets.
 func startGatewayApp(t *testing.T, cfg *config) *app {
 	t.Helper()
+	return startGatewayAppWith(t, cfg, appOptions{buyRate: -1})
+}
+
+// startGatewayAppWith is startGatewayApp with the given options.
+func startGatewayAppWith(t *testing.T, cfg *config, opts appOptions) *app {
+	t.Helper()
 	cfg.Addr, cfg.Engine, cfg.DB = "127.0.0.1:0", "memory", "sqlite://"+filepath.Join(t.TempDir(), "g.db")
 	if _, err := cfg.secrets(); err != nil {
 		t.Fatal(err)
 	}
-	a, err := startApp(context.Background(), *cfg, appOptions{buyRate: -1}, discardLogger())
+	a, err := startApp(context.Background(), *cfg, opts, discardLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -698,6 +698,7 @@ function bannerFor(c) {
   if (c.paymentId === 'unknown' && paymentPending(c)) return ['We lost contact while starting the payment. If it went through, this page shows it in a moment.', 'warn'];
   if (c.paymentId && paymentPending(c)) return ['Payment started. The gateway confirms it in a moment.', 'ok'];
   if (st === 'held' && c.grantedNow) return ['Your turn came: a unit is now held for you. Pay before the countdown ends.', 'ok'];
+  if (st === 'held' && c.res.amount_cents === 0) return ['A free unit is held for you: confirm it before the countdown ends.', 'ok'];
   if (st === 'held') return ['A unit is held for you: pay before the countdown ends.', 'ok'];
   return ['', 'info'];
 }
@@ -725,7 +726,8 @@ function renderCard(c) {
   c.result.dataset.status = payPending ? 'pending' : st;
   c.pay.hidden = st !== 'held' || payLocked(c);
   c.pay.disabled = c.paying;
-  setText(c.pay, c.paying ? 'Starting payment…'
+  const isFree = res.amount_cents === 0; // a giveaway: the button confirms the hold
+  setText(c.pay, isFree ? (c.paying ? 'Confirming…' : 'Confirm (free)') : c.paying ? 'Starting payment…'
     : `${c.paymentId === 'unknown' ? 'Try paying again' : 'Pay'} ${fmtPrice(res.amount_cents, S.sale?.currency)}`);
   c.cancel.hidden = !(st === 'queued' || (st === 'held' && !c.paymentId));
   c.dismiss.hidden = !(FINAL.has(st) || ((st === 'expired' || st === 'cancelled') && !payPending));
@@ -782,6 +784,10 @@ async function pay(c) {
     for (let attempt = 1; ; attempt++) {
       try {
         const r = await api('POST', `/api/v1/reservations/${encodeURIComponent(c.rid)}/pay`, { token: S.token });
+        if (r.reservation) { // a free hold: confirmed at once, nothing to pay at a gateway
+          onReservation(r.reservation);
+          return;
+        }
         paymentStarted(c, r.payment_id || 'started', safeURL(r.redirect_url || ''));
         announce('', 'ok', c.rid); // the card renders the message (bannerFor)
         return;

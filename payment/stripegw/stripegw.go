@@ -347,7 +347,15 @@ func permanent(err error) bool {
 func (g *Gateway) apiError(op string, err error) error {
 	var se *stripe.Error
 	if errors.As(err, &se) {
-		return seckill.Errorf(seckill.CodeUnavailable, "stripe: %s: %s (HTTP %d, %s)", op, g.redact.Replace(se.Msg), se.HTTPStatusCode, se.Code)
+		coded := seckill.Errorf(seckill.CodeUnavailable, "stripe: %s: %s (HTTP %d, %s)", op, g.redact.Replace(se.Msg), se.HTTPStatusCode, se.Code)
+		if se.HTTPStatusCode == http.StatusTooManyRequests { // the account's rate limit: payment.WithBackoff
+			var after string
+			if se.LastResponse != nil {
+				after = se.LastResponse.Header.Get("Retry-After")
+			}
+			return &payment.RateLimitedError{RetryAfter: payment.ParseRetryAfter(after, time.Now()), Err: coded}
+		}
+		return coded
 	}
 	return seckill.Errorf(seckill.CodeUnavailable, "stripe: %s: %s", op, g.redact.Replace(err.Error()))
 }
