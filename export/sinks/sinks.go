@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 
 	"github.com/seckill-go/seckill/export"
@@ -45,13 +46,10 @@ func Open(ctx context.Context, raw string, opts export.Options) (export.Sink, er
 		export.ErrBadURL, export.Redact(raw), u.Scheme)
 }
 
-// OpenAll opens every sink of a comma-separated list; on an error it closes those it opened.
+// OpenAll opens every sink of a list (Split); on an error it closes those it opened.
 func OpenAll(ctx context.Context, list string, opts export.Options) ([]export.Sink, error) {
 	var out []export.Sink
-	for _, raw := range strings.Split(list, ",") {
-		if strings.TrimSpace(raw) == "" {
-			continue
-		}
+	for _, raw := range Split(list) {
 		s, err := Open(ctx, raw, opts)
 		if err != nil {
 			for _, o := range out {
@@ -62,4 +60,27 @@ func OpenAll(ctx context.Context, list string, opts export.Options) ([]export.Si
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// nextURL matches a comma that starts the next URL of a list: the comma, optional spaces, and
+// a scheme (RFC 3986: a letter, then letters, digits, '+', '-' or '.') followed by "://".
+var nextURL = regexp.MustCompile(`,\s*[A-Za-z][A-Za-z0-9+.-]*://`)
+
+// Split cuts a SECKILL_EXPORT list into its URLs, trimmed, empty ones dropped. A comma ends a
+// URL only when the next URL's scheme:// follows it: a comma inside a URL (the brokers of
+// kafka://k1:9092,k2:9092?topic=…, a query value) stays in it (docs/EVENTS.md).
+func Split(list string) []string {
+	var out []string
+	add := func(s string) {
+		if s = strings.Trim(s, " \t\r\n,"); s != "" {
+			out = append(out, s)
+		}
+	}
+	start := 0
+	for _, m := range nextURL.FindAllStringIndex(list, -1) {
+		add(list[start:m[0]])
+		start = m[0] + 1
+	}
+	add(list[start:])
+	return out
 }
