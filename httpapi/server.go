@@ -25,14 +25,15 @@ type Config struct {
 	Service       *seckill.Service
 	AuthSecret    []byte // HS256 key for user JWTs (and, via the service, purchase tokens)
 	AdminToken    string
-	PaymentSecret []byte // webhook signature key of the built-in scheme (the "webhook" gateway)
+	PaymentSecret []byte // webhook signature key of the built-in scheme (the "webhook" gateway); nil: the scheme is off
 	Dev           bool   // enables POST /api/v1/dev/token
 	Clock         seckill.Clock
 	Logger        *slog.Logger
 	// Gateways are the payment gateways whose notifications this server receives, each at
 	// POST /api/v1/payments/webhook/{name}. The built-in "webhook" gateway (our signed scheme,
-	// keyed by PaymentSecret) is always there, also at POST /api/v1/payments/webhook, unless
-	// a gateway of that name is given here.
+	// keyed by PaymentSecret) is there when PaymentSecret is set, also at POST
+	// /api/v1/payments/webhook, unless a gateway of that name is given here; without either,
+	// both routes answer 404.
 	Gateways []payment.Gateway
 	// BuyRate and BuyBurst set the per-user buy budget (default 10/s, burst 10). A negative
 	// rate disables the limit (the load generator's own users are not throttled by it).

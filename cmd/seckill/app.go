@@ -159,7 +159,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	lim := cfg.HTTP.withDefaults()
 	a.api = httpapi.New(httpapi.Config{
 		Service: a.svc, AuthSecret: []byte(cfg.AuthSecret), AdminToken: cfg.AdminToken,
-		PaymentSecret: []byte(cfg.PaymentSecret), Gateways: []payment.Gateway{a.payGW}, Dev: cfg.Dev, Logger: log, BuyRate: opts.buyRate,
+		PaymentSecret: builtInSecret(cfg), Gateways: []payment.Gateway{a.payGW}, Dev: cfg.Dev, Logger: log, BuyRate: opts.buyRate,
 		Checks: a.engine.checks, Collectors: append([]prometheus.Collector{a.bg.Collector(), a.export.x.Collector()}, a.engine.metrics...),
 		Export:      a.export.x.Status,
 		MaxInFlight: lim.MaxInFlight, MaxStreams: lim.MaxStreams, MaxStreamsPerUser: lim.MaxStreamsPerUser,
@@ -218,6 +218,16 @@ func (a *app) newGateway(cfg config, opts appOptions, log *slog.Logger) (payment
 		return g, nil
 	}
 	return payment.NewWebhookGateway([]byte(cfg.PaymentSecret)), nil
+}
+
+// builtInSecret is the key of the built-in signed webhook as the HTTP API gets it: nil when the
+// scheme is off (config.builtInWebhook), so that its routes answer 404 whatever
+// SECKILL_PAYMENT_SECRET holds.
+func builtInSecret(cfg config) []byte {
+	if !cfg.builtInWebhook() || cfg.PaymentSecret == "" {
+		return nil
+	}
+	return []byte(cfg.PaymentSecret)
 }
 
 // openEngine builds the configured inventory engine: the one switch on the engine.
@@ -284,8 +294,10 @@ func (a *app) services(cfg config) []background.Service {
 		// only an operator can pay back: its refunds end refund_failed, listed for one.
 		list = append(list, closer.New(a.store, a.payGW, closer.Config{Logger: a.log}))
 		refunders := []payment.Gateway{a.payGW}
-		if a.payGW.Name() != payment.WebhookName && cfg.PaymentSecret != "" {
-			refunders = append(refunders, payment.NewWebhookGateway([]byte(cfg.PaymentSecret)))
+		if a.payGW.Name() != payment.WebhookName {
+			// Its Refund calls nothing and needs no secret: payments it took before a switch
+			// to another gateway are still listed for an operator.
+			refunders = append(refunders, payment.NewWebhookGateway(builtInSecret(cfg)))
 		}
 		for _, g := range refunders {
 			list = append(list, refund.New(a.store, g, refund.Config{Logger: a.log}))

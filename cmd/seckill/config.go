@@ -35,6 +35,9 @@ type config struct {
 	StripeSecretKey     string
 	StripeWebhookSecret string
 	StripeAPIURL        string
+	// AcceptWebhook keeps the built-in signed webhook (SECKILL_PAYMENT_SECRET) beside --gateway
+	// stripe (--accept-webhook, SECKILL_ACCEPT_WEBHOOK): off, only Stripe's events pay.
+	AcceptWebhook bool
 	// PublicURL is where buyers reach the storefront (--public-url, SECKILL_PUBLIC_URL): Stripe's
 	// hosted page sends them back there. Empty: the server's own address.
 	PublicURL string
@@ -158,6 +161,7 @@ func bindGatewayConfig(fs *flag.FlagSet, env func(name, def string) string, c *c
 	fs.StringVar(&c.StripeSecretKey, "stripe-secret-key", env("SECKILL_STRIPE_SECRET_KEY", ""), "Stripe API secret key, for --gateway stripe (SECKILL_STRIPE_SECRET_KEY)")
 	fs.StringVar(&c.StripeWebhookSecret, "stripe-webhook-secret", env("SECKILL_STRIPE_WEBHOOK_SECRET", ""), "signing secret (whsec_...) of the Stripe webhook endpoint /api/v1/payments/webhook/stripe, for --gateway stripe (SECKILL_STRIPE_WEBHOOK_SECRET)")
 	fs.StringVar(&c.StripeAPIURL, "stripe-api-url", env("SECKILL_STRIPE_API_URL", ""), "Stripe API base URL, e.g. a local stripe-mock; default Stripe's own (SECKILL_STRIPE_API_URL)")
+	fs.BoolVar(&c.AcceptWebhook, "accept-webhook", parseBoolEnv(env("SECKILL_ACCEPT_WEBHOOK", ""), "SECKILL_ACCEPT_WEBHOOK", c), "with --gateway stripe, also accept the built-in signed webhook (SECKILL_PAYMENT_SECRET) at /api/v1/payments/webhook, e.g. from a shop's own payment service; off by default (SECKILL_ACCEPT_WEBHOOK)")
 	fs.StringVar(&c.PublicURL, "public-url", env("SECKILL_PUBLIC_URL", ""), "absolute URL at which buyers reach the storefront; Stripe's payment page sends them back there; default the server's own address (SECKILL_PUBLIC_URL)")
 }
 
@@ -199,6 +203,27 @@ func (c *config) gatewayName() (string, error) {
 		return "", fmt.Errorf("unknown gateway %q: use mock (--dev only), webhook or stripe", c.Gateway)
 	}
 	return name, nil
+}
+
+// builtInWebhook reports whether the built-in signed webhook scheme (SECKILL_PAYMENT_SECRET) is
+// accepted: it is the webhook gateway's, and the mock's (which signs with the same secret);
+// beside stripe only when the operator asks for it (--accept-webhook), for otherwise its
+// secret would mint payments that Stripe never took.
+func (c *config) builtInWebhook() bool {
+	return !strings.EqualFold(strings.TrimSpace(c.Gateway), gatewayStripe) || c.AcceptWebhook
+}
+
+// parseBoolEnv reads the boolean environment variable name (value v, "" for unset: false); a
+// bad value is kept in c.envErr, which secrets reports.
+func parseBoolEnv(v, name string, c *config) bool {
+	if v == "" {
+		return false
+	}
+	b, err := parseBool(v)
+	if err != nil {
+		c.envErr = errors.Join(c.envErr, fmt.Errorf("%s: %w", name, err))
+	}
+	return b
 }
 
 // parseBool reads a boolean flag or environment value.

@@ -52,7 +52,7 @@ func (c *config) devSecrets() (path string, loaded, generated []string, saveErr,
 			return "", nil, nil, nil, err
 		}
 		for _, f := range c.secretFields() {
-			if v := kept[f.name]; *f.v == "" && v != "" {
+			if v := kept[f.name]; f.used && *f.v == "" && v != "" {
 				*f.v = v
 				loaded = append(loaded, f.name)
 			}
@@ -78,18 +78,20 @@ func (c *config) devSecrets() (path string, loaded, generated []string, saveErr,
 	return path, loaded, generated, nil, nil
 }
 
-// secretFields are the three secrets of c by their environment names.
-func (c *config) secretFields() []struct {
+// secretField is one of the secrets --dev may generate, by its environment name; used is
+// whether this configuration needs it.
+type secretField struct {
 	name string
 	v    *string
-} {
-	return []struct {
-		name string
-		v    *string
-	}{
-		{"SECKILL_AUTH_SECRET", &c.AuthSecret},
-		{"SECKILL_ADMIN_TOKEN", &c.AdminToken},
-		{"SECKILL_PAYMENT_SECRET", &c.PaymentSecret},
+	used bool
+}
+
+// secretFields are the secrets of c that --dev may generate, in devSecretNames' order.
+func (c *config) secretFields() []secretField {
+	return []secretField{
+		{"SECKILL_AUTH_SECRET", &c.AuthSecret, true},
+		{"SECKILL_ADMIN_TOKEN", &c.AdminToken, true},
+		{"SECKILL_PAYMENT_SECRET", &c.PaymentSecret, c.builtInWebhook()},
 	}
 }
 

@@ -19,21 +19,18 @@ const secretHint = "generate one with `openssl rand -hex 32`"
 
 // secrets fills missing secrets in dev mode (returning which were generated) and refuses to
 // start without them otherwise. Outside dev mode every secret must be at least minSecretLen
-// bytes: a short admin token or signing key can be guessed or brute-forced offline.
+// bytes: a short admin token or signing key can be guessed or brute-forced offline. A secret
+// the configuration does not use (SECKILL_PAYMENT_SECRET when the built-in webhook is off) is
+// neither required nor generated.
 func (c *config) secrets() (generated []string, err error) {
 	if c.envErr != nil {
 		return nil, c.envErr
 	}
-	fields := []struct {
-		name string
-		v    *string
-	}{
-		{"SECKILL_AUTH_SECRET", &c.AuthSecret},
-		{"SECKILL_ADMIN_TOKEN", &c.AdminToken},
-		{"SECKILL_PAYMENT_SECRET", &c.PaymentSecret},
-	}
 	var missing, short []string
-	for _, f := range fields {
+	for _, f := range c.secretFields() {
+		if !f.used {
+			continue
+		}
 		switch {
 		case *f.v == "" && c.Dev:
 			*f.v = randomSecret()

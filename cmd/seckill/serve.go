@@ -37,6 +37,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		"auth_secret", mask(cfg.AuthSecret), "admin_token", mask(cfg.AdminToken), "payment_secret", mask(cfg.PaymentSecret), "dev", cfg.Dev,
 		"gateway", cfg.Gateway, "stripe_secret_key", mask(cfg.StripeSecretKey), "stripe_webhook_secret", mask(cfg.StripeWebhookSecret),
 		"stripe_api_url", maskURL(cfg.StripeAPIURL), "public_url", maskURL(cfg.PublicURL), "pprof", cfg.Pprof)
+	if !cfg.builtInWebhook() && cfg.PaymentSecret != "" {
+		log.Warn("SECKILL_PAYMENT_SECRET is not used: with --gateway stripe the built-in signed webhook is refused (404) unless --accept-webhook is set")
+	}
 	var prof *pprofServer
 	if cfg.Pprof != "" {
 		// Bound before the app starts, so a busy or non-loopback address is a startup error.
