@@ -80,8 +80,12 @@ var ErrBadURL = errors.New("export: bad sink URL")
 
 // Options are what every sink may need from the server.
 type Options struct {
-	// Secret signs HTTP callbacks (the Seckill-Signature scheme of incoming webhooks).
+	// Secret signs HTTP callbacks (the Seckill-Signature scheme of incoming webhooks): the
+	// export's own secret (SECKILL_EXPORT_SECRET).
 	Secret []byte
+	// Refused are the process's secrets of other purposes: a sink's own secret (secret_env)
+	// equal to one is refused, since the receiver would hold it.
+	Refused [][]byte
 }
 
 // Redact is a sink URL fit for logs and errors: its password (amqp://user:pass@…) and any

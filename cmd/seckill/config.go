@@ -49,6 +49,9 @@ type config struct {
 	// Export is the comma-separated list of sink URLs that receive every reservation event
 	// (--export, SECKILL_EXPORT; docs/EVENTS.md); empty: no export.
 	Export string
+	// ExportSecret signs HTTP callbacks without their own secret_env (--export-secret,
+	// SECKILL_EXPORT_SECRET): its one purpose, so that a callback receiver holds no other key.
+	ExportSecret string
 	// ExportGiveUp is how long a sink's batch is retried before it goes to the dead letters
 	// (--export-give-up, SECKILL_EXPORT_GIVE_UP).
 	ExportGiveUp time.Duration
@@ -145,6 +148,7 @@ func bindRedisReplicas(fs *flag.FlagSet, getenv func(string) string, c *config) 
 // export.
 func bindExportConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
 	fs.StringVar(&c.Export, "export", getenv("SECKILL_EXPORT"), "comma-separated URLs of sinks that receive every reservation event: http(s)://, amqp://, nats://, kafka://, options as query parameters (docs/EVENTS.md) (SECKILL_EXPORT)")
+	fs.StringVar(&c.ExportSecret, "export-secret", getenv("SECKILL_EXPORT_SECRET"), "key that signs HTTP callbacks without their own secret_env; no other secret may equal it (SECKILL_EXPORT_SECRET)")
 	c.ExportGiveUp = exporter.DefaultGiveUp
 	v := durationValue{&c.ExportGiveUp}
 	if s := getenv("SECKILL_EXPORT_GIVE_UP"); s != "" {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/seckill-go/seckill/export"
 )
 
 // minSecretLen is the shortest SECKILL_AUTH_SECRET, SECKILL_ADMIN_TOKEN and
@@ -35,8 +37,9 @@ func (c *config) secrets() (generated []string, err error) {
 		case *f.v == "" && c.Dev:
 			*f.v = randomSecret()
 			generated = append(generated, f.name)
-		case *f.v == "":
+		case *f.v == "" && f.required:
 			missing = append(missing, f.name)
+		case *f.v == "":
 		case !c.Dev && len(*f.v) < minSecretLen:
 			short = append(short, f.name+" "+mask(*f.v))
 		}
@@ -49,7 +52,53 @@ func (c *config) secrets() (generated []string, err error) {
 		return nil, fmt.Errorf("secrets too short: %s; each needs at least %d bytes outside --dev: %s",
 			strings.Join(short, ", "), minSecretLen, secretHint)
 	}
+	if _, err := c.exportOptions(); err != nil {
+		return nil, err
+	}
 	return generated, nil
+}
+
+// otherSecrets are c's secrets whose purpose is not signing the export's callbacks, by their
+// environment names.
+func (c *config) otherSecrets() []secretField {
+	return []secretField{
+		{name: "SECKILL_AUTH_SECRET", v: &c.AuthSecret}, {name: "SECKILL_ADMIN_TOKEN", v: &c.AdminToken},
+		{name: "SECKILL_PAYMENT_SECRET", v: &c.PaymentSecret}, {name: "SECKILL_STRIPE_SECRET_KEY", v: &c.StripeSecretKey},
+		{name: "SECKILL_STRIPE_WEBHOOK_SECRET", v: &c.StripeWebhookSecret},
+	}
+}
+
+// otherSecretsFromEnv fills c's other secrets from the environment, for the commands that
+// export without serving (worker, events): only to refuse an export secret equal to one.
+func (c *config) otherSecretsFromEnv(getenv func(string) string) {
+	for _, f := range c.otherSecrets() {
+		*f.v = getenv(f.name)
+	}
+}
+
+// exportOptions are the options of the export's sinks: HTTP callbacks are signed with
+// SECKILL_EXPORT_SECRET (or a sink's own secret_env secret), and never with a secret of
+// another purpose: every callback receiver holds the key, which must not sign in users,
+// administer sales or mint payments. An export secret equal to another secret, or shorter than
+// minSecretLen outside --dev, is refused here; a secret_env secret equal to another secret is
+// refused by the sink (export.Options.Refused).
+func (c *config) exportOptions() (export.Options, error) {
+	if c.ExportSecret != "" && !c.Dev && len(c.ExportSecret) < minSecretLen {
+		return export.Options{}, fmt.Errorf("secrets too short: SECKILL_EXPORT_SECRET %s; it needs at least %d bytes outside --dev: %s",
+			mask(c.ExportSecret), minSecretLen, secretHint)
+	}
+	var refused [][]byte
+	for _, f := range c.otherSecrets() {
+		if *f.v == "" {
+			continue
+		}
+		if *f.v == c.ExportSecret {
+			return export.Options{}, fmt.Errorf("SECKILL_EXPORT_SECRET equals %s: each secret has one purpose, and every callback receiver holds the export secret; %s",
+				f.name, secretHint)
+		}
+		refused = append(refused, []byte(*f.v))
+	}
+	return export.Options{Secret: []byte(c.ExportSecret), Refused: refused}, nil
 }
 
 // randomSecret is a generated dev secret: 32 random bytes in hex, so it passes the length

@@ -34,7 +34,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	printDevSecrets(stdout, cfg, secretsFile, loaded, generated, saveErr)
 	log.Info("config", "addr", cfg.Addr, "engine", cfg.Engine, "db", maskURL(cfg.DB), "redis_url", maskURL(cfg.RedisURL), "redis_replicas", cfg.RedisReplicas,
-		"auth_secret", mask(cfg.AuthSecret), "admin_token", mask(cfg.AdminToken), "payment_secret", mask(cfg.PaymentSecret), "dev", cfg.Dev,
+		"auth_secret", mask(cfg.AuthSecret), "admin_token", mask(cfg.AdminToken), "payment_secret", mask(cfg.PaymentSecret), "export_secret", mask(cfg.ExportSecret), "dev", cfg.Dev,
 		"gateway", cfg.Gateway, "stripe_secret_key", mask(cfg.StripeSecretKey), "stripe_webhook_secret", mask(cfg.StripeWebhookSecret),
 		"stripe_api_url", maskURL(cfg.StripeAPIURL), "public_url", maskURL(cfg.PublicURL), "pprof", cfg.Pprof)
 	if !cfg.builtInWebhook() && cfg.PaymentSecret != "" {
@@ -135,6 +135,8 @@ func secretValue(cfg config, name string) string {
 		return cfg.AuthSecret
 	case "SECKILL_ADMIN_TOKEN":
 		return cfg.AdminToken
+	case "SECKILL_EXPORT_SECRET":
+		return cfg.ExportSecret
 	default:
 		return cfg.PaymentSecret
 	}
