@@ -41,6 +41,11 @@ type Config struct {
 	BuyBurst int
 	// Registry receives the metrics; default a new registry served at /metrics.
 	Registry *prometheus.Registry
+	// MetricsToken, when set, is the bearer token /metrics requires (401 without one, 403 for
+	// another). MetricsOff leaves /metrics off Handler (404): the process serves
+	// MetricsHandler on a listener of its own.
+	MetricsToken string
+	MetricsOff   bool
 	// Collectors are registered in Registry too, so that /metrics shows them: the background
 	// services' error counter (internal/background), for one.
 	Collectors []prometheus.Collector
@@ -134,7 +139,9 @@ func New(cfg Config) *Server {
 	mux.Handle("GET /{$}", s.inFlight.boundHandler(site.page("index.html")))
 	mux.Handle("GET /admin", s.inFlight.boundHandler(site.page("admin.html")))
 	mux.Handle("GET /assets/{name}", s.inFlight.boundHandler(site.asset(notFound)))
-	mux.Handle("GET /metrics", s.inFlight.boundHandler(s.metrics.handler(cfg.Registry)))
+	if !cfg.MetricsOff {
+		mux.Handle("GET /metrics", s.inFlight.boundHandler(s.MetricsHandler()))
+	}
 	mux.Handle("/", s.inFlight.boundHandler(http.HandlerFunc(notFound)))
 	s.handler = mux
 	return s

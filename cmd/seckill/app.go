@@ -45,6 +45,7 @@ type app struct {
 	http     *http.Server
 	listener net.Listener
 	url      string
+	metrics  *metricsServer // --metrics-addr; nil: /metrics is on the API's listener
 
 	engine engine             // the configured inventory engine
 	export *eventExport       // the event export (docs/EVENTS.md); its exporter is the last service
@@ -161,7 +162,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 		Service: a.svc, AuthSecret: []byte(cfg.AuthSecret), AdminToken: cfg.AdminToken,
 		PaymentSecret: builtInSecret(cfg), Gateways: []payment.Gateway{a.payGW}, Dev: cfg.Dev, Logger: log, BuyRate: opts.buyRate,
 		Checks: a.engine.checks, Collectors: append([]prometheus.Collector{a.bg.Collector(), a.export.x.Collector()}, a.engine.metrics...),
-		Export:      a.export.x.Status,
+		Export: a.export.x.Status, MetricsToken: cfg.MetricsToken, MetricsOff: cfg.MetricsAddr != "",
 		MaxInFlight: lim.MaxInFlight, MaxStreams: lim.MaxStreams, MaxStreamsPerUser: lim.MaxStreamsPerUser,
 	})
 	handler := a.api.Handler()
@@ -171,6 +172,12 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 		mux.Handle("/", handler)
 		mux.HandleFunc("GET /mock-gateway/pay/{id}", gatewayPage(a.gateway))
 		handler = mux
+	}
+	if cfg.MetricsAddr != "" {
+		if a.metrics, err = listenMetrics(cfg.MetricsAddr); err != nil {
+			return nil, err
+		}
+		a.metrics.start(a.api.MetricsHandler(), log)
 	}
 	a.http = newHTTPServer(lim, handler, log)
 	log.Info("http limits", "read_timeout", lim.ReadTimeout, "write_timeout", lim.WriteTimeout, "idle_timeout", lim.IdleTimeout,
@@ -323,6 +330,9 @@ func (a *app) close(ctx context.Context) error {
 			}
 		} else if a.listener != nil {
 			_ = a.listener.Close()
+		}
+		if a.metrics != nil {
+			errs = append(errs, a.metrics.close())
 		}
 		if a.bg != nil {
 			// Last started, first stopped: consumers finish and acknowledge the batch in hand,

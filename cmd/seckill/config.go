@@ -55,6 +55,9 @@ type config struct {
 	// ExportGiveUp is how long a sink's batch is retried before it goes to the dead letters
 	// (--export-give-up, SECKILL_EXPORT_GIVE_UP).
 	ExportGiveUp time.Duration
+	// MetricsAddr serves /metrics on a listener of its own instead of Addr; MetricsToken is the
+	// bearer token it requires (metrics.go).
+	MetricsAddr, MetricsToken string
 	// Pprof is serve's net/http/pprof listen address (--pprof, SECKILL_PPROF); empty: off.
 	Pprof string
 	// HTTP holds serve's HTTP timeouts and bounds (--read-timeout, --max-conns, …).
@@ -79,6 +82,7 @@ func bindConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
 	fs.StringVar(&c.AdminToken, "admin-token", env("SECKILL_ADMIN_TOKEN", ""), "bearer token for admin calls (SECKILL_ADMIN_TOKEN)")
 	fs.StringVar(&c.PaymentSecret, "payment-secret", env("SECKILL_PAYMENT_SECRET", ""), "webhook signature key (SECKILL_PAYMENT_SECRET)")
 	bindGatewayConfig(fs, env, c)
+	bindMetricsConfig(fs, env, c)
 	consume := getenv("SECKILL_CONSUME")
 	fs.BoolFunc("consume", "redis engine: store the event streams in the database from this process; false when seckill worker does it (SECKILL_CONSUME, default true)", func(v string) error {
 		b, err := parseBool(v)

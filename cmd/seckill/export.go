@@ -38,7 +38,7 @@ func newEventExport(ctx context.Context, cfg config, store *sqlstore.Store, stre
 		return nil, fmt.Errorf("--export: %w", err)
 	}
 	for _, s := range list {
-		log.Info("exporting events", "sink", s.Name())
+		log.Info("exporting events", "sink", export.LabelOf(s))
 	}
 	outbox := exporter.OutboxLog(store, processName(), log)
 	logs := func(context.Context) ([]export.Log, error) { return []export.Log{outbox}, nil }

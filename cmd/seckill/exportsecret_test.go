@@ -19,7 +19,8 @@ import (
 func exportTestConfig() config {
 	long := strings.Repeat("s", minSecretLen)
 	return config{AuthSecret: "auth-" + long, AdminToken: "admin-" + long, PaymentSecret: "payment-" + long,
-		ExportSecret: "export-" + long, StripeSecretKey: "sk_live_" + long, StripeWebhookSecret: "whsec_" + long}
+		ExportSecret: "export-" + long, StripeSecretKey: "sk_live_" + long, StripeWebhookSecret: "whsec_" + long,
+		MetricsToken: "metrics-" + long}
 }
 
 // TestExportSecretSignsCallbacks: an HTTP sink without secret_env signs its callbacks with

@@ -55,6 +55,9 @@ func (c *config) secrets() (generated []string, err error) {
 	if _, err := c.exportOptions(); err != nil {
 		return nil, err
 	}
+	if err := c.checkMetricsToken(); err != nil {
+		return nil, err
+	}
 	return generated, nil
 }
 
@@ -64,8 +67,26 @@ func (c *config) otherSecrets() []secretField {
 	return []secretField{
 		{name: "SECKILL_AUTH_SECRET", v: &c.AuthSecret}, {name: "SECKILL_ADMIN_TOKEN", v: &c.AdminToken},
 		{name: "SECKILL_PAYMENT_SECRET", v: &c.PaymentSecret}, {name: "SECKILL_STRIPE_SECRET_KEY", v: &c.StripeSecretKey},
-		{name: "SECKILL_STRIPE_WEBHOOK_SECRET", v: &c.StripeWebhookSecret},
+		{name: "SECKILL_STRIPE_WEBHOOK_SECRET", v: &c.StripeWebhookSecret}, {name: "SECKILL_METRICS_TOKEN", v: &c.MetricsToken},
 	}
+}
+
+// checkMetricsToken refuses a metrics token shorter than minSecretLen outside --dev, or equal
+// to another secret: whoever scrapes the metrics holds it, and must not thereby be an admin.
+func (c *config) checkMetricsToken() error {
+	if c.MetricsToken == "" {
+		return nil
+	}
+	if !c.Dev && len(c.MetricsToken) < minSecretLen {
+		return fmt.Errorf("secrets too short: SECKILL_METRICS_TOKEN %s; it needs at least %d bytes outside --dev: %s",
+			mask(c.MetricsToken), minSecretLen, secretHint)
+	}
+	for _, f := range append(c.otherSecrets(), secretField{name: "SECKILL_EXPORT_SECRET", v: &c.ExportSecret}) {
+		if f.v != &c.MetricsToken && *f.v == c.MetricsToken {
+			return fmt.Errorf("SECKILL_METRICS_TOKEN equals %s: each secret has one purpose, and whoever scrapes the metrics holds the token; %s", f.name, secretHint)
+		}
+	}
+	return nil
 }
 
 // otherSecretsFromEnv fills c's other secrets from the environment, for the commands that

@@ -35,8 +35,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	printDevSecrets(stdout, cfg, secretsFile, loaded, generated, saveErr)
 	log.Info("config", "addr", cfg.Addr, "engine", cfg.Engine, "db", maskURL(cfg.DB), "redis_url", maskURL(cfg.RedisURL), "redis_replicas", cfg.RedisReplicas,
 		"auth_secret", mask(cfg.AuthSecret), "admin_token", mask(cfg.AdminToken), "payment_secret", mask(cfg.PaymentSecret), "export_secret", mask(cfg.ExportSecret), "dev", cfg.Dev,
+		"metrics_addr", cfg.MetricsAddr, "metrics_token", mask(cfg.MetricsToken),
 		"gateway", cfg.Gateway, "stripe_secret_key", mask(cfg.StripeSecretKey), "stripe_webhook_secret", mask(cfg.StripeWebhookSecret),
 		"stripe_api_url", maskURL(cfg.StripeAPIURL), "public_url", maskURL(cfg.PublicURL), "pprof", cfg.Pprof)
+	if !cfg.Dev && cfg.MetricsAddr == "" && cfg.MetricsToken == "" {
+		log.Warn("/metrics is anonymous on --addr: set --metrics-addr (a private address) or SECKILL_METRICS_TOKEN")
+	}
 	if !cfg.builtInWebhook() && cfg.PaymentSecret != "" {
 		log.Warn("SECKILL_PAYMENT_SECRET is not used: with --gateway stripe the built-in signed webhook is refused (404) unless --accept-webhook is set")
 	}

@@ -107,7 +107,7 @@ func Open(raw string, opts export.Options) (export.Sink, error) {
 		secret = []byte(v)
 		for _, r := range opts.Refused {
 			if hmac.Equal(secret, r) {
-				return nil, fmt.Errorf("%w: %s: the secret that secret_env names equals another of seckill's secrets (auth, admin, payment or Stripe); the endpoint would hold it: give it its own",
+				return nil, fmt.Errorf("%w: %s: the secret that secret_env names equals another of seckill's secrets (auth, admin, payment, Stripe or metrics); the endpoint would hold it: give it its own",
 					export.ErrBadURL, export.Redact(raw))
 			}
 		}

@@ -70,3 +70,31 @@ func TestOpenAllBadEntry(t *testing.T) {
 		t.Fatalf("OpenAll: %v, want ErrBadURL", err)
 	}
 }
+
+// TestOpenAllNames: each sink is labelled by its name= option, else by its scheme and place in
+// the list; the option is not part of the sink's identity (Name); a name that is not an id,
+// given twice, or shared by two sinks is refused.
+func TestOpenAllNames(t *testing.T) {
+	opts := export.Options{Secret: []byte("0123456789abcdef0123456789abcdef")}
+	ss, err := sinks.OpenAll(context.Background(), "https://h/a?timeout=5s&name=orders,kafka://k:9092,https://h/b", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labels, names []string
+	for _, s := range ss {
+		labels, names = append(labels, export.LabelOf(s)), append(names, s.Name())
+		_ = s.Close()
+	}
+	if want := []string{"orders", "kafka-1", "https-2"}; !slices.Equal(labels, want) {
+		t.Errorf("labels %q, want %q", labels, want)
+	}
+	if want := []string{"https://h/a?timeout=5s", "kafka://k:9092", "https://h/b"}; !slices.Equal(names, want) {
+		t.Errorf("names %q, want %q", names, want)
+	}
+	for _, bad := range []string{"https://h/a?name=a/b", "https://h/a?name=", "https://h/a?name=..", "https://h/a?name=x&name=y",
+		"https://h/a?name=x,https://h/b?name=x", "https://h/a,https://h/b?name=https-0"} {
+		if _, err := sinks.OpenAll(context.Background(), bad, opts); !errors.Is(err, export.ErrBadURL) {
+			t.Errorf("OpenAll(%q): %v, want ErrBadURL", bad, err)
+		}
+	}
+}
