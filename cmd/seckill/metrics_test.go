@@ -1,28 +1,18 @@
 package main
 
 import (
-	"context"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
 
-// startMetricsApp starts a --dev server on a private SQLite database with cfg's settings.
+// startMetricsApp starts a --dev server with cfg's settings (startGatewayApp).
 func startMetricsApp(t *testing.T, cfg config) *app {
 	t.Helper()
-	cfg.Addr, cfg.Engine, cfg.DB, cfg.Dev, cfg.ExportGiveUp = "127.0.0.1:0", "memory", "sqlite://"+filepath.Join(t.TempDir(), "m.db"), true, time.Hour
-	if _, err := cfg.secrets(); err != nil {
-		t.Fatal(err)
-	}
-	a, err := startApp(context.Background(), cfg, appOptions{buyRate: -1}, discardLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.close(context.Background()) })
-	return a
+	cfg.Dev, cfg.ExportGiveUp = true, time.Hour
+	return startGatewayApp(t, &cfg)
 }
 
 // scrape GETs url with an optional bearer token and returns the status and the body.
