@@ -10,10 +10,10 @@ import (
 	"github.com/seckill-go/seckill/export"
 )
 
-// minSecretLen is the shortest SECKILL_AUTH_SECRET, SECKILL_ADMIN_TOKEN and
-// SECKILL_PAYMENT_SECRET accepted outside --dev: 32 bytes, the output size of the HMAC-SHA256
-// they key (HS256 JWTs, purchase tokens, webhook signatures) and, for the admin token, far
-// beyond guessing over the network. `openssl rand -hex 32` makes one of 64 characters.
+// minSecretLen is the shortest secret (SECKILL_AUTH_SECRET, SECKILL_ADMIN_TOKEN,
+// SECKILL_PAYMENT_SECRET, SECKILL_EXPORT_SECRET, SECKILL_METRICS_TOKEN) accepted outside
+// --dev: 32 bytes, the output size of the HMAC-SHA256 they key (HS256 JWTs, purchase tokens,
+// webhook and callback signatures) and, for the tokens, far beyond guessing over the network. `openssl rand -hex 32` makes one of 64 characters.
 const minSecretLen = 32
 
 // secretHint tells how to make a secret long enough.
@@ -71,19 +71,26 @@ func (c *config) otherSecrets() []secretField {
 	}
 }
 
-// checkMetricsToken refuses a metrics token shorter than minSecretLen outside --dev, or equal
-// to another secret: whoever scrapes the metrics holds it, and must not thereby be an admin.
+// checkMetricsToken refuses a metrics token that is not a secret of its own (ownSecret):
+// whoever scrapes the metrics holds it, and must not thereby be an admin.
 func (c *config) checkMetricsToken() error {
-	if c.MetricsToken == "" {
+	others := append(c.otherSecrets(), secretField{name: "SECKILL_EXPORT_SECRET", v: &c.ExportSecret})
+	return c.ownSecret("SECKILL_METRICS_TOKEN", &c.MetricsToken, "whoever scrapes the metrics holds the token", others)
+}
+
+// ownSecret refuses the secret name (at v, when set) if it is shorter than minSecretLen outside
+// --dev or equal to one of others: each secret has one purpose, and holder (who else holds it)
+// must not thereby hold another secret's power. The message names the clash, never a value.
+func (c *config) ownSecret(name string, v *string, holder string, others []secretField) error {
+	if *v == "" {
 		return nil
 	}
-	if !c.Dev && len(c.MetricsToken) < minSecretLen {
-		return fmt.Errorf("secrets too short: SECKILL_METRICS_TOKEN %s; it needs at least %d bytes outside --dev: %s",
-			mask(c.MetricsToken), minSecretLen, secretHint)
+	if !c.Dev && len(*v) < minSecretLen {
+		return fmt.Errorf("secrets too short: %s %s; it needs at least %d bytes outside --dev: %s", name, mask(*v), minSecretLen, secretHint)
 	}
-	for _, f := range append(c.otherSecrets(), secretField{name: "SECKILL_EXPORT_SECRET", v: &c.ExportSecret}) {
-		if f.v != &c.MetricsToken && *f.v == c.MetricsToken {
-			return fmt.Errorf("SECKILL_METRICS_TOKEN equals %s: each secret has one purpose, and whoever scrapes the metrics holds the token; %s", f.name, secretHint)
+	for _, f := range others {
+		if f.v != v && *f.v == *v {
+			return fmt.Errorf("%s equals %s: each secret has one purpose, and %s; %s", name, f.name, holder, secretHint)
 		}
 	}
 	return nil
@@ -104,20 +111,14 @@ func (c *config) otherSecretsFromEnv(getenv func(string) string) {
 // minSecretLen outside --dev, is refused here; a secret_env secret equal to another secret is
 // refused by the sink (export.Options.Refused).
 func (c *config) exportOptions() (export.Options, error) {
-	if c.ExportSecret != "" && !c.Dev && len(c.ExportSecret) < minSecretLen {
-		return export.Options{}, fmt.Errorf("secrets too short: SECKILL_EXPORT_SECRET %s; it needs at least %d bytes outside --dev: %s",
-			mask(c.ExportSecret), minSecretLen, secretHint)
+	if err := c.ownSecret("SECKILL_EXPORT_SECRET", &c.ExportSecret, "every callback receiver holds the export secret", c.otherSecrets()); err != nil {
+		return export.Options{}, err
 	}
 	var refused [][]byte
 	for _, f := range c.otherSecrets() {
-		if *f.v == "" {
-			continue
+		if *f.v != "" {
+			refused = append(refused, []byte(*f.v))
 		}
-		if *f.v == c.ExportSecret {
-			return export.Options{}, fmt.Errorf("SECKILL_EXPORT_SECRET equals %s: each secret has one purpose, and every callback receiver holds the export secret; %s",
-				f.name, secretHint)
-		}
-		refused = append(refused, []byte(*f.v))
 	}
 	return export.Options{Secret: []byte(c.ExportSecret), Refused: refused}, nil
 }
