@@ -73,6 +73,32 @@ type Sink interface {
 	Close() error
 }
 
+// Labeled is a sink with a name of its own (export/sinks: the name= option of its URL, else its
+// scheme and its place in the list, "http-0"): what /metrics, /readyz and the dashboard show,
+// never the URL, whose path or query may hold a token. Name stays the sink's identity (its
+// read positions and dead letters are kept under it).
+type Labeled interface {
+	Label() string
+}
+
+// LabelOf is s's label (Labeled), else its Name.
+func LabelOf(s Sink) string {
+	if l, ok := s.(Labeled); ok {
+		return l.Label()
+	}
+	return s.Name()
+}
+
+// WithLabel gives s the label name.
+func WithLabel(s Sink, name string) Sink { return labeled{s, name} }
+
+type labeled struct {
+	Sink
+	label string
+}
+
+func (l labeled) Label() string { return l.label }
+
 // ErrBadURL is returned (wrapped) for a sink URL that cannot be used (package export/sinks
 // opens sinks from their URLs, each kind in its own package: httpsink, amqpsink, natssink,
 // kafkasink).
@@ -80,8 +106,12 @@ var ErrBadURL = errors.New("export: bad sink URL")
 
 // Options are what every sink may need from the server.
 type Options struct {
-	// Secret signs HTTP callbacks (the Seckill-Signature scheme of incoming webhooks).
+	// Secret signs HTTP callbacks (the Seckill-Signature scheme of incoming webhooks): the
+	// export's own secret (SECKILL_EXPORT_SECRET).
 	Secret []byte
+	// Refused are the process's secrets of other purposes: a sink's own secret (secret_env)
+	// equal to one is refused, since the receiver would hold it.
+	Refused [][]byte
 }
 
 // Redact is a sink URL fit for logs and errors: its password (amqp://user:pass@…) and any

@@ -339,6 +339,9 @@ func (x *Exporter) setLag(k pairKey, l *lag) {
 // process's; the lag is over the logs this process leads for the sink (on several instances,
 // add the events and take the largest seconds).
 type SinkStatus struct {
+	// Name is the sink's label (export.LabelOf): what /metrics and /readyz show. Sink is its
+	// URL, redacted, for the admin's dashboard only: its path may hold a token.
+	Name         string  `json:"name"`
 	Sink         string  `json:"sink"`
 	Published    uint64  `json:"published"`
 	Failures     uint64  `json:"failures"`
@@ -355,7 +358,7 @@ func (x *Exporter) Status() []SinkStatus {
 	out := make([]SinkStatus, 0, len(x.cfg.Sinks))
 	for _, sk := range x.cfg.Sinks {
 		s := x.sinks[sk.Name()]
-		st := SinkStatus{Sink: sk.Name(), Published: s.published.Load(), Failures: s.failures.Load(), DeadLettered: s.deadLettered.Load()}
+		st := SinkStatus{Name: export.LabelOf(sk), Sink: sk.Name(), Published: s.published.Load(), Failures: s.failures.Load(), DeadLettered: s.deadLettered.Load()}
 		for k, l := range x.lags {
 			if k.sink != st.Sink {
 				continue

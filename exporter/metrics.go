@@ -28,10 +28,10 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range c.x.Status() {
-		ch <- prometheus.MustNewConstMetric(publishedDesc, prometheus.CounterValue, float64(s.Published), s.Sink)
-		ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.CounterValue, float64(s.Failures), s.Sink)
-		ch <- prometheus.MustNewConstMetric(deadDesc, prometheus.CounterValue, float64(s.DeadLettered), s.Sink)
-		ch <- prometheus.MustNewConstMetric(lagEventsDesc, prometheus.GaugeValue, float64(s.LagEvents), s.Sink)
-		ch <- prometheus.MustNewConstMetric(lagSecondsDesc, prometheus.GaugeValue, s.LagSeconds, s.Sink)
+		ch <- prometheus.MustNewConstMetric(publishedDesc, prometheus.CounterValue, float64(s.Published), s.Name)
+		ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.CounterValue, float64(s.Failures), s.Name)
+		ch <- prometheus.MustNewConstMetric(deadDesc, prometheus.CounterValue, float64(s.DeadLettered), s.Name)
+		ch <- prometheus.MustNewConstMetric(lagEventsDesc, prometheus.GaugeValue, float64(s.LagEvents), s.Name)
+		ch <- prometheus.MustNewConstMetric(lagSecondsDesc, prometheus.GaugeValue, s.LagSeconds, s.Name)
 	}
 }

@@ -28,7 +28,7 @@ func (s *Server) exportBehind() []string {
 	}
 	for _, st := range s.cfg.Export() {
 		if st.FarBehind {
-			out = append(out, st.Sink)
+			out = append(out, st.Name) // /readyz is anonymous: the name, never the URL
 		}
 	}
 	return out

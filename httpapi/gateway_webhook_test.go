@@ -158,3 +158,25 @@ func TestGatewayWebhookBodyBound(t *testing.T) {
 		return e.do(t, "POST", "/api/v1/payments/webhook/webhook", "", []byte(big), payment.SignatureHeader, "t=1,v1=00")
 	})
 }
+
+// TestGatewayWebhookBuiltInOff: without PaymentSecret the built-in scheme is not configured:
+// both of its routes answer 404 not_found and change nothing, while the configured gateway
+// still takes its own notifications.
+func TestGatewayWebhookBuiltInOff(t *testing.T) {
+	t.Parallel()
+	fake := &fakeGateway{}
+	e := newEnv(t, withServer(func(c *httpapi.Config) { c.PaymentSecret, c.Gateways = nil, []payment.Gateway{fake} }))
+	e.createSale(t, "s1", nil)
+	res := e.mustBuy(t, "alice", "s1", http.StatusCreated)
+	body, _ := json.Marshal(succeeded("pay_b1", res))
+	for _, url := range []string{webhookURL, "/api/v1/payments/webhook/webhook"} {
+		for _, secret := range []string{paySecret, ""} {
+			e.refused(t, http.StatusNotFound, seckill.CodeNotFound, func() response {
+				return e.do(t, "POST", url, "", body, payment.SignatureHeader, payment.Sign([]byte(secret), e.clock.Now(), body))
+			})
+		}
+	}
+	if got := resultOf(t, e.do(t, "POST", "/api/v1/payments/webhook/fake", "", fakeBody(payment.OutcomeSucceeded, "pay_f1", res), "Fake-Signature", "ok")); got != seckill.PaymentApplied {
+		t.Fatalf("the configured gateway's notification: %q, want applied", got)
+	}
+}

@@ -187,10 +187,14 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, intent)
 }
 
-// gatewaysByName is the server's gateways: the built-in "webhook" one, then cfg.Gateways (a
-// configured gateway named "webhook" replaces the built-in one).
+// gatewaysByName is the server's gateways: the built-in "webhook" one when its key is set, then
+// cfg.Gateways (a configured gateway named "webhook" replaces the built-in one). A gateway that
+// is not configured has no route: its notifications are 404, never verified with some key.
 func gatewaysByName(cfg Config) map[string]payment.Gateway {
-	m := map[string]payment.Gateway{payment.WebhookName: payment.NewWebhookGateway(cfg.PaymentSecret)}
+	m := map[string]payment.Gateway{}
+	if len(cfg.PaymentSecret) > 0 {
+		m[payment.WebhookName] = payment.NewWebhookGateway(cfg.PaymentSecret)
+	}
 	for _, g := range cfg.Gateways {
 		if g != nil {
 			m[g.Name()] = g
@@ -199,9 +203,13 @@ func gatewaysByName(cfg Config) map[string]payment.Gateway {
 	return m
 }
 
-// webhook receives the built-in signed scheme at its original route.
+// webhook receives the built-in signed scheme at its original route (404 when it is off).
 func (s *Server) webhook(w http.ResponseWriter, r *http.Request) error {
-	return s.notification(w, r, s.gateways[payment.WebhookName])
+	g, ok := s.gateways[payment.WebhookName]
+	if !ok {
+		return seckill.Errorf(seckill.CodeNotFound, "the built-in signed webhook is not accepted by this server")
+	}
+	return s.notification(w, r, g)
 }
 
 // gatewayWebhook receives the notifications of the gateway named in the path. The name is

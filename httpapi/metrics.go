@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/subtle"
 	"net/http"
 	"strconv"
 	"time"
@@ -61,8 +62,24 @@ func (m *metrics) observe(route string, status int, d time.Duration) {
 func (m *metrics) outcome(o string) { m.reservations.WithLabelValues(o).Inc() }
 func (m *metrics) payment(r string) { m.payments.WithLabelValues(r).Inc() }
 
-func (m *metrics) handler(reg *prometheus.Registry) http.Handler {
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+// MetricsHandler serves the Prometheus metrics, behind Config.MetricsToken when it is set: on
+// the API's listener at /metrics (unless Config.MetricsOff), or on a listener of its own.
+func (s *Server) MetricsHandler() http.Handler {
+	h := promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})
+	if s.cfg.MetricsToken == "" {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := bearer(r)
+		switch {
+		case !ok:
+			s.writeError(w, r, seckill.Errorf(seckill.CodeUnauthorized, "missing bearer token"))
+		case subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.MetricsToken)) != 1:
+			s.writeError(w, r, seckill.Errorf(seckill.CodeForbidden, "metrics token required"))
+		default:
+			h.ServeHTTP(w, r)
+		}
+	})
 }
 
 // stockCollector reports each sale's stock state when Prometheus scrapes, so the gauges are

@@ -26,15 +26,16 @@ type Config struct {
 	Service       *seckill.Service
 	AuthSecret    []byte // HS256 key for user JWTs (and, via the service, purchase tokens)
 	AdminToken    string
-	PaymentSecret []byte // webhook signature key of the built-in scheme (the "webhook" gateway)
+	PaymentSecret []byte // webhook signature key of the built-in scheme (the "webhook" gateway); nil: the scheme is off
 	Dev           bool   // enables POST /api/v1/dev/token
 	Clock         seckill.Clock
 	Logger        *slog.Logger
 	// Gateways are the payment gateways whose notifications this server receives, each at
 	// POST /api/v1/payments/webhook/{name}. The built-in "webhook" gateway (our signed scheme,
-	// keyed by PaymentSecret) is always there, also at POST /api/v1/payments/webhook, unless
-	// a gateway of that name is given here. The first is the one that takes payments (POST
-	// /pay starts them), named in the sales' audit.
+	// keyed by PaymentSecret) is there when PaymentSecret is set, also at POST
+	// /api/v1/payments/webhook, unless a gateway of that name is given here; without either,
+	// both routes answer 404. The first is the one that takes payments (POST /pay starts
+	// them), named in the sales' audit.
 	Gateways []payment.Gateway
 	// BuyRate and BuyBurst set the per-user request budget (default 10/s, burst 10), which
 	// each user has twice, in buckets of their own: one for buys, one for payment starts
@@ -44,6 +45,11 @@ type Config struct {
 	BuyBurst int
 	// Registry receives the metrics; default a new registry served at /metrics.
 	Registry *prometheus.Registry
+	// MetricsToken, when set, is the bearer token /metrics requires (401 without one, 403 for
+	// another). MetricsOff leaves /metrics off Handler (404): the process serves
+	// MetricsHandler on a listener of its own.
+	MetricsToken string
+	MetricsOff   bool
 	// Collectors are registered in Registry too, so that /metrics shows them: the background
 	// services' error counter (internal/background), for one.
 	Collectors []prometheus.Collector
@@ -146,7 +152,9 @@ func New(cfg Config) *Server {
 	mux.Handle("GET /{$}", s.inFlight.boundHandler(site.page("index.html")))
 	mux.Handle("GET /admin", s.inFlight.boundHandler(site.page("admin.html")))
 	mux.Handle("GET /assets/{name}", s.inFlight.boundHandler(site.asset(notFound)))
-	mux.Handle("GET /metrics", s.inFlight.boundHandler(s.metrics.handler(cfg.Registry)))
+	if !cfg.MetricsOff {
+		mux.Handle("GET /metrics", s.inFlight.boundHandler(s.MetricsHandler()))
+	}
 	mux.Handle("/", s.inFlight.boundHandler(http.HandlerFunc(notFound)))
 	s.handler = mux
 	return s

@@ -46,6 +46,7 @@ type app struct {
 	http     *http.Server
 	listener net.Listener
 	url      string
+	metrics  *metricsServer // --metrics-addr; nil: /metrics is on the API's listener
 
 	engine engine             // the configured inventory engine
 	export *eventExport       // the event export (docs/EVENTS.md); its exporter is the last service
@@ -172,9 +173,9 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	lim := cfg.HTTP.withDefaults()
 	a.api = httpapi.New(httpapi.Config{
 		Service: a.svc, AuthSecret: []byte(cfg.AuthSecret), AdminToken: cfg.AdminToken, OIDC: a.oidc,
-		PaymentSecret: []byte(cfg.PaymentSecret), Gateways: []payment.Gateway{a.payGW}, Dev: cfg.Dev, Logger: log, BuyRate: opts.buyRate,
+		PaymentSecret: builtInSecret(cfg), Gateways: []payment.Gateway{a.payGW}, Dev: cfg.Dev, Logger: log, BuyRate: opts.buyRate,
 		Checks: a.engine.checks, Collectors: append([]prometheus.Collector{a.bg.Collector(), a.export.x.Collector()}, a.engine.metrics...),
-		Export:      a.export.x.Status,
+		Export: a.export.x.Status, MetricsToken: cfg.MetricsToken, MetricsOff: cfg.MetricsAddr != "",
 		MaxInFlight: lim.MaxInFlight, MaxStreams: lim.MaxStreams, MaxStreamsPerUser: lim.MaxStreamsPerUser,
 	})
 	handler := a.api.Handler()
@@ -184,6 +185,12 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 		mux.Handle("/", handler)
 		mux.HandleFunc("GET /mock-gateway/pay/{id}", gatewayPage(a.gateway))
 		handler = mux
+	}
+	if cfg.MetricsAddr != "" {
+		if a.metrics, err = listenMetrics(cfg.MetricsAddr); err != nil {
+			return nil, err
+		}
+		a.metrics.start(a.api.MetricsHandler(), log)
 	}
 	a.http = newHTTPServer(lim, handler, log)
 	log.Info("http limits", "read_timeout", lim.ReadTimeout, "write_timeout", lim.WriteTimeout, "idle_timeout", lim.IdleTimeout,
@@ -231,6 +238,16 @@ func (a *app) newGateway(cfg config, opts appOptions, log *slog.Logger) (payment
 		return g, nil
 	}
 	return payment.NewWebhookGateway([]byte(cfg.PaymentSecret)), nil
+}
+
+// builtInSecret is the key of the built-in signed webhook as the HTTP API gets it: nil when the
+// scheme is off (config.builtInWebhook), so that its routes answer 404 whatever
+// SECKILL_PAYMENT_SECRET holds.
+func builtInSecret(cfg config) []byte {
+	if !cfg.builtInWebhook() || cfg.PaymentSecret == "" {
+		return nil
+	}
+	return []byte(cfg.PaymentSecret)
 }
 
 // openEngine builds the configured inventory engine: the one switch on the engine.
@@ -298,8 +315,10 @@ func (a *app) services(cfg config) []background.Service {
 		// only an operator can pay back: its refunds end refund_failed, listed for one.
 		list = append(list, closer.New(a.store, a.payGW, closer.Config{Logger: a.log}))
 		refunders := []payment.Gateway{a.payGW}
-		if a.payGW.Name() != payment.WebhookName && cfg.PaymentSecret != "" {
-			refunders = append(refunders, payment.NewWebhookGateway([]byte(cfg.PaymentSecret)))
+		if a.payGW.Name() != payment.WebhookName {
+			// Its Refund calls nothing and needs no secret: payments it took before a switch
+			// to another gateway are still listed for an operator.
+			refunders = append(refunders, payment.NewWebhookGateway(builtInSecret(cfg)))
 		}
 		for _, g := range refunders {
 			list = append(list, refund.New(a.store, g, refund.Config{Logger: a.log}))
@@ -328,6 +347,9 @@ func (a *app) close(ctx context.Context) error {
 		}
 		if a.oidc != nil {
 			a.oidc.Close() // a background refresh of the keys, bounded by its fetch timeout
+		}
+		if a.metrics != nil {
+			errs = append(errs, a.metrics.close())
 		}
 		if a.bg != nil {
 			// Last started, first stopped: consumers finish and acknowledge the batch in hand,

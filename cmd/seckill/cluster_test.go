@@ -46,6 +46,7 @@ const (
 	clusterAdmin   = "acceptance-admin-token-0123456789abcdef"
 	clusterAuth    = "acceptance-auth-secret-0123456789abcdef"
 	clusterPayment = "acceptance-payment-secret-0123456789abcdef"
+	clusterExport  = "acceptance-export-secret-0123456789abcdef"
 )
 
 var (
@@ -185,7 +186,7 @@ func launchCluster(t *testing.T, n int, rdb rueidis.Client, redisURL, db string,
 	c.db = db
 	c.env = append(os.Environ(), "SECKILL_REDIS_URL="+redisURL, "SECKILL_DB="+c.db,
 		"SECKILL_ADMIN_TOKEN="+clusterAdmin, "SECKILL_AUTH_SECRET="+clusterAuth,
-		"SECKILL_PAYMENT_SECRET="+clusterPayment, "SECKILL_DEV=")
+		"SECKILL_PAYMENT_SECRET="+clusterPayment, "SECKILL_EXPORT_SECRET="+clusterExport, "SECKILL_DEV=")
 	for i := range n {
 		port := freePort(t)
 		in := c.spawn(fmt.Sprintf("instance %d", i), append([]string{"serve", "--engine", "redis", "--addr", "127.0.0.1:" + port}, extra...)...)

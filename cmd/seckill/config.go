@@ -38,6 +38,9 @@ type config struct {
 	StripeSecretKey     string
 	StripeWebhookSecret string
 	StripeAPIURL        string
+	// AcceptWebhook keeps the built-in signed webhook (SECKILL_PAYMENT_SECRET) beside --gateway
+	// stripe (--accept-webhook, SECKILL_ACCEPT_WEBHOOK): off, only Stripe's events pay.
+	AcceptWebhook bool
 	// PublicURL is where buyers reach the storefront (--public-url, SECKILL_PUBLIC_URL): Stripe's
 	// hosted page sends them back there. Empty: the server's own address.
 	PublicURL string
@@ -49,9 +52,15 @@ type config struct {
 	// Export is the comma-separated list of sink URLs that receive every reservation event
 	// (--export, SECKILL_EXPORT; docs/EVENTS.md); empty: no export.
 	Export string
+	// ExportSecret signs HTTP callbacks without their own secret_env (--export-secret,
+	// SECKILL_EXPORT_SECRET): its one purpose, so that a callback receiver holds no other key.
+	ExportSecret string
 	// ExportGiveUp is how long a sink's batch is retried before it goes to the dead letters
 	// (--export-give-up, SECKILL_EXPORT_GIVE_UP).
 	ExportGiveUp time.Duration
+	// MetricsAddr serves /metrics on a listener of its own instead of Addr; MetricsToken is the
+	// bearer token it requires (metrics.go).
+	MetricsAddr, MetricsToken string
 	// Pprof is serve's net/http/pprof listen address (--pprof, SECKILL_PPROF); empty: off.
 	Pprof string
 	// HTTP holds serve's HTTP timeouts and bounds (--read-timeout, --max-conns, …).
@@ -79,6 +88,7 @@ func bindConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
 	fs.StringVar(&c.PaymentSecret, "payment-secret", env("SECKILL_PAYMENT_SECRET", ""), "webhook signature key (SECKILL_PAYMENT_SECRET)")
 	bindGatewayConfig(fs, env, c)
 	bindOIDCConfig(fs, env, c)
+	bindMetricsConfig(fs, env, c)
 	consume := getenv("SECKILL_CONSUME")
 	fs.BoolFunc("consume", "redis engine: store the event streams in the database from this process; false when seckill worker does it (SECKILL_CONSUME, default true)", func(v string) error {
 		b, err := parseBool(v)
@@ -148,6 +158,7 @@ func bindRedisReplicas(fs *flag.FlagSet, getenv func(string) string, c *config) 
 // export.
 func bindExportConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
 	fs.StringVar(&c.Export, "export", getenv("SECKILL_EXPORT"), "comma-separated URLs of sinks that receive every reservation event: http(s)://, amqp://, nats://, kafka://, options as query parameters (docs/EVENTS.md) (SECKILL_EXPORT)")
+	fs.StringVar(&c.ExportSecret, "export-secret", getenv("SECKILL_EXPORT_SECRET"), "key that signs HTTP callbacks without their own secret_env; no other secret may equal it (SECKILL_EXPORT_SECRET)")
 	c.ExportGiveUp = exporter.DefaultGiveUp
 	v := durationValue{&c.ExportGiveUp}
 	if s := getenv("SECKILL_EXPORT_GIVE_UP"); s != "" {
@@ -164,6 +175,7 @@ func bindGatewayConfig(fs *flag.FlagSet, env func(name, def string) string, c *c
 	fs.StringVar(&c.StripeSecretKey, "stripe-secret-key", env("SECKILL_STRIPE_SECRET_KEY", ""), "Stripe API secret key, for --gateway stripe (SECKILL_STRIPE_SECRET_KEY)")
 	fs.StringVar(&c.StripeWebhookSecret, "stripe-webhook-secret", env("SECKILL_STRIPE_WEBHOOK_SECRET", ""), "signing secret (whsec_...) of the Stripe webhook endpoint /api/v1/payments/webhook/stripe, for --gateway stripe (SECKILL_STRIPE_WEBHOOK_SECRET)")
 	fs.StringVar(&c.StripeAPIURL, "stripe-api-url", env("SECKILL_STRIPE_API_URL", ""), "Stripe API base URL, e.g. a local stripe-mock; default Stripe's own (SECKILL_STRIPE_API_URL)")
+	fs.BoolVar(&c.AcceptWebhook, "accept-webhook", parseBoolEnv(env("SECKILL_ACCEPT_WEBHOOK", ""), "SECKILL_ACCEPT_WEBHOOK", c), "with --gateway stripe, also accept the built-in signed webhook (SECKILL_PAYMENT_SECRET) at /api/v1/payments/webhook, e.g. from a shop's own payment service; off by default (SECKILL_ACCEPT_WEBHOOK)")
 	fs.StringVar(&c.PublicURL, "public-url", env("SECKILL_PUBLIC_URL", ""), "absolute URL at which buyers reach the storefront; Stripe's payment page sends them back there; default the server's own address (SECKILL_PUBLIC_URL)")
 }
 
@@ -253,6 +265,27 @@ func checkLivePublicURL(key, publicURL string) error {
 		return errors.New("a live Stripe key needs --public-url (SECKILL_PUBLIC_URL), the https address where buyers reach the shop: Stripe's page sends them back there")
 	}
 	return fmt.Errorf("a live Stripe key needs an https --public-url (SECKILL_PUBLIC_URL), not %q: Stripe's page sends paying buyers back there", publicURL)
+}
+
+// builtInWebhook reports whether the built-in signed webhook scheme (SECKILL_PAYMENT_SECRET) is
+// accepted: it is the webhook gateway's, and the mock's (which signs with the same secret);
+// beside stripe only when the operator asks for it (--accept-webhook), for otherwise its
+// secret would mint payments that Stripe never took.
+func (c *config) builtInWebhook() bool {
+	return !strings.EqualFold(strings.TrimSpace(c.Gateway), gatewayStripe) || c.AcceptWebhook
+}
+
+// parseBoolEnv reads the boolean environment variable name (value v, "" for unset: false); a
+// bad value is kept in c.envErr, which secrets reports.
+func parseBoolEnv(v, name string, c *config) bool {
+	if v == "" {
+		return false
+	}
+	b, err := parseBool(v)
+	if err != nil {
+		c.envErr = errors.Join(c.envErr, fmt.Errorf("%s: %w", name, err))
+	}
+	return b
 }
 
 // parseBool reads a boolean flag or environment value.

@@ -19,7 +19,7 @@ import (
 const devSecretsSuffix = ".dev-secrets"
 
 // devSecretNames are the secrets --dev generates when they are missing, in the file's order.
-var devSecretNames = []string{"SECKILL_AUTH_SECRET", "SECKILL_ADMIN_TOKEN", "SECKILL_PAYMENT_SECRET"}
+var devSecretNames = []string{"SECKILL_AUTH_SECRET", "SECKILL_ADMIN_TOKEN", "SECKILL_PAYMENT_SECRET", "SECKILL_EXPORT_SECRET"}
 
 // devSecretsPath is the file that keeps the dev secrets of database URL db: next to a SQLite
 // file, so that the secrets live and die with the data they signed (users' sessions, the
@@ -52,7 +52,7 @@ func (c *config) devSecrets() (path string, loaded, generated []string, saveErr,
 			return "", nil, nil, nil, err
 		}
 		for _, f := range c.secretFields() {
-			if v := kept[f.name]; *f.v == "" && v != "" {
+			if v := kept[f.name]; f.used && *f.v == "" && v != "" {
 				*f.v = v
 				loaded = append(loaded, f.name)
 			}
@@ -78,18 +78,24 @@ func (c *config) devSecrets() (path string, loaded, generated []string, saveErr,
 	return path, loaded, generated, nil, nil
 }
 
-// secretFields are the three secrets of c by their environment names.
-func (c *config) secretFields() []struct {
-	name string
-	v    *string
-} {
-	return []struct {
-		name string
-		v    *string
-	}{
-		{"SECKILL_AUTH_SECRET", &c.AuthSecret},
-		{"SECKILL_ADMIN_TOKEN", &c.AdminToken},
-		{"SECKILL_PAYMENT_SECRET", &c.PaymentSecret},
+// secretField is one of the secrets --dev may generate, by its environment name. used: this
+// configuration needs it (--dev generates it, its length is checked); required: outside --dev
+// the server does not start without it (SECKILL_EXPORT_SECRET is required only by the HTTP
+// sinks that use it, which say so when they open).
+type secretField struct {
+	name           string
+	v              *string
+	used, required bool
+}
+
+// secretFields are the secrets of c that --dev may generate, in devSecretNames' order.
+func (c *config) secretFields() []secretField {
+	builtIn := c.builtInWebhook()
+	return []secretField{
+		{"SECKILL_AUTH_SECRET", &c.AuthSecret, true, true},
+		{"SECKILL_ADMIN_TOKEN", &c.AdminToken, true, true},
+		{"SECKILL_PAYMENT_SECRET", &c.PaymentSecret, builtIn, builtIn},
+		{"SECKILL_EXPORT_SECRET", &c.ExportSecret, true, false},
 	}
 }
 

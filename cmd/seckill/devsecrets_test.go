@@ -94,7 +94,7 @@ func TestDevSecretsFile(t *testing.T) {
 
 	c := config{DB: db, Dev: true, AdminToken: "from-the-environment"}
 	path, loaded, generated, saveErr, err := c.devSecrets()
-	if err != nil || saveErr != nil || path != file || len(loaded) != 0 || len(generated) != 2 {
+	if err != nil || saveErr != nil || path != file || len(loaded) != 0 || len(generated) != 3 {
 		t.Fatalf("first --dev start: path %q loaded %v generated %v: %v %v", path, loaded, generated, saveErr, err)
 	}
 	data, _ := os.ReadFile(file)
@@ -105,7 +105,7 @@ func TestDevSecretsFile(t *testing.T) {
 	// The next start without the admin token in the environment generates one and adds it.
 	c2 := config{DB: db, Dev: true}
 	_, loaded, generated, _, err = c2.devSecrets()
-	if err != nil || strings.Join(loaded, ",") != "SECKILL_AUTH_SECRET,SECKILL_PAYMENT_SECRET" || strings.Join(generated, ",") != "SECKILL_ADMIN_TOKEN" {
+	if err != nil || strings.Join(loaded, ",") != "SECKILL_AUTH_SECRET,SECKILL_PAYMENT_SECRET,SECKILL_EXPORT_SECRET" || strings.Join(generated, ",") != "SECKILL_ADMIN_TOKEN" {
 		t.Fatalf("second start: loaded %v generated %v: %v", loaded, generated, err)
 	}
 	if c2.AuthSecret != c.AuthSecret || c2.PaymentSecret != c.PaymentSecret {
@@ -113,7 +113,7 @@ func TestDevSecretsFile(t *testing.T) {
 	}
 	// The environment wins over the file, which keeps its value.
 	c3 := config{DB: db, Dev: true, AdminToken: "again-from-the-environment"}
-	if _, loaded, _, _, err = c3.devSecrets(); err != nil || c3.AdminToken != "again-from-the-environment" || len(loaded) != 2 {
+	if _, loaded, _, _, err = c3.devSecrets(); err != nil || c3.AdminToken != "again-from-the-environment" || len(loaded) != 3 {
 		t.Fatalf("environment over file: admin token %q, loaded %v: %v", c3.AdminToken, loaded, err)
 	}
 	c4 := config{DB: db, Dev: true}
@@ -130,7 +130,7 @@ func TestDevSecretsFile(t *testing.T) {
 	// No file for an in-memory or server database.
 	for _, other := range []string{"sqlite://:memory:", "mysql://root@127.0.0.1:3306/x", "postgres://u:p@h/x"} {
 		c := config{DB: other, Dev: true}
-		if path, _, generated, _, err := c.devSecrets(); err != nil || path != "" || len(generated) != 3 {
+		if path, _, generated, _, err := c.devSecrets(); err != nil || path != "" || len(generated) != len(devSecretNames) {
 			t.Errorf("%s: path %q generated %v: %v", other, path, generated, err)
 		}
 	}

@@ -365,12 +365,18 @@ func eventsDeadLetters(ctx context.Context, args []string, getenv func(string) s
 }
 
 // openReplaySink opens one sink as --export would (HTTP callbacks signed with
-// SECKILL_PAYMENT_SECRET unless the URL names another secret).
+// SECKILL_EXPORT_SECRET unless the URL names another secret), with the same checks.
 func openReplaySink(ctx context.Context, raw string, getenv func(string) string) (export.Sink, error) {
 	if raw == "" {
 		return nil, usageError{errors.New("--sink is required: the URL of a sink, as in --export")}
 	}
-	s, err := sinks.Open(ctx, raw, export.Options{Secret: []byte(getenv("SECKILL_PAYMENT_SECRET"))})
+	cfg := config{ExportSecret: getenv("SECKILL_EXPORT_SECRET")}
+	cfg.otherSecretsFromEnv(getenv)
+	opts, err := cfg.exportOptions()
+	if err != nil {
+		return nil, err
+	}
+	s, err := sinks.Open(ctx, raw, opts)
 	if err != nil {
 		return nil, fmt.Errorf("--sink: %w", err)
 	}

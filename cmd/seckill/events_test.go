@@ -96,7 +96,7 @@ func outboxStore(t *testing.T) (db string, store *sqlstore.Store, ids []string) 
 func ptrTo[T any](v T) *T { return &v }
 
 func eventsEnv(name string) string {
-	if name == "SECKILL_PAYMENT_SECRET" {
+	if name == "SECKILL_EXPORT_SECRET" {
 		return eventsSecret
 	}
 	return ""

@@ -29,12 +29,16 @@ type eventExport struct {
 // built (and its retention of the outbox runs) even with no sink, so that the outbox never
 // grows without bound.
 func newEventExport(ctx context.Context, cfg config, store *sqlstore.Store, streamLog func(saleID string) export.Log, log *slog.Logger) (*eventExport, error) {
-	list, err := sinks.OpenAll(ctx, cfg.Export, export.Options{Secret: []byte(cfg.PaymentSecret)})
+	opts, err := cfg.exportOptions()
+	if err != nil {
+		return nil, err
+	}
+	list, err := sinks.OpenAll(ctx, cfg.Export, opts)
 	if err != nil {
 		return nil, fmt.Errorf("--export: %w", err)
 	}
 	for _, s := range list {
-		log.Info("exporting events", "sink", s.Name())
+		log.Info("exporting events", "sink", export.LabelOf(s))
 	}
 	outbox := exporter.OutboxLog(store, processName(), log)
 	logs := func(context.Context) ([]export.Log, error) { return []export.Log{outbox}, nil }

@@ -85,7 +85,7 @@ func exportRush(t *testing.T, amqpBase string, buyers int, withExport bool) stri
 	var extra []string
 	if withExport {
 		queue, amqpURL := shopQueue(t, amqpBase)
-		hooks, hookURL := shopEndpoint(t, clusterPayment)
+		hooks, hookURL := shopEndpoint(t, clusterExport)
 		shops = []*shopSink{queue, hooks}
 		extra = []string{"--export", amqpURL + "," + hookURL}
 	}

@@ -33,7 +33,7 @@ func TestExportRushThreeInstances(t *testing.T) {
 	skipShort(t)
 	amqpBase := testenv.AMQP(t)
 	queue, amqpURL := shopQueue(t, amqpBase)
-	hooks, hookURL := shopEndpoint(t, clusterPayment)
+	hooks, hookURL := shopEndpoint(t, clusterExport)
 	shops := []*shopSink{queue, hooks}
 	c := startCluster(t, 3, "--export", amqpURL+","+hookURL)
 	var urls []string

@@ -221,3 +221,67 @@ func TestServeLogsStripeSecretsMasked(t *testing.T) {
 	}
 	assertNoSecret(t, "serve's log and error", out.String()+errb.String(), key, whsec)
 }
+
+// TestServeGatewayStripeRefusesBuiltInWebhook: with --gateway stripe the built-in signed
+// webhook is not a way to pay: though SECKILL_PAYMENT_SECRET is set, a notification signed
+// with it is 404 at both of its routes and the hold stays held. --accept-webhook turns it on.
+// Outside --dev the secret is not required with stripe.
+func TestServeGatewayStripeRefusesBuiltInWebhook(t *testing.T) {
+	api := testenv.StripeMock(t)
+	long := strings.Repeat("k", minSecretLen)
+	base := config{Gateway: "stripe", StripeSecretKey: "sk_test_123", StripeWebhookSecret: "whsec_test_secret", StripeAPIURL: api,
+		AuthSecret: "auth-" + long, AdminToken: "admin-" + long}
+	if _, err := base.secrets(); err != nil {
+		t.Fatalf("stripe without SECKILL_PAYMENT_SECRET: %v, want no error (the built-in webhook is off)", err)
+	}
+	for _, accept := range []bool{false, true} {
+		cfg := base
+		cfg.PaymentSecret, cfg.AcceptWebhook = "payment-"+long, accept
+		a := startGatewayApp(t, &cfg)
+		r, err := a.svc.Buy(context.Background(), seckill.BuyRequest{SaleID: "g", UserID: "alice", Quantity: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, sig := signed(t, cfg.PaymentSecret, "pay_minted", r.Reservation)
+		for _, path := range []string{"/api/v1/payments/webhook", "/api/v1/payments/webhook/webhook"} {
+			status, out := postTo(t, a, path, "", body, payment.SignatureHeader, sig)
+			switch {
+			case !accept && (status != http.StatusNotFound || out["code"] != "not_found"):
+				t.Fatalf("the built-in webhook at %s with stripe: %d %v, want 404 not_found", path, status, out)
+			case accept && (status != 200 || out["result"] == nil):
+				t.Fatalf("the built-in webhook at %s with --accept-webhook: %d %v, want 200", path, status, out)
+			}
+		}
+		got, err := a.svc.Reservation(context.Background(), r.Reservation.ID, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]seckill.ReservationStatus{false: seckill.StatusHeld, true: seckill.StatusPaid}[accept]; got.Status != want {
+			t.Fatalf("accept-webhook %v: the reservation is %s, want %s", accept, got.Status, want)
+		}
+	}
+}
+
+// TestAcceptWebhookFlag: SECKILL_ACCEPT_WEBHOOK and --accept-webhook set it (the flag wins); a
+// value that is not a boolean is an error secrets reports.
+func TestAcceptWebhookFlag(t *testing.T) {
+	for _, c := range []struct {
+		env, flag string
+		want      bool
+		wantErr   bool
+	}{{"", "", false, false}, {"1", "", true, false}, {"true", "--accept-webhook=false", false, false}, {"", "--accept-webhook", true, false}, {"maybe", "", false, true}} {
+		var cfg config
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		bindConfig(fs, func(k string) string { return map[string]string{"SECKILL_ACCEPT_WEBHOOK": c.env}[k] }, &cfg)
+		var args []string
+		if c.flag != "" {
+			args = []string{c.flag}
+		}
+		if err := parseFlags(fs, args, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		if cfg.AcceptWebhook != c.want || (cfg.envErr != nil) != c.wantErr {
+			t.Errorf("env %q flag %q: AcceptWebhook %v, env error %v; want %v, error %v", c.env, c.flag, cfg.AcceptWebhook, cfg.envErr, c.want, c.wantErr)
+		}
+	}
+}

@@ -60,8 +60,8 @@ func TestHelpShowsDoubleDashFlags(t *testing.T) {
 
 func TestWorkerHelpListsOnlyWhatItUses(t *testing.T) {
 	flags := helpFlags(helpOf(t, noEnv, "worker"))
-	if want := []string{"--db", "--engine", "--export", "--export-give-up", "--redis-url"}; !slices.Equal(flags, want) {
-		t.Fatalf("worker -h lists %v, want %v: the worker has no HTTP, no secrets and no gateway", flags, want)
+	if want := []string{"--db", "--engine", "--export", "--export-give-up", "--export-secret", "--redis-url"}; !slices.Equal(flags, want) {
+		t.Fatalf("worker -h lists %v, want %v: the worker has no HTTP, no gateway and no secret but the export's", flags, want)
 	}
 }
 
@@ -78,7 +78,7 @@ func TestHelpShowsNoSecret(t *testing.T) {
 	secret := "0123456789abcdef0123456789abcdef-secret"
 	env := func(k string) string {
 		switch k {
-		case "SECKILL_AUTH_SECRET", "SECKILL_ADMIN_TOKEN", "SECKILL_PAYMENT_SECRET", "SECKILL_STRIPE_SECRET_KEY", "SECKILL_STRIPE_WEBHOOK_SECRET":
+		case "SECKILL_AUTH_SECRET", "SECKILL_ADMIN_TOKEN", "SECKILL_PAYMENT_SECRET", "SECKILL_EXPORT_SECRET", "SECKILL_STRIPE_SECRET_KEY", "SECKILL_STRIPE_WEBHOOK_SECRET":
 			return secret
 		}
 		return ""

@@ -250,7 +250,7 @@ func TestSecretsMinimumLength(t *testing.T) {
 
 	dev := config{Dev: true, AdminToken: "a"}
 	generated, err := dev.secrets()
-	if err != nil || len(generated) != 2 || dev.AdminToken != "a" {
+	if err != nil || len(generated) != 3 || dev.AdminToken != "a" {
 		t.Fatalf("--dev: generated %v, %v (admin token %q kept?)", generated, err, dev.AdminToken)
 	}
 	prod := config{AuthSecret: dev.AuthSecret, AdminToken: dev.PaymentSecret, PaymentSecret: dev.PaymentSecret}

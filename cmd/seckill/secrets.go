@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/seckill-go/seckill/export"
 )
 
-// minSecretLen is the shortest SECKILL_AUTH_SECRET, SECKILL_ADMIN_TOKEN and
-// SECKILL_PAYMENT_SECRET accepted outside --dev: 32 bytes, the output size of the HMAC-SHA256
-// they key (HS256 JWTs, purchase tokens, webhook signatures) and, for the admin token, far
-// beyond guessing over the network. `openssl rand -hex 32` makes one of 64 characters.
+// minSecretLen is the shortest secret (SECKILL_AUTH_SECRET, SECKILL_ADMIN_TOKEN,
+// SECKILL_PAYMENT_SECRET, SECKILL_EXPORT_SECRET, SECKILL_METRICS_TOKEN) accepted outside
+// --dev: 32 bytes, the output size of the HMAC-SHA256 they key (HS256 JWTs, purchase tokens,
+// webhook and callback signatures) and, for the tokens, far beyond guessing over the network. `openssl rand -hex 32` makes one of 64 characters.
 const minSecretLen = 32
 
 // secretHint tells how to make a secret long enough.
@@ -19,27 +21,25 @@ const secretHint = "generate one with `openssl rand -hex 32`"
 
 // secrets fills missing secrets in dev mode (returning which were generated) and refuses to
 // start without them otherwise. Outside dev mode every secret must be at least minSecretLen
-// bytes: a short admin token or signing key can be guessed or brute-forced offline.
+// bytes: a short admin token or signing key can be guessed or brute-forced offline. A secret
+// the configuration does not use (SECKILL_PAYMENT_SECRET when the built-in webhook is off) is
+// neither required nor generated.
 func (c *config) secrets() (generated []string, err error) {
 	if c.envErr != nil {
 		return nil, c.envErr
 	}
-	fields := []struct {
-		name string
-		v    *string
-	}{
-		{"SECKILL_AUTH_SECRET", &c.AuthSecret},
-		{"SECKILL_ADMIN_TOKEN", &c.AdminToken},
-		{"SECKILL_PAYMENT_SECRET", &c.PaymentSecret},
-	}
 	var missing, short []string
-	for _, f := range fields {
+	for _, f := range c.secretFields() {
+		if !f.used {
+			continue
+		}
 		switch {
 		case *f.v == "" && c.Dev:
 			*f.v = randomSecret()
 			generated = append(generated, f.name)
-		case *f.v == "":
+		case *f.v == "" && f.required:
 			missing = append(missing, f.name)
+		case *f.v == "":
 		case !c.Dev && len(*f.v) < minSecretLen:
 			short = append(short, f.name+" "+mask(*f.v))
 		}
@@ -52,7 +52,75 @@ func (c *config) secrets() (generated []string, err error) {
 		return nil, fmt.Errorf("secrets too short: %s; each needs at least %d bytes outside --dev: %s",
 			strings.Join(short, ", "), minSecretLen, secretHint)
 	}
+	if _, err := c.exportOptions(); err != nil {
+		return nil, err
+	}
+	if err := c.checkMetricsToken(); err != nil {
+		return nil, err
+	}
 	return generated, nil
+}
+
+// otherSecrets are c's secrets whose purpose is not signing the export's callbacks, by their
+// environment names.
+func (c *config) otherSecrets() []secretField {
+	return []secretField{
+		{name: "SECKILL_AUTH_SECRET", v: &c.AuthSecret}, {name: "SECKILL_ADMIN_TOKEN", v: &c.AdminToken},
+		{name: "SECKILL_PAYMENT_SECRET", v: &c.PaymentSecret}, {name: "SECKILL_STRIPE_SECRET_KEY", v: &c.StripeSecretKey},
+		{name: "SECKILL_STRIPE_WEBHOOK_SECRET", v: &c.StripeWebhookSecret}, {name: "SECKILL_METRICS_TOKEN", v: &c.MetricsToken},
+	}
+}
+
+// checkMetricsToken refuses a metrics token that is not a secret of its own (ownSecret):
+// whoever scrapes the metrics holds it, and must not thereby be an admin.
+func (c *config) checkMetricsToken() error {
+	others := append(c.otherSecrets(), secretField{name: "SECKILL_EXPORT_SECRET", v: &c.ExportSecret})
+	return c.ownSecret("SECKILL_METRICS_TOKEN", &c.MetricsToken, "whoever scrapes the metrics holds the token", others)
+}
+
+// ownSecret refuses the secret name (at v, when set) if it is shorter than minSecretLen outside
+// --dev or equal to one of others: each secret has one purpose, and holder (who else holds it)
+// must not thereby hold another secret's power. The message names the clash, never a value.
+func (c *config) ownSecret(name string, v *string, holder string, others []secretField) error {
+	if *v == "" {
+		return nil
+	}
+	if !c.Dev && len(*v) < minSecretLen {
+		return fmt.Errorf("secrets too short: %s %s; it needs at least %d bytes outside --dev: %s", name, mask(*v), minSecretLen, secretHint)
+	}
+	for _, f := range others {
+		if f.v != v && *f.v == *v {
+			return fmt.Errorf("%s equals %s: each secret has one purpose, and %s; %s", name, f.name, holder, secretHint)
+		}
+	}
+	return nil
+}
+
+// otherSecretsFromEnv fills c's other secrets from the environment, for the commands that
+// export without serving (worker, events): only to refuse an export secret equal to one.
+func (c *config) otherSecretsFromEnv(getenv func(string) string) {
+	for _, f := range c.otherSecrets() {
+		*f.v = getenv(f.name)
+	}
+}
+
+// exportOptions are the options of the export's sinks: HTTP callbacks are signed with
+// SECKILL_EXPORT_SECRET (or a sink's own secret_env secret), and never with a secret of
+// another purpose: every callback receiver holds the key, which must not sign in users,
+// administer sales or mint payments. An export secret equal to another secret, or shorter than
+// minSecretLen outside --dev, is refused here; a secret_env secret equal to another secret is
+// refused by the sink (export.Options.Refused).
+func (c *config) exportOptions() (export.Options, error) {
+	if err := c.ownSecret("SECKILL_EXPORT_SECRET", &c.ExportSecret, "every callback receiver holds the export secret", c.otherSecrets()); err != nil {
+		return export.Options{}, err
+	}
+	var refused [][]byte
+	for _, f := range c.otherSecrets() {
+		if *f.v != "" {
+			refused = append(refused, []byte(*f.v))
+		}
+	}
+	return export.Options{Secret: []byte(c.ExportSecret), Refused: refused}, nil
 }
 
 // randomSecret is a generated dev secret: 32 random bytes in hex, so it passes the length

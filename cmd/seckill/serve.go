@@ -34,10 +34,17 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	printDevSecrets(stdout, cfg, secretsFile, loaded, generated, saveErr)
 	log.Info("config", "addr", cfg.Addr, "engine", cfg.Engine, "db", maskURL(cfg.DB), "redis_url", maskURL(cfg.RedisURL), "redis_replicas", cfg.RedisReplicas,
-		"auth_secret", mask(cfg.AuthSecret), "admin_token", mask(cfg.AdminToken), "payment_secret", mask(cfg.PaymentSecret), "dev", cfg.Dev,
+		"auth_secret", mask(cfg.AuthSecret), "admin_token", mask(cfg.AdminToken), "payment_secret", mask(cfg.PaymentSecret), "export_secret", mask(cfg.ExportSecret), "dev", cfg.Dev,
+		"metrics_addr", cfg.MetricsAddr, "metrics_token", mask(cfg.MetricsToken),
 		"gateway", cfg.Gateway, "stripe_secret_key", mask(cfg.StripeSecretKey), "stripe_webhook_secret", mask(cfg.StripeWebhookSecret),
 		"stripe_api_url", maskURL(cfg.StripeAPIURL), "public_url", maskURL(cfg.PublicURL), "pprof", cfg.Pprof,
 		"oidc_issuer", cfg.OIDC.Issuer, "oidc_audience", cfg.OIDC.Audience, "oidc_user_claim", cfg.OIDC.UserClaim, "oidc_login_url", maskURL(cfg.OIDC.LoginURL))
+	if !cfg.Dev && cfg.MetricsAddr == "" && cfg.MetricsToken == "" {
+		log.Warn("/metrics is anonymous on --addr: set --metrics-addr (a private address) or SECKILL_METRICS_TOKEN")
+	}
+	if !cfg.builtInWebhook() && cfg.PaymentSecret != "" {
+		log.Warn("SECKILL_PAYMENT_SECRET is not used: with --gateway stripe the built-in signed webhook is refused (404) unless --accept-webhook is set")
+	}
 	var prof *pprofServer
 	if cfg.Pprof != "" {
 		// Bound before the app starts, so a busy or non-loopback address is a startup error.
@@ -133,6 +140,8 @@ func secretValue(cfg config, name string) string {
 		return cfg.AuthSecret
 	case "SECKILL_ADMIN_TOKEN":
 		return cfg.AdminToken
+	case "SECKILL_EXPORT_SECRET":
+		return cfg.ExportSecret
 	default:
 		return cfg.PaymentSecret
 	}

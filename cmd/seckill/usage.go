@@ -63,7 +63,7 @@ secret. docs/PAYMENTS.md, "Rehearsal on a laptop", has every command.`},
 // it is set, never its value.
 var secretFlags = map[string]bool{
 	"auth-secret": true, "admin-token": true, "payment-secret": true,
-	"stripe-secret-key": true, "stripe-webhook-secret": true,
+	"stripe-secret-key": true, "stripe-webhook-secret": true, "export-secret": true, "metrics-token": true,
 }
 
 // printUsage prints fs's command, its description and its flags, each written as the README

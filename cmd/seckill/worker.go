@@ -26,8 +26,9 @@ func worker(ctx context.Context, args []string, getenv func(string) string, stde
 		return fmt.Errorf("seckill worker serves the redis engine: set --engine redis (SECKILL_ENGINE=redis) and SECKILL_REDIS_URL; the memory engine needs no worker")
 	}
 	cfg.NoConsume = false
+	cfg.otherSecretsFromEnv(getenv) // only to refuse an export secret equal to one of them
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	log.Info("config", "engine", cfg.Engine, "db", maskURL(cfg.DB), "redis_url", maskURL(cfg.RedisURL))
+	log.Info("config", "engine", cfg.Engine, "db", maskURL(cfg.DB), "redis_url", maskURL(cfg.RedisURL), "export_secret", mask(cfg.ExportSecret))
 	a, err := startApp(ctx, cfg, appOptions{noHTTP: true}, log)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ package httpsink
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -86,7 +87,7 @@ type config struct {
 
 // Open returns a sink for an http:// or https:// URL (docs/EVENTS.md). The secret that signs
 // the callbacks is the one named by the secret_env option if given (an environment variable,
-// so that each shop endpoint may have its own), else opts.Secret (SECKILL_PAYMENT_SECRET); with
+// so that each shop endpoint may have its own), else opts.Secret (SECKILL_EXPORT_SECRET); with
 // neither, Open refuses, since an unsigned callback is one the shop cannot trust. A secret is
 // never accepted in the URL itself: URLs end up in logs, metrics and process listings.
 // Errors wrap export.ErrBadURL.
@@ -104,9 +105,15 @@ func Open(raw string, opts export.Options) (export.Sink, error) {
 			return nil, fmt.Errorf("%w: %s: the environment variable that secret_env names is not set or empty", export.ErrBadURL, export.Redact(raw))
 		}
 		secret = []byte(v)
+		for _, r := range opts.Refused {
+			if hmac.Equal(secret, r) {
+				return nil, fmt.Errorf("%w: %s: the secret that secret_env names equals another of seckill's secrets (auth, admin, payment, Stripe or metrics); the endpoint would hold it: give it its own",
+					export.ErrBadURL, export.Redact(raw))
+			}
+		}
 	}
 	if len(secret) == 0 {
-		return nil, fmt.Errorf("%w: %s: callbacks must be signed: set SECKILL_PAYMENT_SECRET, or name an environment variable holding this endpoint's secret with the secret_env option",
+		return nil, fmt.Errorf("%w: %s: callbacks must be signed: set SECKILL_EXPORT_SECRET, or name an environment variable holding this endpoint's secret with the secret_env option",
 			export.ErrBadURL, export.Redact(raw))
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()

@@ -487,7 +487,7 @@ func TestBadURLs(t *testing.T) {
 	}
 	// No secret at all: refused, saying how to give one.
 	_, err := httpsink.Open("http://shop.example/hooks", export.Options{})
-	if !errors.Is(err, export.ErrBadURL) || !strings.Contains(err.Error(), "SECKILL_PAYMENT_SECRET") || !strings.Contains(err.Error(), "secret_env") {
+	if !errors.Is(err, export.ErrBadURL) || !strings.Contains(err.Error(), "SECKILL_EXPORT_SECRET") || !strings.Contains(err.Error(), "secret_env") {
 		t.Fatalf("Open without a secret: %v", err)
 	}
 }

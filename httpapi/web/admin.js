@@ -422,7 +422,7 @@ async function refreshExport(gen) {
   setText(byId('export-empty'), 'No sink configured (SECKILL_EXPORT).');
   byId('export-empty').hidden = list.length > 0;
   byId('export-sinks').replaceChildren(...list.map((s) => h('li', { data: { sink: s.sink, behind: String(s.far_behind) } },
-    `${s.sink} · lag ${s.lag_events} event${s.lag_events === 1 ? '' : 's'}, ${s.lag_seconds.toFixed(1)} s`
+    `${s.name} (${s.sink}) · lag ${s.lag_events} event${s.lag_events === 1 ? '' : 's'}, ${s.lag_seconds.toFixed(1)} s`
     + `${s.far_behind ? ' (far behind)' : ''} · published ${s.published} · dead letters ${s.dead_lettered}`
     + ` · failed attempts ${s.failures}`)));
 }
