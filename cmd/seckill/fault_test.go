@@ -503,9 +503,7 @@ func runFaultOn(t *testing.T, c *cluster, name string, inject func(c *cluster)) 
 func faultSuite(t *testing.T) {
 	skipShort(t)
 	testenv.Redis(t)
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("no redis-server")
-	}
+	testenv.Binary(t, "redis-server")
 }
 
 // TestFaultRedisKilledAOFAlways: Redis SIGKILLed mid-rush and restarted at once on its AOF
