@@ -130,13 +130,6 @@ func (r *faultRedis) waitUp(within time.Duration) bool {
 	return false
 }
 
-// startFaultCluster starts n `seckill serve --engine redis` processes on rs (reached at
-// redisURL) and a fresh MariaDB database, and waits until each is ready.
-func startFaultCluster(t *testing.T, n int, rs *faultRedis, redisURL string) *cluster {
-	t.Helper()
-	return launchCluster(t, n, rs.rdb, redisURL, freshMySQL(t))
-}
-
 // probeBuy is one of the probe's buys.
 type probeBuy struct {
 	user     string
