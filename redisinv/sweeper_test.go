@@ -139,8 +139,10 @@ func TestRedisDownAnswersUnavailableQuickly(t *testing.T) {
 				if seckill.ErrorCode(err) != seckill.CodeUnavailable {
 					t.Fatalf("Buy with Redis %s = %v; want unavailable", how, err)
 				}
-				if d := time.Since(start); d > 3*time.Second {
-					t.Fatalf("Buy with Redis %s took %v; it must fail fast, not hang", how, d)
+				// A hang lasts as long as Redis is down (the whole test); the bound is far from
+				// both it and the 500 ms timeout, so a busy machine does not reach it.
+				if d := time.Since(start); d > 30*time.Second {
+					t.Fatalf("Buy with Redis %s took %v; it must fail within its timeout, not hang", how, d)
 				}
 			}
 			if err := e.Ping(t.Context()); err == nil {
