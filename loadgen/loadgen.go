@@ -130,8 +130,14 @@ var Steps = []string{"path", "buy", "poll", "pay", "cancel"}
 type Result struct {
 	Buyers         int
 	Requests       int64
-	Errors         int64 // transport errors and 5xx answers other than a retried 503
+	Errors         int64 // 5xx answers other than 503, refusals, transport errors not overcome by retrying
 	Retried503     int64 // 503 answers followed by a retry (Retry-After)
+	// RetriedTransport counts transport errors (a timeout, a reset connection) followed by a
+	// retry on the next target, as a client does: a retry that is answered is no error.
+	RetriedTransport int64
+	// ErrorSample says what the first errors were (maxErrorSample of them): the request and
+	// its answer, or the transport error.
+	ErrorSample []string
 	Held           int64 // buyers who got a hold (directly or from the queue)
 	Queued         int64 // buys answered 202
 	Handoffs       int64 // queued buyers that later got a hold
@@ -515,14 +521,12 @@ func (r *runner) do(ctx context.Context, t int, step, method, path, token string
 	resp, err := r.cfg.Client.Do(req)
 	atomic.AddInt64(&r.res.Requests, 1)
 	if err != nil {
-		atomic.AddInt64(&r.res.Errors, 1)
-		return answer{}, err
+		return answer{}, err // the caller retries it, or counts it (call, notify)
 	}
 	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	r.observe(step, time.Since(since))
 	if err != nil {
-		atomic.AddInt64(&r.res.Errors, 1)
 		return answer{}, err
 	}
 	a := answer{status: resp.StatusCode, body: b, sent: sent, received: time.Since(r.start)}
@@ -537,9 +541,30 @@ func (r *runner) do(ctx context.Context, t int, step, method, path, token string
 		}
 	}
 	if resp.StatusCode >= 500 && resp.StatusCode != 503 {
-		atomic.AddInt64(&r.res.Errors, 1)
+		r.fail("%s %s: %d %s", method, path, resp.StatusCode, excerpt(b))
 	}
 	return a, nil
+}
+
+// maxErrorSample bounds Result.ErrorSample.
+const maxErrorSample = 20
+
+// fail counts an error and keeps what it was, up to maxErrorSample of them.
+func (r *runner) fail(format string, args ...any) {
+	atomic.AddInt64(&r.res.Errors, 1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.res.ErrorSample) < maxErrorSample {
+		r.res.ErrorSample = append(r.res.ErrorSample, fmt.Sprintf(format, args...))
+	}
+}
+
+// excerpt is the start of an answer's body, for ErrorSample.
+func excerpt(b []byte) string {
+	if len(b) > 200 {
+		return string(b[:200]) + "…"
+	}
+	return string(b)
 }
 
 func (r *runner) observe(step string, d time.Duration) {
@@ -569,11 +594,19 @@ func (r *runner) call(ctx context.Context, t int, step, method, path, token stri
 		if err == nil && step == "pay" && noGateway(a) {
 			return a, false // not a passing overload: retrying cannot help (noPaymentPath)
 		}
-		if ctx.Err() != nil || time.Now().After(deadline) {
+		if ctx.Err() != nil {
+			return a, false // the run's end, not the targets' failure
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				r.fail("%s %s: %v (still failing after %v of retries)", method, path, err, retryFor)
+			}
 			return a, false
 		}
 		wait := time.Duration(80+rand.IntN(40)) * time.Millisecond
-		if err == nil {
+		if err != nil {
+			atomic.AddInt64(&r.res.RetriedTransport, 1)
+		} else {
 			if a.status == 503 {
 				atomic.AddInt64(&r.res.Retried503, 1)
 			} else {
@@ -608,7 +641,7 @@ func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
 	defer tr.end()
 	token, err := r.cfg.Token(user)
 	if err != nil {
-		atomic.AddInt64(&r.res.Errors, 1)
+		r.fail("token for %s: %v", user, err)
 		return
 	}
 	b := BehaviorOf(user, r.cfg.Seed, r.cfg.Mix)
@@ -770,12 +803,20 @@ func (r *runner) notify(ctx context.Context, i int, path string, sign func() ([]
 			return out.Result, true
 		}
 		if err == nil && a.status != 503 {
-			atomic.AddInt64(&r.res.Errors, 1)
+			if a.status < 500 { // do counted a 5xx
+				r.fail("POST %s: %d %s", path, a.status, excerpt(a.body))
+			}
 			return "", false
+		}
+		if err != nil && ctx.Err() == nil && time.Now().After(deadline) {
+			r.fail("POST %s: %v (still failing after %v of retries)", path, err, retryFor)
 		}
 		if time.Now().After(deadline) || !sleep(ctx, 100*time.Millisecond) {
 			atomic.AddInt64(&r.res.GaveUp, 1)
 			return "", false
+		}
+		if err != nil {
+			atomic.AddInt64(&r.res.RetriedTransport, 1)
 		}
 	}
 }

@@ -43,7 +43,7 @@ func (r *runner) stripeBuyer(ctx context.Context, i int, user, token string, b B
 	a, ok := r.call(ctx, i, "pay", "POST", "/api/v1/reservations/"+res.ID+"/pay", token, nil, nil, time.Time{})
 	if !ok || a.status != 200 {
 		if !r.noPaymentPath(a) {
-			atomic.AddInt64(&r.res.Errors, 1)
+			r.fail("POST /api/v1/reservations/%s/pay: %d %s", res.ID, a.status, excerpt(a.body))
 		}
 		return
 	}

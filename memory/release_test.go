@@ -152,21 +152,40 @@ func (r *releaseRig) released() bool {
 	return true
 }
 
-// settle lets the pipeline catch up and the engine compare: the clock moves 2 s per round
-// (release waits for releaseDelay, then backs off), each round calls Reclaim as the sweeper does.
+// settle waits until the sale is released, calling Reclaim as the sweeper does. The pipeline
+// runs on real time and the release on the manual clock, so the clock moves only once the
+// store shows the settled sale as the engine does (what the release compares), or while the
+// sale has not settled: then by releaseRetryMax, which makes the next comparison due whatever
+// its backoff. The wait is for
+// the store, bounded by a generous deadline, never by a number of rounds.
 func (r *releaseRig) settle() {
 	r.t.Helper()
-	for range 200 {
+	s, err := r.e.sale("s")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
 		if _, err := r.e.Reclaim(r.ctx, "s"); err != nil {
 			r.t.Fatal(err)
 		}
 		if r.released() {
 			return
 		}
-		time.Sleep(5 * time.Millisecond) // the pipeline runs on real time
-		r.clock.Advance(2 * time.Second)
+		rows, err := r.store.Reservations(r.ctx, "s")
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		s.mu.Lock()
+		settled := s.settled(r.clock.Now())
+		agree := settled && s.archivedAsIs(rows)
+		s.mu.Unlock()
+		if agree || !settled { // a sale not settled yet settles as its holds expire
+			r.clock.Advance(releaseRetryMax)
+		} else {
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
-	r.t.Fatalf("the sale was not released (pipeline applied %d events, %d failures)", r.pipe.Applied(), r.pipe.Failures())
+	r.t.Fatalf("the sale was not released within a minute (pipeline applied %d events, %d failures)", r.pipe.Applied(), r.pipe.Failures())
 }
 
 // TestReleasedSaleAnswersFromStore: a sale that ended and settled is released (its
@@ -333,13 +352,21 @@ func TestReleaseWaitsForStore(t *testing.T) {
 	}
 	a := r.buy("alice", "")
 	clock.Advance(time.Minute - time.Second)
+	// The store has alice's hold (else the comparison below would fail for the wrong reason).
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		if got, err := store.Reservation(r.ctx, a.ID); err == nil && got.Status == seckill.StatusHeld {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the store never had alice's hold")
+		}
+	}
 	// The engine applies the payment; the database does not hear of it yet.
 	if res, _, err := r.e.ConfirmPayment(r.ctx, seckill.PaymentConfirmation{PaymentID: "p1", ReservationID: a.ID, AmountCents: 100}); err != nil || res != seckill.PaymentApplied {
 		t.Fatalf("confirm: %s, %v", res, err)
 	}
 	for range 40 {
 		clock.Advance(time.Minute)
-		time.Sleep(2 * time.Millisecond)
 		if _, err := r.e.Reclaim(r.ctx, "s"); err != nil {
 			t.Fatal(err)
 		}

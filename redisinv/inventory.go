@@ -173,7 +173,7 @@ func (e *Engine) Buy(ctx context.Context, req seckill.BuyRequest) (seckill.BuyRe
 	}
 	res, err := e.buyGuarded(ctx, req, q)
 	if sig := signalOf(err); sig != nil { // a segmented sale this instance had not seen yet
-		in := e.segmentsOf(req.SaleID)
+		var in *segInfo
 		if sig.code == "segments" {
 			in = e.learnSegments(req.SaleID, int(sig.n))
 		} else if in, err = e.discoverSegments(ctx, req.SaleID); err != nil {

@@ -151,6 +151,17 @@ type localAnswers struct {
 	counts    [len(localCodes)]atomic.Uint64
 	refreshes atomic.Uint64
 	saleReads atomic.Uint64 // Sale answered from a view
+	// testMaxAge, when not 0, replaces localMaxAge (ns; negative: every view is too old): a
+	// test decides when views age out instead of racing the wall clock.
+	testMaxAge atomic.Int64
+}
+
+// maxAge is how long (ns) a view is used without being re-read: localMaxAge but in tests.
+func (l *localAnswers) maxAge() int64 {
+	if a := l.testMaxAge.Load(); a != 0 {
+		return a
+	}
+	return int64(localMaxAge)
 }
 
 // localCodes are the answers a view can give, in the order of localAnswers.counts.
@@ -352,7 +363,7 @@ func (e *Engine) localAnswer(req seckill.BuyRequest, q int) (ok bool, err error)
 func (l *localAnswers) current(e *Engine, saleID string, sl *saleLocal, now int64) *saleView {
 	v := sl.view.Load()
 	if v == nil || v.gen != sl.gen.Load() || v.epoch != l.w.epoch.Load() || v.own != sl.own.Load() || uint64(v.s.ver) < sl.seen.Load() ||
-		now-v.recv > int64(localMaxAge) {
+		now-v.recv > l.maxAge() {
 		l.maybeRefresh(e, saleID, sl, now)
 		return nil
 	}

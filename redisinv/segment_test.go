@@ -2,8 +2,10 @@ package redisinv
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,11 +26,11 @@ type segRig struct {
 
 var segEpoch = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 
-func newSegRig(t *testing.T, url string, n, stock, perUser, queueLimit int) *segRig {
+func newSegRig(t *testing.T, url string, n, stock, perUser, queueLimit int, opts ...Option) *segRig {
 	t.Helper()
 	c := dialT(t, url)
 	clock := seckilltest.NewManualClock(segEpoch)
-	e := newTestEngine(t, c.Inventory, clock)
+	e := newTestEngine(t, c.Inventory, clock, opts...)
 	def, err := seckill.NewSale(seckill.SaleInput{ID: "seg", PriceCents: ptr(int64(100)), Stock: ptr(stock),
 		HoldSeconds: ptr(60), PerUserLimit: ptr(perUser), QueueLimit: ptr(queueLimit), StartsAt: ptr(segEpoch),
 		EndsAt: ptr(segEpoch.Add(time.Hour))}, segEpoch)
@@ -299,62 +301,110 @@ func BenchmarkBuySegments(b *testing.B) {
 func TestSegmentsCollapseCopiedTwice(t *testing.T) {
 	for name, url := range segURLs(t) {
 		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			r := newSegRig(t, url, 2, 4, 2, 3)
-			u := r.usersOf(1, 1, "twice")[0]
-			if res, err := r.buy(u); err != nil || res.Reservation.Status != seckill.StatusHeld {
-				t.Fatalf("buy: %+v, %v", res.Reservation, err)
-			}
-			for i := range 2 {
-				if _, err := r.e.segOp(ctx, r.sale.ID, i, "freeze"); err != nil {
-					t.Fatal(err)
-				}
-			}
-			// What any instance copies from the frozen segment 1 (it no longer changes).
-			keys := r.e.keys(segTag(r.sale.ID, 1, r.n))
-			users, err := r.e.rdb.Do(ctx, r.e.rdb.B().Hgetall().Key(keys[4]).Build()).AsStrMap()
-			if err != nil {
-				t.Fatal(err)
-			}
-			userArgs := []string{"1", "users"}
-			for k, v := range users {
-				userArgs = append(userArgs, k, v)
-			}
-			holds, err := r.e.rdb.Do(ctx, r.e.rdb.B().Zrange().Key(keys[2]).Min("0").Max("-1").Withscores().Build()).AsZScores()
-			if err != nil || len(holds) != 1 {
-				t.Fatalf("segment 1's holds: %v, %v; want the one hold", holds, err)
-			}
-			raw, err := r.e.rdb.Do(ctx, r.e.rdb.B().Hget().Key(keys[1]).Field(holds[0].Member).Build()).ToString()
-			if err != nil {
-				t.Fatal(err)
-			}
-			holdArgs := []string{"1", "holds", holds[0].Member, raw, strconv.FormatFloat(holds[0].Score, 'f', 0, 64)}
-			copyOnce := func() {
-				t.Helper()
-				for _, args := range [][]string{userArgs, holdArgs} {
-					if _, err := r.e.segOp(ctx, r.sale.ID, 0, "absorb", args...); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			copyOnce()
-			// The copied hold expires at segment 0: a buy there reclaims it first.
-			r.clock.Advance(61 * time.Second)
-			if res, err := r.buy(r.usersOf(0, 1, "zero")[0]); err != nil || res.Reservation.Status != seckill.StatusHeld {
-				t.Fatalf("buy at segment 0 while collapsing: %+v, %v", res.Reservation, err)
-			}
-			copyOnce() // the second instance's copy
-			if err := r.e.collapse(ctx, r.sale.ID, r.e.segmentsOf(r.sale.ID)); err != nil {
-				t.Fatal(err)
-			}
-			if st := r.state(); st.Available != 3 || st.Held != 1 || st.Sold != 0 {
-				t.Fatalf("after the collapse: %+v; want 3 available, 1 held (the expired hold's unit returned once)", st)
-			}
-			// The expired hold's user is back to 0 units: the limit of 2 allows 2 again.
-			two, err := r.e.Buy(ctx, seckill.BuyRequest{SaleID: r.sale.ID, UserID: u, Quantity: 2})
-			if err != nil || two.Reservation.Status != seckill.StatusHeld {
-				t.Fatalf("the user buys 2 after the expiry: %+v, %v; want held", two.Reservation, err)
+			if wrong := collapseCopiedTwice(t, url); wrong != "" {
+				t.Fatal(wrong)
 			}
 		})
 	}
+}
+
+// TestSegmentsCollapseCopiedTwiceNegative is the negative control of
+// TestSegmentsCollapseCopiedTwice: with the old copy put back (absorb overwrites what segment 0
+// has, and a user's count falling to 0 is removed while COLLAPSING), the same steps must be
+// caught counting the expired hold's unit twice.
+func TestSegmentsCollapseCopiedTwiceNegative(t *testing.T) {
+	mutations := []struct{ file, from, to string }{
+		{"common.lua", "if redis.call('HINCRBY', KEYS[5], user, num(d)) <= 0 and S.mode ~= COLLAPSING then",
+			"if redis.call('HINCRBY', KEYS[5], user, num(d)) <= 0 then"},
+		{"segment.lua", "redis.call('HSETNX', key, ARGV[i], ARGV[i + 1])", "redis.call('HSET', key, ARGV[i], ARGV[i + 1])"},
+		{"segment.lua", "if redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then",
+			"if redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) >= 0 then"},
+	}
+	applied := make([]int, len(mutations))
+	old := newScriptSet(func(name string) string {
+		src := scriptSource(name)
+		for i, m := range mutations {
+			if strings.Contains(src, m.from) {
+				src = strings.Replace(src, m.from, m.to, 1)
+				applied[i]++
+			}
+		}
+		return src
+	})
+	for i, m := range mutations {
+		if applied[i] == 0 {
+			t.Fatalf("%s no longer contains the text the mutation replaces: %q", m.file, m.from)
+		}
+	}
+	for name, url := range segURLs(t) {
+		t.Run(name, func(t *testing.T) {
+			wrong := collapseCopiedTwice(t, url, func(e *Engine) { e.scripts = old })
+			if wrong == "" {
+				t.Fatal("negative control: with the old copy, the collapse copied twice counted right; the check cannot fail")
+			}
+			t.Logf("caught: %s", wrong)
+		})
+	}
+}
+
+// collapseCopiedTwice runs the steps of TestSegmentsCollapseCopiedTwice on an engine made with
+// opts and says what came out wrong ("" for nothing).
+func collapseCopiedTwice(t *testing.T, url string, opts ...Option) string {
+	ctx := t.Context()
+	r := newSegRig(t, url, 2, 4, 2, 3, opts...)
+	u := r.usersOf(1, 1, "twice")[0]
+	if res, err := r.buy(u); err != nil || res.Reservation.Status != seckill.StatusHeld {
+		t.Fatalf("buy: %+v, %v", res.Reservation, err)
+	}
+	for i := range 2 {
+		if _, err := r.e.segOp(ctx, r.sale.ID, i, "freeze"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What any instance copies from the frozen segment 1 (it no longer changes).
+	keys := r.e.keys(segTag(r.sale.ID, 1, r.n))
+	users, err := r.e.rdb.Do(ctx, r.e.rdb.B().Hgetall().Key(keys[4]).Build()).AsStrMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	userArgs := []string{"1", "users"}
+	for k, v := range users {
+		userArgs = append(userArgs, k, v)
+	}
+	holds, err := r.e.rdb.Do(ctx, r.e.rdb.B().Zrange().Key(keys[2]).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	if err != nil || len(holds) != 1 {
+		t.Fatalf("segment 1's holds: %v, %v; want the one hold", holds, err)
+	}
+	raw, err := r.e.rdb.Do(ctx, r.e.rdb.B().Hget().Key(keys[1]).Field(holds[0].Member).Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	holdArgs := []string{"1", "holds", holds[0].Member, raw, strconv.FormatFloat(holds[0].Score, 'f', 0, 64)}
+	copyOnce := func() {
+		t.Helper()
+		for _, args := range [][]string{userArgs, holdArgs} {
+			if _, err := r.e.segOp(ctx, r.sale.ID, 0, "absorb", args...); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	copyOnce()
+	// The copied hold expires at segment 0: a buy there reclaims it first.
+	r.clock.Advance(61 * time.Second)
+	if res, err := r.buy(r.usersOf(0, 1, "zero")[0]); err != nil || res.Reservation.Status != seckill.StatusHeld {
+		t.Fatalf("buy at segment 0 while collapsing: %+v, %v", res.Reservation, err)
+	}
+	copyOnce() // the second instance's copy
+	if err := r.e.collapse(ctx, r.sale.ID, r.e.segmentsOf(r.sale.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.state(); st.Available != 3 || st.Held != 1 || st.Sold != 0 {
+		return fmt.Sprintf("after the collapse: %+v; want 3 available, 1 held (the expired hold's unit returned once)", st)
+	}
+	// The expired hold's user is back to 0 units: the limit of 2 allows 2 again.
+	two, err := r.e.Buy(ctx, seckill.BuyRequest{SaleID: r.sale.ID, UserID: u, Quantity: 2})
+	if err != nil || two.Reservation.Status != seckill.StatusHeld {
+		return fmt.Sprintf("the user buys 2 after the expiry: %+v, %v; want held", two.Reservation, err)
+	}
+	return ""
 }

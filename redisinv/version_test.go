@@ -38,7 +38,7 @@ func TestRedisWentBackInTime(t *testing.T) {
 		{"negative control: check off", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			problems, first, stale := wentBack(t, url, tc.check, tc.fresh)
+			problems, stale, first := wentBack(t, url, tc.check, tc.fresh)
 			if !tc.check {
 				if len(problems) == 0 {
 					t.Fatal("negative control: with the check off the stale state was not observed; the detector cannot fail")
@@ -59,9 +59,9 @@ func TestRedisWentBackInTime(t *testing.T) {
 	}
 }
 
-// wentBack runs the scenario and returns the detector's findings, the error of the first buy
-// after the restore, and how many replies the engine that served it refused as stale.
-func wentBack(t *testing.T, url string, check, fresh bool) (problems []string, first error, stale int64) {
+// wentBack runs the scenario and returns the detector's findings, how many replies the engine
+// that served it refused as stale, and the error of the first buy after the restore.
+func wentBack(t *testing.T, url string, check, fresh bool) (problems []string, stale int64, first error) {
 	ctx := t.Context()
 	c := dialT(t, url)
 	store := sqliteStoreT(t)
@@ -185,7 +185,7 @@ func wentBack(t *testing.T, url string, check, fresh bool) (problems []string, f
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	return detectStale(t, served, store, id, got), first, served.versions.stale.Load()
+	return detectStale(t, served, store, id, got), served.versions.stale.Load(), first
 }
 
 // The order store is a source of versions.

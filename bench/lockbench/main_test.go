@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -13,17 +14,24 @@ func TestMedian(t *testing.T) {
 	}
 }
 
+// TestHoldIsPrecise: a precise hold lasts at least its duration. (How much longer depends on
+// the machine's load, which a test cannot bound: it is logged.)
 func TestHoldIsPrecise(t *testing.T) {
 	start := time.Now()
 	hold(config{hold: time.Millisecond, holdMode: "precise"})
-	if d := time.Since(start); d < time.Millisecond || d > 50*time.Millisecond {
-		t.Fatalf("hold took %v", d)
+	d := time.Since(start)
+	if d < time.Millisecond {
+		t.Fatalf("a 1 ms hold took %v", d)
 	}
+	t.Logf("a 1 ms hold took %v", d)
 }
 
 // TestRunSmoke runs the whole tool briefly against a private redis-server.
 func TestRunSmoke(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" { // under CI a missing service is a failure, never a skip
+			t.Fatal("redis-server not on PATH")
+		}
 		t.Skip("redis-server not on PATH")
 	}
 	if testing.Short() {

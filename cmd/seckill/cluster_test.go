@@ -55,7 +55,7 @@ var (
 	buildErr  error
 )
 
-// seckillBinary builds the command once per test run.
+// seckillBinary builds the command once per test run, with -race when the tests run with it.
 func seckillBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -65,7 +65,11 @@ func seckillBinary(t *testing.T) string {
 			return
 		}
 		builtBin = filepath.Join(dir, "seckill")
-		out, err := exec.Command("go", "build", "-tags", "seckill_testhooks", "-o", builtBin, ".").CombinedOutput() // testhooks.go
+		args := []string{"build", "-tags", "seckill_testhooks", "-o", builtBin} // testhooks.go
+		if raceBuild {
+			args = append(args, "-race") // the race detector sees the servers too (raceReport)
+		}
+		out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -233,11 +237,47 @@ func (c *cluster) spawn(name string, args ...string) *instance {
 				<-done
 			}
 		}
-		if t.Failed() {
+		if r := raceReport(in.log.String()); r != "" {
+			t.Errorf("%s: the race detector reported a data race:\n%s", name, r)
+		} else if t.Failed() {
 			t.Logf("%s log (tail):\n%s", name, tail(in.log.String(), 40))
 		}
 	})
 	return in
+}
+
+// raceReport is the first data race a child's log reports (at most 200 lines of it), or "": the
+// race detector of a -race binary prints its reports to stderr and goes on, so the test reads
+// them there, whether the process ended, was killed, or still runs.
+func raceReport(log string) string {
+	i := strings.Index(log, "WARNING: DATA RACE")
+	if i < 0 {
+		return ""
+	}
+	lines := strings.SplitN(log[i:], "\n", 201)
+	return strings.Join(lines[:min(len(lines), 200)], "\n")
+}
+
+// TestChildRaceIsReported is the negative control of the race check of spawn: a test binary
+// told to race (SECKILL_TEST_DATA_RACE, testhooks.go) must be built with the race detector when
+// the tests run with -race, and raceReport must find what the detector prints.
+func TestChildRaceIsReported(t *testing.T) {
+	if !raceBuild {
+		t.Skip("the tests run without -race: so does the binary they build")
+	}
+	cmd := exec.Command(seckillBinary(t), "version")
+	cmd.Env = append(os.Environ(), "SECKILL_TEST_DATA_RACE=1")
+	out, err := cmd.CombinedOutput()
+	if raceReport(string(out)) == "" {
+		t.Fatalf("a racing seckill binary (exit %v) was not reported:\n%s", err, out)
+	}
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 66 {
+		t.Errorf("the racing binary exited %v; want the race detector's 66", err)
+	}
+	cmd = exec.Command(seckillBinary(t), "version")
+	if out, err := cmd.CombinedOutput(); err != nil || raceReport(string(out)) != "" {
+		t.Errorf("seckill version without the race: exit %v\n%s", err, out)
+	}
 }
 
 func tail(s string, lines int) string {

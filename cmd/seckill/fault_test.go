@@ -131,13 +131,6 @@ func (r *faultRedis) waitUp(within time.Duration) bool {
 	return false
 }
 
-// startFaultCluster starts n `seckill serve --engine redis` processes on rs (reached at
-// redisURL) and a fresh MariaDB database, and waits until each is ready.
-func startFaultCluster(t *testing.T, n int, rs *faultRedis, redisURL string) *cluster {
-	t.Helper()
-	return launchCluster(t, n, rs.rdb, redisURL, freshMySQL(t))
-}
-
 // probeBuy is one of the probe's buys.
 type probeBuy struct {
 	user     string
@@ -557,9 +550,7 @@ func unrecordedPayments(answered map[string]string, recorded map[string]bool) []
 func faultSuite(t *testing.T) {
 	skipShort(t)
 	testenv.Redis(t)
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("no redis-server")
-	}
+	testenv.Binary(t, "redis-server")
 }
 
 // TestFaultRedisKilledAOFAlways: Redis SIGKILLed mid-rush and restarted at once on its AOF

@@ -11,5 +11,6 @@ import (
 )
 
 func main() {
+	testDataRace()
 	os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }

@@ -18,3 +18,17 @@ func testEngineOptions() []redisinv.Option {
 	}
 	return nil
 }
+
+// testDataRace, with SECKILL_TEST_DATA_RACE=1, writes one variable from two goroutines without
+// synchronisation: the negative control of the multi-process tests' race check
+// (TestChildRaceIsReported), which must see a binary built with -race report it.
+func testDataRace() {
+	if os.Getenv("SECKILL_TEST_DATA_RACE") != "1" {
+		return
+	}
+	var n int
+	done := make(chan struct{})
+	go func() { n++; close(done) }()
+	n++
+	<-done
+}

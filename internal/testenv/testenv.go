@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"os"
+	"os/exec"
 	"testing"
 )
 
@@ -41,6 +42,21 @@ func AMQP(t testing.TB) string { return lookup(t, AMQPVar) }
 
 // NATS returns the test NATS server's URL (JetStream enabled) or skips (fails under CI=true).
 func NATS(t testing.TB) string { return lookup(t, NATSVar) }
+
+// Binary returns the path of the program name (redis-server, say) on PATH or skips (fails under
+// CI=true): a test that needs a program is an integration test like any other.
+func Binary(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	if InCI() {
+		t.Fatalf("%s is not installed: under CI=true every integration test must run", name)
+	}
+	t.Skipf("%s is not installed; skipping integration test", name)
+	return ""
+}
 
 // InCI reports whether the tests run under CI=true.
 func InCI() bool { return os.Getenv("CI") == "true" }
