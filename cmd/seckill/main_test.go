@@ -120,6 +120,9 @@ func TestServeDevAndGracefulShutdown(t *testing.T) {
 	if strings.Contains(a.log.String(), secret[1]) {
 		t.Fatal("the logged configuration shows a secret unmasked")
 	}
+	if !strings.Contains(a.log.String(), " gateway=mock ") {
+		t.Fatalf("the logged configuration does not name the gateway in effect (--dev: mock):\n%s", a.log.String())
+	}
 	if strings.Contains(a.log.String(), "/debug/pprof/") {
 		t.Fatal("without --pprof a profiling listener was started")
 	}

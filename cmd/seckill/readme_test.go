@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill/internal/redistest"
+	"github.com/seckill-go/seckill/internal/testenv"
 )
 
 // readmeBlock returns the README's fenced shell block that contains marker, without its fences
@@ -43,14 +44,8 @@ func readmeBlock(t *testing.T, marker string) string {
 // node"); this test fails on that recipe.
 func TestReadmeRedisCluster(t *testing.T) {
 	skipShort(t)
-	for _, bin := range []string{"redis-server", "redis-cli"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("%s is not installed (under CI=true a missing service is a failure)", bin)
-			}
-			t.Skipf("%s is not installed", bin)
-		}
-	}
+	testenv.Binary(t, "redis-server")
+	testenv.Binary(t, "redis-cli")
 	script := readmeBlock(t, "--cluster-enabled yes")
 	ports := []string{redistest.LoopbackPort(t), redistest.LoopbackPort(t), redistest.LoopbackPort(t)}
 	for i, p := range []string{"7001", "7002", "7003"} {
@@ -114,14 +109,8 @@ func TestReadmeRedisCluster(t *testing.T) {
 // localhost:8080 its address. Every command must succeed, the hold be paid by the mock gateway
 // and the audit be ok.
 func TestReadmeAPITour(t *testing.T) {
-	for _, bin := range []string{"curl", "jq"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("%s is not installed (.ci/run installs it)", bin)
-			}
-			t.Skipf("%s is not installed", bin)
-		}
-	}
+	testenv.Binary(t, "curl") // .ci/run installs both
+	testenv.Binary(t, "jq")
 	a := startServe(t)
 	token := regexp.MustCompile(`SECKILL_ADMIN_TOKEN=([0-9a-f]+)`).FindStringSubmatch(a.out.String())
 	if token == nil {

@@ -33,10 +33,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	printDevSecrets(stdout, cfg, secretsFile, loaded, generated, saveErr)
+	gateway := cfg.Gateway // as given if it is not a gateway's name (the start then stops on it)
+	if name, err := cfg.gatewayName(); err == nil {
+		gateway = name // the one in effect: --dev without --gateway is the mock
+	}
 	log.Info("config", "addr", cfg.Addr, "engine", cfg.Engine, "db", maskURL(cfg.DB), "redis_url", maskURL(cfg.RedisURL), "redis_replicas", cfg.RedisReplicas,
 		"auth_secret", mask(cfg.AuthSecret), "admin_token", mask(cfg.AdminToken), "payment_secret", mask(cfg.PaymentSecret), "export_secret", mask(cfg.ExportSecret), "dev", cfg.Dev,
 		"metrics_addr", cfg.MetricsAddr, "metrics_token", mask(cfg.MetricsToken),
-		"gateway", cfg.Gateway, "stripe_secret_key", mask(cfg.StripeSecretKey), "stripe_webhook_secret", mask(cfg.StripeWebhookSecret),
+		"gateway", gateway, "stripe_secret_key", mask(cfg.StripeSecretKey), "stripe_webhook_secret", mask(cfg.StripeWebhookSecret),
 		"stripe_api_url", maskURL(cfg.StripeAPIURL), "public_url", maskURL(cfg.PublicURL), "pprof", cfg.Pprof,
 		"oidc_issuer", cfg.OIDC.Issuer, "oidc_audience", cfg.OIDC.Audience, "oidc_user_claim", cfg.OIDC.UserClaim, "oidc_login_url", maskURL(cfg.OIDC.LoginURL))
 	if !cfg.Dev && cfg.MetricsAddr == "" && cfg.MetricsToken == "" {
