@@ -185,3 +185,27 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// A captured event signed an hour ago, with a fresh t= put in front of its header, is stale:
+// stripe-go verifies the signature with the last t=, so freshness must be judged on that one,
+// and a header naming more than one timestamp is refused outright (issue 26, "Stale Stripe
+// events can be replayed").
+func TestParseRefusesAReplayWithAFreshTimestampInFront(t *testing.T) {
+	g := newParser(t)
+	captured, body := SignedEvent(testWebhookSecret, "evt_old", "checkout.session.completed", paidSession(), testNow.Add(-time.Hour))
+	old := captured.Get(SignatureHeader)
+	fresh := fmt.Sprintf("t=%d", testNow.Unix())
+	for name, header := range map[string]string{
+		"fresh t= in front":   fresh + "," + old,
+		"fresh t= behind":     old + "," + fresh,
+		"two fresh t=":        fresh + "," + Sign(testWebhookSecret, body, testNow).Get(SignatureHeader),
+		"the captured header": old,
+	} {
+		t.Run(name, func(t *testing.T) {
+			n, err := g.Parse(http.Header{SignatureHeader: {header}}, body, testNow)
+			if code := seckill.ErrorCode(err); code != seckill.CodeInvalidSignature {
+				t.Fatalf("Parse(%q) = %+v, %v; want invalid_signature", header, n, err)
+			}
+		})
+	}
+}
