@@ -210,7 +210,7 @@ func (a *app) newGateway(cfg config, opts appOptions, log *slog.Logger) (payment
 		}
 		g, err := stripegw.New(stripegw.Config{
 			SecretKey: cfg.StripeSecretKey, WebhookSecret: cfg.StripeWebhookSecret, APIURL: cfg.StripeAPIURL,
-			SuccessURL: public, Logger: log,
+			SuccessURL: public, Group: cfg.StripeGroup, Logger: log,
 		})
 		if err != nil {
 			return nil, scrubError(fmt.Errorf("stripe gateway: %w", err), cfg.StripeSecretKey, cfg.StripeWebhookSecret)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill/exporter"
+	"github.com/seckill-go/seckill/payment/stripegw"
 	"github.com/seckill-go/seckill/redisinv"
 )
 
@@ -35,6 +36,9 @@ type config struct {
 	StripeSecretKey     string
 	StripeWebhookSecret string
 	StripeAPIURL        string
+	// StripeGroup marks the Checkout Sessions this deployment creates (--stripe-group,
+	// SECKILL_STRIPE_GROUP; stripegw.Config.Group): events of other sessions are ignored.
+	StripeGroup string
 	// PublicURL is where buyers reach the storefront (--public-url, SECKILL_PUBLIC_URL): Stripe's
 	// hosted page sends them back there. Empty: the server's own address.
 	PublicURL string
@@ -158,6 +162,7 @@ func bindGatewayConfig(fs *flag.FlagSet, env func(name, def string) string, c *c
 	fs.StringVar(&c.StripeSecretKey, "stripe-secret-key", env("SECKILL_STRIPE_SECRET_KEY", ""), "Stripe API secret key, for --gateway stripe (SECKILL_STRIPE_SECRET_KEY)")
 	fs.StringVar(&c.StripeWebhookSecret, "stripe-webhook-secret", env("SECKILL_STRIPE_WEBHOOK_SECRET", ""), "signing secret (whsec_...) of the Stripe webhook endpoint /api/v1/payments/webhook/stripe, for --gateway stripe (SECKILL_STRIPE_WEBHOOK_SECRET)")
 	fs.StringVar(&c.StripeAPIURL, "stripe-api-url", env("SECKILL_STRIPE_API_URL", ""), "Stripe API base URL, e.g. a local stripe-mock; default Stripe's own (SECKILL_STRIPE_API_URL)")
+	fs.StringVar(&c.StripeGroup, "stripe-group", env("SECKILL_STRIPE_GROUP", stripegw.DefaultGroup), "names this deployment in the metadata of the Stripe Checkout Sessions it creates; events of sessions without it (the shop's own checkout, Payment Links, another deployment on the account) are ignored; every instance of a deployment shares it (SECKILL_STRIPE_GROUP)")
 	fs.StringVar(&c.PublicURL, "public-url", env("SECKILL_PUBLIC_URL", ""), "absolute URL at which buyers reach the storefront; Stripe's payment page sends them back there; default the server's own address (SECKILL_PUBLIC_URL)")
 }
 

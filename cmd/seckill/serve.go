@@ -36,7 +36,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	log.Info("config", "addr", cfg.Addr, "engine", cfg.Engine, "db", maskURL(cfg.DB), "redis_url", maskURL(cfg.RedisURL), "redis_replicas", cfg.RedisReplicas,
 		"auth_secret", mask(cfg.AuthSecret), "admin_token", mask(cfg.AdminToken), "payment_secret", mask(cfg.PaymentSecret), "dev", cfg.Dev,
 		"gateway", cfg.Gateway, "stripe_secret_key", mask(cfg.StripeSecretKey), "stripe_webhook_secret", mask(cfg.StripeWebhookSecret),
-		"stripe_api_url", maskURL(cfg.StripeAPIURL), "public_url", maskURL(cfg.PublicURL), "pprof", cfg.Pprof)
+		"stripe_api_url", maskURL(cfg.StripeAPIURL), "stripe_group", cfg.StripeGroup, "public_url", maskURL(cfg.PublicURL), "pprof", cfg.Pprof)
 	var prof *pprofServer
 	if cfg.Pprof != "" {
 		// Bound before the app starts, so a busy or non-loopback address is a startup error.

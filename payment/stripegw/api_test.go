@@ -104,6 +104,7 @@ func TestStartSendsOneSessionPerHold(t *testing.T) {
 		"client_reference_id":                    "r-1",
 		"metadata[reservation_id]":               "r-1",
 		"metadata[user_id]":                      "u-1",
+		"metadata[seckill]":                      "seckill",
 		"line_items[0][quantity]":                "1",
 		"line_items[0][price_data][currency]":    "usd",
 		"line_items[0][price_data][unit_amount]": "1999",

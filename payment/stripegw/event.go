@@ -15,6 +15,7 @@ type EventSession struct {
 	AmountCents   int64  // amount_total
 	Status        string // "open", "complete", "expired"
 	PaymentStatus string // "paid", "unpaid"
+	Group         string // metadata[MetadataKey], the group that created it; DefaultGroup when empty
 }
 
 // SignedEvent builds a Stripe webhook as Stripe sends it, for tests and the bench (stripe-mock
@@ -22,6 +23,10 @@ type EventSession struct {
 // Stripe-Signature header signed with secret at time at ("t=<unix>,v1=<hex HMAC-SHA256 of
 // "<unix>.<body>">", by stripe-go's own GenerateTestSignedPayload).
 func SignedEvent(secret, eventID, eventType string, s EventSession, at time.Time) (http.Header, []byte) {
+	group := s.Group
+	if group == "" {
+		group = DefaultGroup
+	}
 	object := map[string]any{
 		"id":                  s.ID,
 		"object":              "checkout.session",
@@ -31,7 +36,7 @@ func SignedEvent(secret, eventID, eventType string, s EventSession, at time.Time
 		"amount_total":        s.AmountCents,
 		"currency":            "usd",
 		"client_reference_id": s.ReservationID,
-		"metadata":            map[string]string{"reservation_id": s.ReservationID},
+		"metadata":            map[string]string{MetadataKey: group, "reservation_id": s.ReservationID},
 	}
 	body, err := json.Marshal(map[string]any{
 		"id":          eventID,

@@ -38,6 +38,16 @@ const (
 	sessionSlack = time.Minute
 )
 
+// MetadataKey is the metadata key that marks a Checkout Session as seckill's: every session
+// Start creates carries metadata[seckill] = the group (Config.Group). Stripe sends every
+// checkout.session.* event of the account to the endpoint; one whose session lacks the mark
+// (the shop's own checkout, a Payment Link) or names another group is ignored, told apart by
+// the event alone, without a database look-up.
+const MetadataKey = "seckill"
+
+// DefaultGroup is Config.Group when none is set.
+const DefaultGroup = "seckill"
+
 // Config configures a Gateway.
 type Config struct {
 	// SecretKey is the Stripe API secret key (SECKILL_STRIPE_SECRET_KEY). Required.
@@ -65,6 +75,12 @@ type Config struct {
 	// Tolerance is how far a notification's signed timestamp may be from now, either way.
 	// Default: stripe-go's DefaultTolerance, 300 s.
 	Tolerance time.Duration
+	// Group names the seckill deployment in the metadata of the sessions it creates
+	// (metadata[MetadataKey]); events of sessions without it are ignored (SECKILL_STRIPE_GROUP).
+	// Every instance of one deployment must share it; two deployments on one Stripe account
+	// (staging and production) must not. 1–64 of [A-Za-z0-9_.-] (seckill.ValidID). Default:
+	// DefaultGroup.
+	Group string
 }
 
 // Gateway is the Stripe payment.Gateway. It is safe for concurrent use.
@@ -75,6 +91,7 @@ type Gateway struct {
 	cancelURL     string
 	productName   string
 	tolerance     time.Duration
+	group         string
 	logger        *slog.Logger
 	redact        *strings.Replacer // takes the key and the webhook secret out of text that is logged or returned
 	now           func() time.Time  // time.Now; tests move it
@@ -105,6 +122,12 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Tolerance <= 0 {
 		cfg.Tolerance = stripe.WebhookDefaultTolerance
 	}
+	if cfg.Group == "" {
+		cfg.Group = DefaultGroup
+	}
+	if !seckill.ValidID(cfg.Group) {
+		return nil, fmt.Errorf("stripegw: Group must be 1 to %d of [A-Za-z0-9_.-], got %q", seckill.MaxIDBytes, cfg.Group)
+	}
 	bc := &stripe.BackendConfig{
 		HTTPClient:    cfg.HTTPClient,
 		LeveledLogger: leveledLogger{l: cfg.Logger, secrets: redactor(cfg.SecretKey, cfg.WebhookSecret)},
@@ -123,6 +146,7 @@ func New(cfg Config) (*Gateway, error) {
 		cancelURL:     cfg.CancelURL,
 		productName:   cfg.ProductName,
 		tolerance:     cfg.Tolerance,
+		group:         cfg.Group,
 		logger:        cfg.Logger,
 		redact:        redactor(cfg.SecretKey, cfg.WebhookSecret),
 		now:           time.Now,
@@ -167,7 +191,7 @@ func (g *Gateway) Start(ctx context.Context, req payment.StartRequest) (seckill.
 		ExpiresAt:         stripe.Int64(SessionExpiry(req.ExpiresAt, g.now()).Unix()),
 		SuccessURL:        stripe.String(g.successURL),
 		CancelURL:         stripe.String(g.cancelURL),
-		Metadata:          map[string]string{"reservation_id": req.ReservationID, "user_id": req.UserID},
+		Metadata:          map[string]string{MetadataKey: g.group, "reservation_id": req.ReservationID, "user_id": req.UserID},
 		LineItems: []*stripe.CheckoutSessionCreateLineItemParams{{
 			Quantity: stripe.Int64(1),
 			PriceData: &stripe.CheckoutSessionCreateLineItemPriceDataParams{

@@ -48,7 +48,7 @@ func (g *Gateway) Parse(header http.Header, body []byte, now time.Time) (payment
 		return payment.Notification{}, seckill.Errorf(seckill.CodeInvalidSignature,
 			"the Stripe signature is stale (signed %s from now; at most %s either way)", d.Round(time.Second), g.tolerance)
 	}
-	return notification(event)
+	return g.notification(event)
 }
 
 // isSignatureError reports whether ConstructEvent refused the signature rather than the body.
@@ -77,10 +77,12 @@ func signedTimestamp(header string) (time.Time, error) {
 	return time.Unix(sec, 0), nil
 }
 
-// notification maps a verified event. A paid session is a success even when it names no
-// reservation: the money was taken, so the service must see it (and refund it) rather than
-// have Stripe give up on an endpoint that keeps refusing it.
-func notification(event stripe.Event) (payment.Notification, error) {
+// notification maps a verified event. A session seckill did not create (no metadata naming
+// this gateway's group: the shop's own checkout, a Payment Link, another deployment) is
+// ignored: its money is someone else's to honour. A paid session of ours is a success even
+// when it names no reservation: the money was taken, so the service must see it (and refund
+// it) rather than have Stripe give up on an endpoint that keeps refusing it.
+func (g *Gateway) notification(event stripe.Event) (payment.Notification, error) {
 	var outcome payment.Outcome
 	switch event.Type {
 	case stripe.EventTypeCheckoutSessionCompleted, stripe.EventTypeCheckoutSessionAsyncPaymentSucceeded:
@@ -98,6 +100,9 @@ func notification(event stripe.Event) (payment.Notification, error) {
 	var s stripe.CheckoutSession
 	if err := json.Unmarshal(event.Data.Raw, &s); err != nil || s.ID == "" {
 		return payment.Notification{}, seckill.Errorf(seckill.CodeInvalidArgument, "the Stripe event %s carries no checkout session", event.Type)
+	}
+	if s.Metadata[MetadataKey] != g.group {
+		return payment.Notification{Outcome: payment.OutcomeIgnored}, nil
 	}
 	// checkout.session.completed with an unpaid session is an asynchronous payment (a bank
 	// debit) still on its way: async_payment_succeeded or _failed will say how it ended.

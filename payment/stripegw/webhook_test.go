@@ -67,19 +67,60 @@ func TestParseMapsEvents(t *testing.T) {
 	}
 }
 
-// A session created without metadata (by hand, in the dashboard) still names its reservation
-// through client_reference_id.
+// A session of ours whose metadata lost its reservation id still names it through
+// client_reference_id.
 func TestParseFallsBackToClientReference(t *testing.T) {
 	g := newParser(t)
 	body := []byte(`{"id":"evt_2","object":"event","api_version":"2020-08-27","type":"checkout.session.completed",` +
 		`"data":{"object":{"id":"cs_2","object":"checkout.session","status":"complete","payment_status":"paid",` +
-		`"amount_total":500,"client_reference_id":"r-2","metadata":{}}}}`)
+		`"amount_total":500,"client_reference_id":"r-2","metadata":{"seckill":"seckill"}}}}`)
 	n, err := g.Parse(Sign(testWebhookSecret, body, testNow), body, testNow)
 	if err != nil {
 		t.Fatal(err) // also: an event of another API version is accepted (the version check is off)
 	}
 	if n.ReservationID != "r-2" || n.PaymentID != "cs_2" || n.AmountCents != 500 || n.Outcome != payment.OutcomeSucceeded {
 		t.Fatalf("got %+v", n)
+	}
+}
+
+// Stripe sends every checkout.session.* event of the account: a session seckill did not
+// create (the shop's own checkout, a Payment Link, another seckill deployment on the same
+// account) is acknowledged as ignored, never applied, recorded or refunded (issue 26, "Other
+// integrations' sessions are refunded"). A session of ours that names no reservation is still a
+// success, so that its money is paid back.
+func TestParseIgnoresSessionsSeckillDidNotCreate(t *testing.T) {
+	event := func(metadata string) []byte {
+		return []byte(`{"id":"evt_3","object":"event","type":"checkout.session.completed",` +
+			`"data":{"object":{"id":"cs_shop_1","object":"checkout.session","status":"complete","payment_status":"paid",` +
+			`"amount_total":1999,"currency":"usd","client_reference_id":"shop-order-1234","metadata":` + metadata + `}}}`)
+	}
+	cases := []struct {
+		name, group, metadata string
+		want                  payment.Outcome
+	}{
+		{"the shop's checkout", "", `{}`, payment.OutcomeIgnored},
+		{"a payment link, no metadata", "", `null`, payment.OutcomeIgnored},
+		{"metadata of its own", "", `{"order":"1234","reservation_id":"r-1"}`, payment.OutcomeIgnored},
+		{"another deployment", "", `{"seckill":"staging","reservation_id":"r-1"}`, payment.OutcomeIgnored},
+		{"the default group, seen by another", "prod", `{"seckill":"seckill","reservation_id":"r-1"}`, payment.OutcomeIgnored},
+		{"ours, no reservation", "", `{"seckill":"seckill"}`, payment.OutcomeSucceeded},
+		{"ours, group prod", "prod", `{"seckill":"prod","reservation_id":"r-1"}`, payment.OutcomeSucceeded},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g, err := New(Config{SecretKey: "sk_test_123", WebhookSecret: testWebhookSecret, SuccessURL: "https://shop.example/", Group: c.group})
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := event(c.metadata)
+			n, err := g.Parse(Sign(testWebhookSecret, body, testNow), body, testNow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n.Outcome != c.want {
+				t.Fatalf("outcome %q, want %q (%+v)", n.Outcome, c.want, n)
+			}
+		})
 	}
 }
 
@@ -131,6 +172,7 @@ func TestNewRefusesIncompleteConfig(t *testing.T) {
 		"relative success":  func(c *Config) { c.SuccessURL = "/" },
 		"bad API URL":       func(c *Config) { c.APIURL = "127.0.0.1:12111" },
 		"bad cancel URL":    func(c *Config) { c.CancelURL = "ftp://x" },
+		"bad group":         func(c *Config) { c.Group = "shop one" },
 	} {
 		c := ok
 		mutate(&c)
