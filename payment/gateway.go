@@ -71,11 +71,14 @@ type Notification struct {
 	PaymentID     string
 	ReservationID string
 	AmountCents   int64
+	// Currency is the ISO 4217 code of AmountCents' currency as the provider reports it ("" when
+	// it reports none: the sale's own currency is assumed; seckill.PaymentConfirmation.Currency).
+	Currency string
 }
 
 // Confirmation is the notification as the service applies it.
 func (n Notification) Confirmation() seckill.PaymentConfirmation {
-	return seckill.PaymentConfirmation{PaymentID: n.PaymentID, ReservationID: n.ReservationID, AmountCents: n.AmountCents}
+	return seckill.PaymentConfirmation{PaymentID: n.PaymentID, ReservationID: n.ReservationID, AmountCents: n.AmountCents, Currency: n.Currency}
 }
 
 // RefundRequest asks for a payment to be paid back.

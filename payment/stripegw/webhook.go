@@ -113,5 +113,5 @@ func (g *Gateway) notification(event stripe.Event) (payment.Notification, error)
 	if rid == "" {
 		rid = s.ClientReferenceID
 	}
-	return payment.Notification{Outcome: outcome, PaymentID: s.ID, ReservationID: rid, AmountCents: s.AmountTotal}, nil
+	return payment.Notification{Outcome: outcome, PaymentID: s.ID, ReservationID: rid, AmountCents: s.AmountTotal, Currency: string(s.Currency)}, nil
 }

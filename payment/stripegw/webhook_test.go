@@ -59,11 +59,28 @@ func TestParseMapsEvents(t *testing.T) {
 			if c.want == payment.OutcomeIgnored {
 				return
 			}
-			want := payment.Notification{Outcome: c.want, PaymentID: "cs_test_1", ReservationID: "r-1", AmountCents: 1999}
+			want := payment.Notification{Outcome: c.want, PaymentID: "cs_test_1", ReservationID: "r-1", AmountCents: 1999, Currency: "usd"}
 			if n != want {
 				t.Fatalf("got %+v, want %+v", n, want)
 			}
 		})
+	}
+}
+
+// The notification carries the session's currency, so that money in another currency than the
+// sale's is owed back rather than applied (the engines compare it: seckilltest's
+// Rules/ConfirmPayment/OtherCurrency).
+func TestParseCarriesTheCurrency(t *testing.T) {
+	g := newParser(t)
+	s := paidSession()
+	s.Currency = "vnd"
+	h, body := SignedEvent(testWebhookSecret, "evt_vnd", "checkout.session.completed", s, testNow)
+	n, err := g.Parse(h, body, testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Currency != "vnd" || n.Confirmation().Currency != "vnd" || n.AmountCents != s.AmountCents {
+		t.Fatalf("got %+v, confirmation %+v; want the session's currency vnd", n, n.Confirmation())
 	}
 }
 
