@@ -260,8 +260,10 @@ type Payments interface {
 	CreatePayment(ctx context.Context, r Reservation) (PaymentIntent, error)
 }
 
-// CurrencyPayments is Payments that charges in the sale's currency (the adapter of
-// payment.ForService is one); a Payments without it charges its default currency.
-type CurrencyPayments interface {
-	CreatePaymentIn(ctx context.Context, r Reservation, currency string) (PaymentIntent, error)
+// SalePayments is Payments that is told the reservation's sale (the adapter of
+// payment.ForService is one): it charges in the sale's currency, names the sale on the payment
+// page, sends the buyer back to the sale's page, and bounds the payment by when the hold began
+// (expires_at − hold_seconds). A Payments without it charges its default currency.
+type SalePayments interface {
+	CreatePaymentFor(ctx context.Context, r Reservation, sale Sale) (PaymentIntent, error)
 }

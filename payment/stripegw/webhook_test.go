@@ -202,19 +202,28 @@ func TestNewRefusesIncompleteConfig(t *testing.T) {
 	}
 }
 
+// SessionExpiry depends on the hold alone: 31 minutes after its end, within Stripe's bounds
+// (at least 30 minutes after any Start made by 23 h 29 min into the hold, at most 24 hours after
+// any Start made once the hold began).
 func TestSessionExpiry(t *testing.T) {
-	now := testNow
-	hold := now.Add(5 * time.Minute)
-	got := SessionExpiry(hold, now)
-	if got.Sub(now) < 30*time.Minute {
-		t.Fatalf("expires_at %s after now, Stripe needs at least 30 min", got.Sub(now))
+	heldAt := testNow
+	for _, hold := range []time.Duration{time.Second, 5 * time.Minute, 23*time.Hour + 28*time.Minute, 23*time.Hour + 29*time.Minute, 48 * time.Hour, 7 * 24 * time.Hour} {
+		end := heldAt.Add(hold)
+		got := SessionExpiry(heldAt, end)
+		if max := heldAt.Add(24*time.Hour - time.Minute); got.After(max) {
+			t.Errorf("%s hold: expires_at %s after the hold began, Stripe allows at most 24 h from creation", hold, got.Sub(heldAt))
+		}
+		latestStart := heldAt.Add(min(hold, 23*time.Hour+29*time.Minute))
+		if got.Sub(latestStart) < 30*time.Minute {
+			t.Errorf("%s hold: expires_at %s after a Start at %s, Stripe needs at least 30 min", hold, got.Sub(latestStart), latestStart.Sub(heldAt))
+		}
+		if hold <= 23*time.Hour+28*time.Minute && !got.Equal(end.Add(31*time.Minute)) {
+			t.Errorf("%s hold: expires_at %s after its end, want 31 min", hold, got.Sub(end))
+		}
 	}
-	// A retry a little later sends the same expires_at (same idempotency key, same parameters).
-	if again := SessionExpiry(hold, now.Add(20*time.Second)); !again.Equal(got) {
-		t.Fatalf("retry changed expires_at: %s then %s", got, again)
-	}
-	if capped := SessionExpiry(now.Add(48*time.Hour), now); capped.Sub(now) > 24*time.Hour {
-		t.Fatalf("expires_at %s after now, Stripe allows at most 24 h", capped.Sub(now))
+	// A hold of unknown start: 31 minutes after its end.
+	if got := SessionExpiry(time.Time{}, testNow); !got.Equal(testNow.Add(31 * time.Minute)) {
+		t.Errorf("unknown start: expires_at %s after the end, want 31 min", got.Sub(testNow))
 	}
 }
 
