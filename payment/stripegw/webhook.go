@@ -22,14 +22,16 @@ const SignatureHeader = "Stripe-Signature"
 // The signature is checked by stripe-go (stripe.ConstructEvent); the freshness is checked here
 // against now, in both directions, because stripe-go measures the age with its own time.Now
 // and accepts a timestamp from any future. It is checked on the very timestamp the signature
-// covers: stripe-go signs over the last t= of the header, so a header with more than one is
+// covers: stripe-go verifies with the last t= of the header, so a header with more than one is
 // refused (a captured event with a fresh t= put in front would otherwise be judged fresh by
-// one and verified by the other; Stripe sends exactly one). stripe-go's API-version check is turned off: a
-// webhook endpoint's API version is set in Stripe's dashboard and moves independently of this
-// library's pinned version, and refusing every event after such a change would have Stripe
-// retry and then disable the endpoint, losing payments; the few fields read here (the event
-// type and the session's id, status, payment_status, metadata, client_reference_id and
-// amount_total) are the same in every API version since Checkout Sessions exist.
+// one and verified by the other; Stripe sends exactly one).
+//
+// stripe-go's API-version check is turned off: a webhook endpoint's API version is set in
+// Stripe's dashboard and moves independently of this library's pinned version, and refusing
+// every event after such a change would have Stripe retry and then disable the endpoint,
+// losing payments; the few fields read here (the event type and the session's id, status,
+// payment_status, metadata, client_reference_id, amount_total and currency) are the same in
+// every API version since Checkout Sessions exist.
 func (g *Gateway) Parse(header http.Header, body []byte, now time.Time) (payment.Notification, error) {
 	sig := header.Get(SignatureHeader)
 	signedAt, err := signedTimestamp(sig)
