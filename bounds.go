@@ -3,6 +3,8 @@ package seckill
 import (
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/text/currency"
 )
 
 // The bounds of every value a client can send, defined once: the HTTP edge, every engine and
@@ -75,9 +77,11 @@ func ValidName(s string) bool {
 	return true
 }
 
-// ValidCurrency reports whether s may be a sale's currency: CurrencyLen ASCII lower-case
-// letters, the shape of an ISO 4217 code as Stripe's API writes it ("usd", "eur", "jpy"). The
-// list of codes itself is not checked: it changes, and a gateway refuses one it does not take.
+// ValidCurrency reports whether s may be a sale's currency: an ISO 4217 code in lower case, as
+// Stripe's API writes it ("usd", "eur", "jpy"). The list of codes is golang.org/x/text's
+// (currency.ParseISO: its CLDR tables, including codes withdrawn since and the funds and
+// testing codes such as "xts"); a made-up code ("zzz") would be charged in nothing and is
+// refused. A gateway may still refuse a code it does not take.
 func ValidCurrency(s string) bool {
 	if len(s) != CurrencyLen {
 		return false
@@ -87,7 +91,8 @@ func ValidCurrency(s string) bool {
 			return false
 		}
 	}
-	return true
+	_, err := currency.ParseISO(s)
+	return err == nil
 }
 
 // validTime reports whether t is within [MinTime, MaxTime].

@@ -209,9 +209,9 @@ func (c *countingPayments) CreatePayment(ctx context.Context, r seckill.Reservat
 	return c.Payments.CreatePayment(ctx, r)
 }
 
-func (c *countingPayments) CreatePaymentIn(ctx context.Context, r seckill.Reservation, currency string) (seckill.PaymentIntent, error) {
+func (c *countingPayments) CreatePaymentFor(ctx context.Context, r seckill.Reservation, sale seckill.Sale) (seckill.PaymentIntent, error) {
 	c.starts.Add(1)
-	return c.Payments.(seckill.CurrencyPayments).CreatePaymentIn(ctx, r, currency)
+	return c.Payments.(seckill.SalePayments).CreatePaymentFor(ctx, r, sale)
 }
 
 // A hold has one payment: while it is open, Pay answers its recorded page again without

@@ -215,7 +215,7 @@ func (s Sale) Validate() error {
 // without one (every engine and store keeps it as given); a client's sale always has one, since
 // NewSale fills the default and refuses an empty value sent on purpose.
 func errCurrency() error {
-	return Errorf(CodeInvalidArgument, "currency must be %d lower-case letters, an ISO 4217 code such as %q", CurrencyLen, DefaultCurrency)
+	return Errorf(CodeInvalidArgument, "currency must be an ISO 4217 code in %d lower-case letters, such as %q", CurrencyLen, DefaultCurrency)
 }
 
 // errSegments refuses a number of segments. Validate lets 0 through (it means 1: a sale built

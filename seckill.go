@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"strings"
 	"time"
 )
 
@@ -75,6 +76,25 @@ type PaymentConfirmation struct {
 	// Gateway names the gateway that took the money (payment.Gateway.Name), recorded with the
 	// payment so that a refund owed goes back through that same gateway.
 	Gateway string
+	// Currency is the ISO 4217 code of AmountCents' currency as the gateway reported it (Stripe:
+	// the session's currency). Empty: the gateway reports none (the built-in webhook scheme, the
+	// mock), and the payment is taken to be in the sale's own currency.
+	Currency string
+}
+
+// InCurrency reports whether the payment is in saleCurrency, a sale's currency ("" for
+// DefaultCurrency). A payment that names no currency is taken to be in the sale's (see
+// Currency); the comparison ignores case (ISO 4217 codes are upper case; Stripe and seckill
+// write them in lower case). Every engine refuses a payment in another currency as it refuses a
+// wrong amount: the money is owed back (refund_required), and the reservation is unchanged.
+func (p PaymentConfirmation) InCurrency(saleCurrency string) bool {
+	if p.Currency == "" {
+		return true
+	}
+	if saleCurrency == "" {
+		saleCurrency = DefaultCurrency
+	}
+	return strings.EqualFold(p.Currency, saleCurrency)
 }
 
 // Inventory is the hot-path stock engine. Every method is atomic per sale: implementations run
@@ -244,8 +264,10 @@ type Payments interface {
 	CreatePayment(ctx context.Context, r Reservation) (PaymentIntent, error)
 }
 
-// CurrencyPayments is Payments that charges in the sale's currency (the adapter of
-// payment.ForService is one); a Payments without it charges its default currency.
-type CurrencyPayments interface {
-	CreatePaymentIn(ctx context.Context, r Reservation, currency string) (PaymentIntent, error)
+// SalePayments is Payments that is told the reservation's sale (the adapter of
+// payment.ForService is one): it charges in the sale's currency, names the sale on the payment
+// page, sends the buyer back to the sale's page, and bounds the payment by when the hold began
+// (expires_at − hold_seconds). A Payments without it charges its default currency.
+type SalePayments interface {
+	CreatePaymentFor(ctx context.Context, r Reservation, sale Sale) (PaymentIntent, error)
 }

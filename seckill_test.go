@@ -364,3 +364,23 @@ func TestUnits(t *testing.T) {
 		t.Errorf("Units(int64(1)) = %q", got)
 	}
 }
+
+// A sale's currency is an ISO 4217 code, in lower case (issue 26: "zzz" was accepted, and a
+// sale nobody can be charged in was created). The list is golang.org/x/text's.
+func TestValidCurrencyIsISO4217(t *testing.T) {
+	for _, ok := range []string{"usd", "eur", "jpy", "vnd", "gbp", "chf", "xts"} {
+		if !seckill.ValidCurrency(ok) {
+			t.Errorf("ValidCurrency(%q) = false, want true", ok)
+		}
+	}
+	for _, bad := range []string{"zzz", "abc", "qqq", "USD", "Usd", "us", "usdd", "", "u$d", "ūsd"} {
+		if seckill.ValidCurrency(bad) {
+			t.Errorf("ValidCurrency(%q) = true, want false", bad)
+		}
+		price, stock, cur := int64(100), 1, bad
+		in := seckill.SaleInput{ID: "s", PriceCents: &price, Stock: &stock, Currency: &cur}
+		if _, err := seckill.NewSale(in, time.Unix(1_900_000_000, 0)); seckill.ErrorCode(err) != seckill.CodeInvalidArgument {
+			t.Errorf("NewSale with currency %q: %v, want invalid_argument", bad, err)
+		}
+	}
+}

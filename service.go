@@ -470,12 +470,12 @@ func (s *Service) startPayment(ctx context.Context, r Reservation, ops OpenPayme
 		intent PaymentIntent
 		err    error
 	)
-	if cp, ok := s.payments.(CurrencyPayments); ok {
-		sale, serr := s.saleWindow(ctx, r.SaleID) // the currency only
+	if sp, ok := s.payments.(SalePayments); ok {
+		sale, serr := s.saleWindow(ctx, r.SaleID) // currency, name and hold_seconds
 		if serr != nil {
 			return PaymentIntent{}, serr
 		}
-		intent, err = cp.CreatePaymentIn(ctx, r, sale.Currency)
+		intent, err = sp.CreatePaymentFor(ctx, r, sale)
 	} else {
 		intent, err = s.payments.CreatePayment(ctx, r)
 	}

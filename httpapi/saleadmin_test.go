@@ -38,7 +38,7 @@ func TestSaleCurrencyAndListed(t *testing.T) {
 	if v := e.sale(t, "euro"); v.Currency != "eur" || v.Listed {
 		t.Fatalf("GET of the unlisted sale: currency %q, listed %v", v.Currency, v.Listed)
 	}
-	for _, bad := range []any{"EUR", "eu", "euro", "", "e1r", " usd", 840} {
+	for _, bad := range []any{"EUR", "eu", "euro", "", "e1r", " usd", 840, "zzz", "abc"} { // zzz, abc: not ISO 4217 codes
 		body := map[string]any{"id": "bad", "price_cents": 1, "stock": 1, "currency": bad}
 		wantProblem(t, e.do(t, "POST", "/api/v1/sales", admin(), body), http.StatusBadRequest, seckill.CodeInvalidArgument)
 	}

@@ -128,16 +128,16 @@ var Steps = []string{"path", "buy", "poll", "pay", "cancel"}
 
 // Result is what happened, as the generator saw it.
 type Result struct {
-	Buyers         int
-	Requests       int64
-	Errors         int64 // 5xx answers other than 503, refusals, transport errors not overcome by retrying
-	Retried503     int64 // 503 answers followed by a retry (Retry-After)
+	Buyers     int
+	Requests   int64
+	Errors     int64 // 5xx answers other than 503, refusals, transport errors not overcome by retrying
+	Retried503 int64 // 503 answers followed by a retry (Retry-After)
 	// RetriedTransport counts transport errors (a timeout, a reset connection) followed by a
 	// retry on the next target, as a client does: a retry that is answered is no error.
 	RetriedTransport int64
 	// ErrorSample says what the first errors were (maxErrorSample of them): the request and
 	// its answer, or the transport error.
-	ErrorSample []string
+	ErrorSample    []string
 	Held           int64 // buyers who got a hold (directly or from the queue)
 	Queued         int64 // buys answered 202
 	Handoffs       int64 // queued buyers that later got a hold

@@ -345,7 +345,7 @@ func (e *Engine) ConfirmPayment(ctx context.Context, p seckill.PaymentConfirmati
 		return seckill.PaymentDuplicate, s.view(r), nil
 	case r.status == seckill.StatusPaid:
 		return seckill.PaymentRefundRequired, s.view(r), nil
-	case p.AmountCents != r.amount:
+	case p.AmountCents != r.amount, !p.InCurrency(s.def.Currency):
 		return seckill.PaymentRefundRequired, s.view(r), nil
 	case r.status == seckill.StatusHeld:
 		s.held -= r.quantity // its heap entry goes stale (see holdHeap)

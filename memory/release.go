@@ -206,7 +206,7 @@ func (e *Engine) confirmArchived(ctx context.Context, s *sale, p seckill.Payment
 	switch {
 	case r.Status == seckill.StatusPaid && r.PaymentID == p.PaymentID:
 		return seckill.PaymentDuplicate, r, nil
-	case r.Status == seckill.StatusPaid, p.AmountCents != r.AmountCents:
+	case r.Status == seckill.StatusPaid, p.AmountCents != r.AmountCents, !p.InCurrency(s.def.Currency):
 		return seckill.PaymentRefundRequired, r, nil
 	case r.Status == seckill.StatusExpired || r.Status == seckill.StatusCancelled:
 		r.Status = seckill.StatusRefundRequired

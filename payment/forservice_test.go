@@ -27,27 +27,30 @@ func (g *startRecorder) Refund(context.Context, RefundRequest) (RefundResult, er
 func (g *startRecorder) State(context.Context, string) (State, error) { return StateUnknown, nil }
 
 // TestForServiceChargesTheSaleCurrency: the adapter starts the payment in the sale's currency
-// (the default when none is given), keyed by the reservation, bound to the hold's expiry, and
-// names its gateway on the intent so that the open payment is recorded with it.
+// (the default when none is given), keyed by the reservation, bound to the hold's expiry and
+// start (expires_at − hold_seconds), naming the sale and its name, and names its gateway on the
+// intent so that the open payment is recorded with it.
 func TestForServiceChargesTheSaleCurrency(t *testing.T) {
 	g := &startRecorder{}
 	p := ForService(g)
-	cp, ok := p.(seckill.CurrencyPayments)
+	sp, ok := p.(seckill.SalePayments)
 	if !ok {
-		t.Fatal("ForService's adapter does not take a currency")
+		t.Fatal("ForService's adapter does not take the sale")
 	}
 	exp := time.Unix(1_800_000_000, 0)
 	r := seckill.Reservation{ID: "s-r1", SaleID: "s", UserID: "u", AmountCents: 700, ExpiresAt: &exp}
-	intent, err := cp.CreatePaymentIn(context.Background(), r, "eur")
+	sale := seckill.Sale{ID: "s", Name: "Desk lamp", Currency: "eur", HoldSeconds: 90}
+	intent, err := sp.CreatePaymentFor(context.Background(), r, sale)
 	if err != nil || intent.Gateway != "recorder" || intent.PaymentID != "p-s-r1" {
-		t.Fatalf("CreatePaymentIn: %+v, %v", intent, err)
+		t.Fatalf("CreatePaymentFor: %+v, %v", intent, err)
 	}
 	if _, err := p.CreatePayment(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
 	want := []StartRequest{
-		{ReservationID: "s-r1", UserID: "u", AmountCents: 700, Currency: "eur", ExpiresAt: exp, IdempotencyKey: "s-r1"},
-		{ReservationID: "s-r1", UserID: "u", AmountCents: 700, Currency: DefaultCurrency, ExpiresAt: exp, IdempotencyKey: "s-r1"},
+		{ReservationID: "s-r1", UserID: "u", AmountCents: 700, Currency: "eur", ExpiresAt: exp, IdempotencyKey: "s-r1",
+			SaleID: "s", SaleName: "Desk lamp", HeldAt: exp.Add(-90 * time.Second)},
+		{ReservationID: "s-r1", UserID: "u", AmountCents: 700, Currency: DefaultCurrency, ExpiresAt: exp, IdempotencyKey: "s-r1", SaleID: "s"},
 	}
 	if len(g.got) != 2 || g.got[0] != want[0] || g.got[1] != want[1] {
 		t.Fatalf("start requests %+v; want %+v", g.got, want)

@@ -41,7 +41,9 @@ type Gateway interface {
 	State(ctx context.Context, paymentID string) (State, error)
 }
 
-// StartRequest is what a payment is started with.
+// StartRequest is what a payment is started with. Every field is a function of the hold (the
+// reservation and its sale), never of the time of the call, so that a retried Start sends the
+// same request under the same idempotency key.
 type StartRequest struct {
 	ReservationID  string
 	UserID         string
@@ -49,6 +51,14 @@ type StartRequest struct {
 	Currency       string // ISO 4217, lower case ("usd"); DefaultCurrency when empty
 	ExpiresAt      time.Time
 	IdempotencyKey string // the reservation id: one payment per hold
+	// SaleID is the reservation's sale: the payment page sends the buyer back to its page.
+	SaleID string
+	// SaleName names what is paid for on the payment page ("" when the sale has none).
+	SaleName string
+	// HeldAt is when the hold began (ExpiresAt − the sale's hold_seconds); zero when not known.
+	// A provider that bounds a payment's life from its creation (Stripe: 24 h) bounds it from
+	// here instead, which is earlier and does not move between retries.
+	HeldAt time.Time
 }
 
 // DefaultCurrency is the currency of a StartRequest that names none.
@@ -71,11 +81,14 @@ type Notification struct {
 	PaymentID     string
 	ReservationID string
 	AmountCents   int64
+	// Currency is the ISO 4217 code of AmountCents' currency as the provider reports it ("" when
+	// it reports none: the sale's own currency is assumed; seckill.PaymentConfirmation.Currency).
+	Currency string
 }
 
 // Confirmation is the notification as the service applies it.
 func (n Notification) Confirmation() seckill.PaymentConfirmation {
-	return seckill.PaymentConfirmation{PaymentID: n.PaymentID, ReservationID: n.ReservationID, AmountCents: n.AmountCents}
+	return seckill.PaymentConfirmation{PaymentID: n.PaymentID, ReservationID: n.ReservationID, AmountCents: n.AmountCents, Currency: n.Currency}
 }
 
 // RefundRequest asks for a payment to be paid back.

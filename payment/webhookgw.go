@@ -90,15 +90,29 @@ func SignedHeader(secret []byte, t time.Time, body []byte) http.Header {
 	return h
 }
 
-// StartRequestFor is the StartRequest for a held reservation: its amount, user and hold expiry,
-// with the reservation id as the idempotency key (one payment per hold).
+// StartRequestFor is the StartRequest for a held reservation: its amount, user, sale and hold
+// expiry, with the reservation id as the idempotency key (one payment per hold).
 func StartRequestFor(r seckill.Reservation) StartRequest {
 	req := StartRequest{
 		ReservationID: r.ID, UserID: r.UserID, AmountCents: r.AmountCents,
-		Currency: DefaultCurrency, IdempotencyKey: r.ID,
+		Currency: DefaultCurrency, IdempotencyKey: r.ID, SaleID: r.SaleID,
 	}
 	if r.ExpiresAt != nil {
 		req.ExpiresAt = *r.ExpiresAt
+	}
+	return req
+}
+
+// StartRequestForSale is StartRequestFor with what the sale adds: its currency, its name, and
+// when the hold began (expires_at − hold_seconds).
+func StartRequestForSale(r seckill.Reservation, sale seckill.Sale) StartRequest {
+	req := StartRequestFor(r)
+	if sale.Currency != "" {
+		req.Currency = sale.Currency
+	}
+	req.SaleName = sale.Name
+	if r.ExpiresAt != nil && sale.HoldSeconds > 0 {
+		req.HeldAt = r.ExpiresAt.Add(-time.Duration(sale.HoldSeconds) * time.Second)
 	}
 	return req
 }
@@ -109,16 +123,17 @@ func ForService(g Gateway) seckill.Payments { return servicePayments{g} }
 
 type servicePayments struct{ g Gateway }
 
+// CreatePayment starts the payment knowing the reservation alone (DefaultCurrency).
 func (p servicePayments) CreatePayment(ctx context.Context, r seckill.Reservation) (seckill.PaymentIntent, error) {
-	return p.CreatePaymentIn(ctx, r, "")
+	return p.start(ctx, StartRequestFor(r))
 }
 
-// CreatePaymentIn starts the payment in the sale's currency ("" for DefaultCurrency).
-func (p servicePayments) CreatePaymentIn(ctx context.Context, r seckill.Reservation, currency string) (seckill.PaymentIntent, error) {
-	req := StartRequestFor(r)
-	if currency != "" {
-		req.Currency = currency
-	}
+// CreatePaymentFor starts the payment for the reservation of sale (StartRequestForSale).
+func (p servicePayments) CreatePaymentFor(ctx context.Context, r seckill.Reservation, sale seckill.Sale) (seckill.PaymentIntent, error) {
+	return p.start(ctx, StartRequestForSale(r, sale))
+}
+
+func (p servicePayments) start(ctx context.Context, req StartRequest) (seckill.PaymentIntent, error) {
 	intent, err := p.g.Start(ctx, req)
 	intent.Gateway = p.g.Name() // recorded with the open payment: the gateway that must close it
 	return intent, err

@@ -283,9 +283,17 @@ func cancelResult(id, saleID string, r reply) (seckill.Reservation, error) {
 	return seckill.Reservation{}, unexpected("cancel", r)
 }
 
+// noAmount is the amount pay.lua is given for a payment in another currency than its sale's:
+// no reservation's amount is negative, so the script answers it as it answers a wrong amount
+// (refund_required, the reservation unchanged, a duplicate still a duplicate), exactly as the
+// memory engine does. The currency is compared here rather than in the script because the
+// sale's definition is at hand (SaleWindow, usually the instance's copy) and it never changes.
+const noAmount = -1
+
 // ConfirmPayment applies a succeeded payment (docs/MODEL.md "ConfirmPayment"). A payment for
 // a reservation no sale of this engine knows is refund_required; one for a sale that is being
-// rebuilt is unavailable, so the gateway retries once the reservation may be back.
+// rebuilt is unavailable, so the gateway retries once the reservation may be back. A payment in
+// another currency than the sale's is refund_required (seckill.PaymentConfirmation.InCurrency).
 func (e *Engine) ConfirmPayment(ctx context.Context, p seckill.PaymentConfirmation) (seckill.PaymentResult, seckill.Reservation, error) {
 	if p.PaymentID == "" || len(p.PaymentID) > maxPaymentID {
 		return "", seckill.Reservation{}, seckill.Errorf(seckill.CodeInvalidArgument, "payment id must be 1 to %d bytes", maxPaymentID)
@@ -295,6 +303,18 @@ func (e *Engine) ConfirmPayment(ctx context.Context, p seckill.PaymentConfirmati
 		return seckill.PaymentRefundRequired, seckill.Reservation{}, nil
 	}
 	amount := min(max(p.AmountCents, -maxExact), maxExact)
+	if p.Currency != "" {
+		sale, err := e.SaleWindow(ctx, saleID)
+		if isCode(err, seckill.CodeNotFound) {
+			return seckill.PaymentRefundRequired, seckill.Reservation{}, nil
+		}
+		if err != nil {
+			return "", seckill.Reservation{}, err
+		}
+		if !p.InCurrency(sale.Currency) {
+			amount = noAmount
+		}
+	}
 	var r reply
 	var err error
 	if in := e.segmentsOf(saleID); in != nil {

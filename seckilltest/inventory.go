@@ -79,6 +79,10 @@ func endsIn(d time.Duration) saleOpt {
 	return func(in *seckill.SaleInput) { in.EndsAt = ptr(epoch.Add(d)) }
 }
 
+func inCurrency(c string) saleOpt {
+	return func(in *seckill.SaleInput) { in.Currency = ptr(c) }
+}
+
 // rig is one scenario: an engine, its clock and the sale under test.
 type rig struct {
 	t     *testing.T
@@ -278,12 +282,18 @@ func (r *rig) cancelFails(id, user string, code seckill.Code) {
 // pay delivers a succeeded payment of amount for reservation id and requires result want.
 func (r *rig) pay(pid, id string, amount int64, want seckill.PaymentResult) seckill.Reservation {
 	r.t.Helper()
-	res, got, err := r.inv.ConfirmPayment(r.ctx, seckill.PaymentConfirmation{PaymentID: pid, ReservationID: id, AmountCents: amount})
+	return r.payIn(pid, id, amount, "", want)
+}
+
+// payIn is pay with the currency the gateway reported ("" for none).
+func (r *rig) payIn(pid, id string, amount int64, currency string, want seckill.PaymentResult) seckill.Reservation {
+	r.t.Helper()
+	res, got, err := r.inv.ConfirmPayment(r.ctx, seckill.PaymentConfirmation{PaymentID: pid, ReservationID: id, AmountCents: amount, Currency: currency})
 	if err != nil {
-		r.t.Fatalf("ConfirmPayment(%s, %s, %d): %v", pid, id, amount, err)
+		r.t.Fatalf("ConfirmPayment(%s, %s, %d %s): %v", pid, id, amount, currency, err)
 	}
 	if res != want {
-		r.t.Fatalf("ConfirmPayment(%s, %s, %d) at %s = %q (reservation %+v), want %q", pid, id, amount, r.clock.Now().Sub(epoch), res, got, want)
+		r.t.Fatalf("ConfirmPayment(%s, %s, %d %s) at %s = %q (reservation %+v), want %q", pid, id, amount, currency, r.clock.Now().Sub(epoch), res, got, want)
 	}
 	if res.Paid() && (got.Status != seckill.StatusPaid || got.PaymentID != pid) {
 		r.t.Fatalf("ConfirmPayment(%s, %s) = %s but the reservation is %s with payment %q", pid, id, res, got.Status, got.PaymentID)
@@ -676,6 +686,31 @@ func testRules(t *testing.T, newEngine NewInventory) {
 				t.Fatalf("payment_id %q after a second payment, want p1", got.PaymentID)
 			}
 			r.state(ss(2, 1, 0, 1, 0))
+		})
+		// Amount and currency must both be the sale's: money in another currency is owed back
+		// and changes nothing, in time or late, like a wrong amount (issue 26, "Currency is never
+		// compared"). A payment that names no currency is in the sale's own.
+		t.Run("OtherCurrency", func(t *testing.T) {
+			r := newRig(t, newEngine, 2, 0, inCurrency("usd"))
+			a := r.buy("u1", 1, "")
+			got := r.payIn("p0", a.ID, price, "vnd", seckill.PaymentRefundRequired)
+			r.expect("payment in vnd", got, held, 0, *a.ExpiresAt)
+			r.payIn("p1", a.ID, price, "eur", seckill.PaymentRefundRequired)
+			r.state(ss(2, 1, 1, 0, 0))
+			r.payIn("p2", a.ID, price, "USD", seckill.PaymentApplied)
+			r.payIn("p2", a.ID, price, "usd", seckill.PaymentDuplicate)
+			b := r.buy("u2", 1, "")
+			r.advance(10 * time.Second) // b expired: a late payment
+			r.payIn("p3", b.ID, price, "jpy", seckill.PaymentRefundRequired)
+			r.status(b.ID, seckill.StatusExpired)
+			r.state(ss(2, 1, 0, 1, 0))
+			r.payIn("p4", b.ID, price, "", seckill.PaymentLateApplied)
+			r.state(ss(2, 0, 0, 2, 0))
+
+			e := newRig(t, newEngine, 1, 0, inCurrency("jpy"))
+			c := e.buy("u1", 1, "")
+			e.payIn("p5", c.ID, price, "usd", seckill.PaymentRefundRequired)
+			e.payIn("p5", c.ID, price, "jpy", seckill.PaymentApplied)
 		})
 		t.Run("Unknown", func(t *testing.T) {
 			r := newRig(t, newEngine, 1, 0)

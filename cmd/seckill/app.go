@@ -205,7 +205,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 // newGateway builds the configured payment gateway (docs/PAYMENTS.md): the mock posts our signed
 // webhook to its own route, /api/v1/payments/webhook/mock; webhook starts no payments (/pay answers 503: the
 // shop's payment service starts them); stripe starts Checkout Sessions that send buyers back to
-// the public URL.
+// the sale's page at the public URL.
 func (a *app) newGateway(cfg config, opts appOptions, log *slog.Logger) (payment.Gateway, error) {
 	name, err := cfg.gatewayName()
 	if err != nil {
@@ -230,7 +230,7 @@ func (a *app) newGateway(cfg config, opts appOptions, log *slog.Logger) (payment
 		}
 		g, err := stripegw.New(stripegw.Config{
 			SecretKey: cfg.StripeSecretKey, WebhookSecret: cfg.StripeWebhookSecret, APIURL: cfg.StripeAPIURL,
-			SuccessURL: public, Logger: log,
+			SuccessURL: public, Group: cfg.StripeGroup, Logger: log,
 		})
 		if err != nil {
 			return nil, scrubError(fmt.Errorf("stripe gateway: %w", err), cfg.StripeSecretKey, cfg.StripeWebhookSecret)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/seckill-go/seckill/exporter"
 	"github.com/seckill-go/seckill/httpapi"
+	"github.com/seckill-go/seckill/payment/stripegw"
 	"github.com/seckill-go/seckill/redisinv"
 )
 
@@ -41,6 +42,9 @@ type config struct {
 	// AcceptWebhook keeps the built-in signed webhook (SECKILL_PAYMENT_SECRET) beside --gateway
 	// stripe (--accept-webhook, SECKILL_ACCEPT_WEBHOOK): off, only Stripe's events pay.
 	AcceptWebhook bool
+	// StripeGroup marks the Checkout Sessions this deployment creates (--stripe-group,
+	// SECKILL_STRIPE_GROUP; stripegw.Config.Group): events of other sessions are ignored.
+	StripeGroup string
 	// PublicURL is where buyers reach the storefront (--public-url, SECKILL_PUBLIC_URL): Stripe's
 	// hosted page sends them back there. Empty: the server's own address.
 	PublicURL string
@@ -176,6 +180,7 @@ func bindGatewayConfig(fs *flag.FlagSet, env func(name, def string) string, c *c
 	fs.StringVar(&c.StripeWebhookSecret, "stripe-webhook-secret", env("SECKILL_STRIPE_WEBHOOK_SECRET", ""), "signing secret (whsec_...) of the Stripe webhook endpoint /api/v1/payments/webhook/stripe, for --gateway stripe (SECKILL_STRIPE_WEBHOOK_SECRET)")
 	fs.StringVar(&c.StripeAPIURL, "stripe-api-url", env("SECKILL_STRIPE_API_URL", ""), "Stripe API base URL, e.g. a local stripe-mock; default Stripe's own (SECKILL_STRIPE_API_URL)")
 	fs.BoolVar(&c.AcceptWebhook, "accept-webhook", parseBoolEnv(env("SECKILL_ACCEPT_WEBHOOK", ""), "SECKILL_ACCEPT_WEBHOOK", c), "with --gateway stripe, also accept the built-in signed webhook (SECKILL_PAYMENT_SECRET) at /api/v1/payments/webhook, e.g. from a shop's own payment service; off by default (SECKILL_ACCEPT_WEBHOOK)")
+	fs.StringVar(&c.StripeGroup, "stripe-group", env("SECKILL_STRIPE_GROUP", stripegw.DefaultGroup), "names this deployment in the metadata of the Stripe Checkout Sessions it creates; events of sessions without it (the shop's own checkout, Payment Links, another deployment on the account) are ignored; every instance of a deployment shares it (SECKILL_STRIPE_GROUP)")
 	fs.StringVar(&c.PublicURL, "public-url", env("SECKILL_PUBLIC_URL", ""), "absolute URL at which buyers reach the storefront; Stripe's payment page sends them back there; default the server's own address (SECKILL_PUBLIC_URL)")
 }
 

@@ -41,7 +41,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		"auth_secret", mask(cfg.AuthSecret), "admin_token", mask(cfg.AdminToken), "payment_secret", mask(cfg.PaymentSecret), "export_secret", mask(cfg.ExportSecret), "dev", cfg.Dev,
 		"metrics_addr", cfg.MetricsAddr, "metrics_token", mask(cfg.MetricsToken),
 		"gateway", gateway, "stripe_secret_key", mask(cfg.StripeSecretKey), "stripe_webhook_secret", mask(cfg.StripeWebhookSecret),
-		"stripe_api_url", maskURL(cfg.StripeAPIURL), "public_url", maskURL(cfg.PublicURL), "pprof", cfg.Pprof,
+		"stripe_api_url", maskURL(cfg.StripeAPIURL), "public_url", maskURL(cfg.PublicURL), "pprof", cfg.Pprof, "stripe_group", cfg.StripeGroup,
 		"oidc_issuer", cfg.OIDC.Issuer, "oidc_audience", cfg.OIDC.Audience, "oidc_user_claim", cfg.OIDC.UserClaim, "oidc_login_url", maskURL(cfg.OIDC.LoginURL))
 	if !cfg.Dev && cfg.MetricsAddr == "" && cfg.MetricsToken == "" {
 		log.Warn("/metrics is anonymous on --addr: set --metrics-addr (a private address) or SECKILL_METRICS_TOKEN")

@@ -87,7 +87,8 @@ func TestStartSendsOneSessionPerHold(t *testing.T) {
 	f, g := newFake(t, map[string]fakeReply{"POST /v1/checkout/sessions": session("open", "unpaid", "")})
 	hold := time.Now().Add(2 * time.Minute).Truncate(time.Second)
 	intent, err := g.Start(context.Background(), payment.StartRequest{ReservationID: "r-1", UserID: "u-1",
-		AmountCents: 1999, ExpiresAt: hold, IdempotencyKey: "r-1"})
+		AmountCents: 1999, ExpiresAt: hold, IdempotencyKey: "r-1", SaleID: "phone-1", SaleName: "Phone X",
+		HeldAt: hold.Add(-time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,20 +105,19 @@ func TestStartSendsOneSessionPerHold(t *testing.T) {
 		"client_reference_id":                    "r-1",
 		"metadata[reservation_id]":               "r-1",
 		"metadata[user_id]":                      "u-1",
+		"metadata[seckill]":                      "seckill",
 		"line_items[0][quantity]":                "1",
 		"line_items[0][price_data][currency]":    "usd",
 		"line_items[0][price_data][unit_amount]": "1999",
-		"success_url":                            "https://shop.example/",
-		"cancel_url":                             "https://shop.example/",
-		"expires_at":                             strconv.FormatInt(SessionExpiry(hold, time.Now()).Unix(), 10),
+		"success_url":                            "https://shop.example/#/sale/phone-1", // the sale's page in the storefront
+		"cancel_url":                             "https://shop.example/#/sale/phone-1",
+		"expires_at":                             strconv.FormatInt(hold.Add(31*time.Minute).Unix(), 10),
+		"line_items[0][price_data][product_data][name]": "Phone X", // the sale's name
 	}
 	for k, v := range want {
 		if c.form[k] != v {
 			t.Errorf("%s = %q, want %q", k, c.form[k], v)
 		}
-	}
-	if c.form["line_items[0][price_data][product_data][name]"] == "" {
-		t.Error("no product name")
 	}
 	if c.idempotencyKey != "r-1" {
 		t.Errorf("idempotency key %q, want r-1", c.idempotencyKey)
@@ -257,9 +257,12 @@ func TestOutageIsAnError(t *testing.T) {
 	}
 }
 
-// A Start retried minutes later (a lost answer, another instance) sends the same parameters,
-// so Stripe replays the first session instead of refusing the reused idempotency key; an
-// expires_at computed from the time of the call (max(hold, now + 30 min)) would be refused.
+// A Start retried later (a lost answer, another instance) sends the same parameters, so Stripe
+// replays the first session instead of refusing the reused idempotency key; an expires_at
+// computed from the time of the call (max(hold, now + 30 min), or a cap of now + 24 h for a long
+// hold) would be refused. The retry is made in a later second than the first call (the
+// parameters are whole seconds), with holds short and longer than Stripe's 24 hours (issue 26:
+// a hold over ~23.5 h made /pay fail on retry).
 func TestStartRetriedLaterIsTheSameSession(t *testing.T) {
 	api := stripetest.NewServer("") // keeps sessions and idempotency keys as Stripe does
 	defer api.Close()
@@ -267,19 +270,68 @@ func TestStartRetriedLaterIsTheSameSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
-	g.now = func() time.Time { return now }
-	req := payment.StartRequest{ReservationID: "r-1", AmountCents: 100, ExpiresAt: now.Add(time.Minute), IdempotencyKey: "r-1"}
-	first, err := g.Start(context.Background(), req)
-	if err != nil {
-		t.Fatal(err)
+	heldAt := time.Now().Truncate(time.Second)
+	var reqs []payment.StartRequest
+	for i, hold := range []time.Duration{time.Minute, 23 * time.Hour, 48 * time.Hour, 7 * 24 * time.Hour} {
+		rid := "r-" + strconv.Itoa(i)
+		reqs = append(reqs, payment.StartRequest{ReservationID: rid, AmountCents: 100, HeldAt: heldAt,
+			ExpiresAt: heldAt.Add(hold), IdempotencyKey: rid, SaleID: "s", SaleName: "Phone"})
 	}
-	now = now.Add(2 * time.Minute)
-	again, err := g.Start(context.Background(), req)
-	if err != nil {
-		t.Fatalf("Start retried 2 minutes later: %v", err)
+	first := make([]string, len(reqs))
+	for i, req := range reqs {
+		intent, err := g.Start(context.Background(), req)
+		if err != nil {
+			t.Fatalf("Start of a %s hold: %v", req.ExpiresAt.Sub(heldAt), err)
+		}
+		first[i] = intent.PaymentID
 	}
-	if again.PaymentID != first.PaymentID {
-		t.Fatalf("retried Start made session %s, then %s", first.PaymentID, again.PaymentID)
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 10*time.Millisecond))) // into the next second
+	for i, req := range reqs {
+		again, err := g.Start(context.Background(), req)
+		if err != nil {
+			t.Fatalf("Start of a %s hold retried a second later: %v", req.ExpiresAt.Sub(heldAt), err)
+		}
+		if again.PaymentID != first[i] {
+			t.Fatalf("retried Start of a %s hold made session %s, then %s", req.ExpiresAt.Sub(heldAt), first[i], again.PaymentID)
+		}
+	}
+}
+
+// The line item names the sale, else the configured product name, else the reservation; the
+// buyer comes back to the sale's page (the storefront's #/sale/<id>), or to the storefront
+// when no sale is named (issue 26: "Reservation phone-0000…" and the storefront root).
+func TestStartNamesTheSaleAndReturnsToItsPage(t *testing.T) {
+	cases := []struct {
+		name, productName, saleName, saleID, success, cancel, cancelURL, want string
+	}{
+		{"named sale", "", "Phone X", "phone", "https://shop.example/#/sale/phone", "https://shop.example/#/sale/phone", "", "Phone X"},
+		{"blank name", "", "  ", "phone", "https://shop.example/#/sale/phone", "https://shop.example/#/sale/phone", "", "Reservation r-1"},
+		{"configured name", "Flash deal", "", "phone", "https://shop.example/#/sale/phone", "https://shop.example/#/sale/phone", "", "Flash deal"},
+		{"no sale", "", "", "", "https://shop.example/", "https://shop.example/", "", "Reservation r-1"},
+		{"own cancel page", "", "Lamp", "lamp", "https://shop.example/#/sale/lamp", "https://shop.example/store?x=1#/sale/lamp", "https://shop.example/store?x=1#top", "Lamp"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := &fakeStripe{routes: map[string]fakeReply{"POST /v1/checkout/sessions": session("open", "unpaid", "")}}
+			srv := httptest.NewServer(http.HandlerFunc(f.serve))
+			defer srv.Close()
+			g, err := New(Config{SecretKey: "sk_test_123", WebhookSecret: testWebhookSecret, APIURL: srv.URL,
+				SuccessURL: "https://shop.example/", CancelURL: c.cancelURL, ProductName: c.productName, HTTPClient: srv.Client()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hold := time.Unix(1_900_000_000, 0)
+			if _, err := g.Start(context.Background(), payment.StartRequest{ReservationID: "r-1", AmountCents: 100,
+				ExpiresAt: hold, IdempotencyKey: "r-1", SaleID: c.saleID, SaleName: c.saleName}); err != nil {
+				t.Fatal(err)
+			}
+			form := f.calls()[0].form
+			if got := form["line_items[0][price_data][product_data][name]"]; got != c.want {
+				t.Errorf("line item %q, want %q", got, c.want)
+			}
+			if form["success_url"] != c.success || form["cancel_url"] != c.cancel {
+				t.Errorf("success_url %q, cancel_url %q; want %q, %q", form["success_url"], form["cancel_url"], c.success, c.cancel)
+			}
+		})
 	}
 }

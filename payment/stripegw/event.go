@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stripe/stripe-go/v85"
+
+	"github.com/seckill-go/seckill/payment"
 )
 
 // EventSession is the part of a Checkout Session that an event built by SignedEvent carries.
@@ -15,6 +17,8 @@ type EventSession struct {
 	AmountCents   int64  // amount_total
 	Status        string // "open", "complete", "expired"
 	PaymentStatus string // "paid", "unpaid"
+	Group         string // metadata[MetadataKey], the group that created it; DefaultGroup when empty
+	Currency      string // currency; "usd" when empty
 }
 
 // SignedEvent builds a Stripe webhook as Stripe sends it, for tests and the bench (stripe-mock
@@ -22,6 +26,13 @@ type EventSession struct {
 // Stripe-Signature header signed with secret at time at ("t=<unix>,v1=<hex HMAC-SHA256 of
 // "<unix>.<body>">", by stripe-go's own GenerateTestSignedPayload).
 func SignedEvent(secret, eventID, eventType string, s EventSession, at time.Time) (http.Header, []byte) {
+	group, currency := s.Group, s.Currency
+	if group == "" {
+		group = DefaultGroup
+	}
+	if currency == "" {
+		currency = payment.DefaultCurrency
+	}
 	object := map[string]any{
 		"id":                  s.ID,
 		"object":              "checkout.session",
@@ -29,9 +40,9 @@ func SignedEvent(secret, eventID, eventType string, s EventSession, at time.Time
 		"status":              s.Status,
 		"payment_status":      s.PaymentStatus,
 		"amount_total":        s.AmountCents,
-		"currency":            "usd",
+		"currency":            currency,
 		"client_reference_id": s.ReservationID,
-		"metadata":            map[string]string{"reservation_id": s.ReservationID},
+		"metadata":            map[string]string{MetadataKey: group, "reservation_id": s.ReservationID},
 	}
 	body, err := json.Marshal(map[string]any{
 		"id":          eventID,

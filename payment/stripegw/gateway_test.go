@@ -59,7 +59,7 @@ func TestGatewayStripe(t *testing.T) {
 
 // notify is the event Stripe sends for outcome o of the session Start created.
 func notify(t *testing.T, req payment.StartRequest, intent seckill.PaymentIntent, o payment.Outcome) []byte {
-	s := stripegw.EventSession{ID: intent.PaymentID, ReservationID: req.ReservationID, AmountCents: req.AmountCents}
+	s := stripegw.EventSession{ID: intent.PaymentID, ReservationID: req.ReservationID, AmountCents: req.AmountCents, Currency: req.Currency}
 	var typ string
 	switch o {
 	case payment.OutcomeSucceeded:

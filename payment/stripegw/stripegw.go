@@ -38,6 +38,16 @@ const (
 	sessionSlack = time.Minute
 )
 
+// MetadataKey is the metadata key that marks a Checkout Session as seckill's: every session
+// Start creates carries metadata[seckill] = the group (Config.Group). Stripe sends every
+// checkout.session.* event of the account to the endpoint; one whose session lacks the mark
+// (the shop's own checkout, a Payment Link) or names another group is ignored, told apart by
+// the event alone, without a database look-up.
+const MetadataKey = "seckill"
+
+// DefaultGroup is Config.Group when none is set.
+const DefaultGroup = "seckill"
+
 // Config configures a Gateway.
 type Config struct {
 	// SecretKey is the Stripe API secret key (SECKILL_STRIPE_SECRET_KEY). Required.
@@ -48,14 +58,16 @@ type Config struct {
 	// APIURL is the base URL of the Stripe API (SECKILL_STRIPE_API_URL). Default: Stripe's own,
 	// https://api.stripe.com; tests point it at stripe-mock.
 	APIURL string
-	// SuccessURL is the absolute URL Stripe's hosted page sends the buyer back to after paying,
-	// usually the shop's storefront ("https://shop.example/"). Required: Stripe needs one, and
-	// only the shop knows its own address.
+	// SuccessURL is the absolute URL of the storefront Stripe's hosted page sends the buyer back
+	// to after paying ("https://shop.example/"); the buyer lands on the sale's page there, the
+	// storefront's route #/sale/<id> (SalePage). Required: Stripe needs one, and only the shop
+	// knows its own address.
 	SuccessURL string
-	// CancelURL is where the buyer goes back when leaving the hosted page unpaid. Default:
-	// SuccessURL.
+	// CancelURL is the storefront the buyer goes back to when leaving the hosted page unpaid,
+	// also at the sale's page. Default: SuccessURL.
 	CancelURL string
-	// ProductName names the line item on the hosted page. Default: "Reservation <id>".
+	// ProductName names the line item on the hosted page when the sale has no name. Default:
+	// "Reservation <id>". A named sale's line item is its name.
 	ProductName string
 	// Logger receives stripe-go's own warnings and errors (never a key or a secret).
 	// Default: discard.
@@ -65,6 +77,12 @@ type Config struct {
 	// Tolerance is how far a notification's signed timestamp may be from now, either way.
 	// Default: stripe-go's DefaultTolerance, 300 s.
 	Tolerance time.Duration
+	// Group names the seckill deployment in the metadata of the sessions it creates
+	// (metadata[MetadataKey]); events of sessions without it are ignored (SECKILL_STRIPE_GROUP).
+	// Every instance of one deployment must share it; two deployments on one Stripe account
+	// (staging and production) must not. 1–64 of [A-Za-z0-9_.-] (seckill.ValidID). Default:
+	// DefaultGroup.
+	Group string
 }
 
 // Gateway is the Stripe payment.Gateway. It is safe for concurrent use.
@@ -75,9 +93,9 @@ type Gateway struct {
 	cancelURL     string
 	productName   string
 	tolerance     time.Duration
+	group         string
 	logger        *slog.Logger
 	redact        *strings.Replacer // takes the key and the webhook secret out of text that is logged or returned
-	now           func() time.Time  // time.Now; tests move it
 }
 
 var _ payment.Gateway = (*Gateway)(nil)
@@ -105,6 +123,12 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Tolerance <= 0 {
 		cfg.Tolerance = stripe.WebhookDefaultTolerance
 	}
+	if cfg.Group == "" {
+		cfg.Group = DefaultGroup
+	}
+	if !seckill.ValidID(cfg.Group) {
+		return nil, fmt.Errorf("stripegw: Group must be 1 to %d of [A-Za-z0-9_.-], got %q", seckill.MaxIDBytes, cfg.Group)
+	}
 	bc := &stripe.BackendConfig{
 		HTTPClient:    cfg.HTTPClient,
 		LeveledLogger: leveledLogger{l: cfg.Logger, secrets: redactor(cfg.SecretKey, cfg.WebhookSecret)},
@@ -123,9 +147,9 @@ func New(cfg Config) (*Gateway, error) {
 		cancelURL:     cfg.CancelURL,
 		productName:   cfg.ProductName,
 		tolerance:     cfg.Tolerance,
+		group:         cfg.Group,
 		logger:        cfg.Logger,
 		redact:        redactor(cfg.SecretKey, cfg.WebhookSecret),
-		now:           time.Now,
 	}, nil
 }
 
@@ -157,23 +181,19 @@ func (g *Gateway) Start(ctx context.Context, req payment.StartRequest) (seckill.
 	if key == "" {
 		key = req.ReservationID
 	}
-	name := g.productName
-	if name == "" {
-		name = "Reservation " + req.ReservationID
-	}
 	params := &stripe.CheckoutSessionCreateParams{
 		Mode:              stripe.String(string(stripe.CheckoutSessionModePayment)),
 		ClientReferenceID: stripe.String(req.ReservationID),
-		ExpiresAt:         stripe.Int64(SessionExpiry(req.ExpiresAt, g.now()).Unix()),
-		SuccessURL:        stripe.String(g.successURL),
-		CancelURL:         stripe.String(g.cancelURL),
-		Metadata:          map[string]string{"reservation_id": req.ReservationID, "user_id": req.UserID},
+		ExpiresAt:         stripe.Int64(SessionExpiry(req.HeldAt, req.ExpiresAt).Unix()),
+		SuccessURL:        stripe.String(SalePage(g.successURL, req.SaleID)),
+		CancelURL:         stripe.String(SalePage(g.cancelURL, req.SaleID)),
+		Metadata:          map[string]string{MetadataKey: g.group, "reservation_id": req.ReservationID, "user_id": req.UserID},
 		LineItems: []*stripe.CheckoutSessionCreateLineItemParams{{
 			Quantity: stripe.Int64(1),
 			PriceData: &stripe.CheckoutSessionCreateLineItemPriceDataParams{
 				Currency:    stripe.String(currency),
 				UnitAmount:  stripe.Int64(req.AmountCents),
-				ProductData: &stripe.CheckoutSessionCreateLineItemPriceDataProductDataParams{Name: stripe.String(name)},
+				ProductData: &stripe.CheckoutSessionCreateLineItemPriceDataProductDataParams{Name: stripe.String(g.lineItemName(req))},
 			},
 		}},
 	}
@@ -185,18 +205,53 @@ func (g *Gateway) Start(ctx context.Context, req payment.StartRequest) (seckill.
 	return seckill.PaymentIntent{PaymentID: s.ID, RedirectURL: s.URL}, nil
 }
 
-// SessionExpiry is the expires_at of a Checkout Session for a hold ending at holdEnd: 31
-// minutes after the hold ends (Stripe's 30-minute minimum from creation plus a minute of
-// slack), capped at Stripe's 24-hour maximum. It depends on holdEnd alone (except for the cap,
-// which only an absurdly long hold reaches) so that a retried Start sends the same parameters
-// under the same idempotency key. The session outliving its hold is harmless: Close expires it
-// when the hold ends, and a payment that slips in before that follows the late rule.
-func SessionExpiry(holdEnd, now time.Time) time.Time {
+// SessionExpiry is the expires_at of a Checkout Session for a hold that began at heldAt and
+// ends at holdEnd: 31 minutes after the hold ends (Stripe's 30-minute minimum from creation
+// plus a minute of slack), capped at 24 hours less that minute after the hold began (Stripe's
+// 24-hour maximum from creation, which is later). It depends on the hold alone, never on the
+// time of the call, so that a retried Start sends the same parameters under the same
+// idempotency key, however long the hold. A hold of unknown start (zero heldAt) is taken to
+// begin at its end: no cap, which is right for every hold up to 23 h 28 min.
+//
+// Only a hold longer than that reaches the cap; its session then expires before the hold, and
+// a Start made later than 23 h 29 min into the hold cannot create one (Stripe refuses an
+// expires_at less than 30 minutes away): such a hold cannot be paid through Stripe by then.
+// The session outliving its hold is harmless: Close expires it when the hold ends, and a
+// payment that slips in before that follows the late rule.
+func SessionExpiry(heldAt, holdEnd time.Time) time.Time {
+	if heldAt.IsZero() {
+		heldAt = holdEnd
+	}
 	at := holdEnd.Add(minSessionLife + sessionSlack)
-	if limit := now.Add(maxSessionLife - sessionSlack); at.After(limit) {
+	if limit := heldAt.Add(maxSessionLife - sessionSlack); at.After(limit) {
 		at = limit
 	}
 	return at
+}
+
+// SalePage is the storefront's page of a sale, where the hosted page sends the buyer back:
+// storefront with the fragment #/sale/<saleID> (the storefront's route, httpapi/web/app.js),
+// replacing any fragment it had. Sale ids are [A-Za-z0-9_.-], nothing to escape. Without a
+// sale id it is the storefront itself.
+func SalePage(storefront, saleID string) string {
+	u, err := url.Parse(storefront)
+	if err != nil || saleID == "" {
+		return storefront // New checked it parses
+	}
+	u.Fragment, u.RawFragment = "/sale/"+saleID, ""
+	return u.String()
+}
+
+// lineItemName is what the hosted page says is paid for: the sale's name, else the configured
+// ProductName, else the reservation.
+func (g *Gateway) lineItemName(req payment.StartRequest) string {
+	if name := strings.TrimSpace(req.SaleName); name != "" {
+		return name
+	}
+	if g.productName != "" {
+		return g.productName
+	}
+	return "Reservation " + req.ReservationID
 }
 
 // Close expires the session so that it can no longer be paid. Whatever Expire answers (an
