@@ -107,7 +107,7 @@ func cutName(raw string) (rest, name string, err error) {
 		}
 		found = true
 		if name, err = url.QueryUnescape(v); err != nil || !seckill.ValidID(name) {
-			return "", "", fmt.Errorf("%w: %q: name: want 1-%d of [A-Za-z0-9_.-], not . or ..", export.ErrBadURL, export.Redact(raw), seckill.MaxIDBytes)
+			return "", "", fmt.Errorf("%w: %q: name: want 1-%d of [A-Za-z0-9_.-], other than \".\" and \"..\"", export.ErrBadURL, export.Redact(raw), seckill.MaxIDBytes)
 		}
 	}
 	rest = base
