@@ -29,12 +29,16 @@ func (r RefundStatus) Valid() bool {
 
 // Refund is the refund owed for one refund_required payment, as the database records it.
 type Refund struct {
-	PaymentID     string       `json:"payment_id"`
-	ReservationID string       `json:"reservation_id"`
-	SaleID        string       `json:"sale_id"`
-	UserID        string       `json:"user_id"`
-	AmountCents   int64        `json:"amount_cents"`
-	Gateway       string       `json:"gateway"` // that took the money, and pays it back ("" recorded before gateways were)
+	PaymentID     string `json:"payment_id"`
+	ReservationID string `json:"reservation_id"`
+	SaleID        string `json:"sale_id"`
+	UserID        string `json:"user_id"`
+	AmountCents   int64  `json:"amount_cents"`
+	Gateway       string `json:"gateway"` // that took the money, and pays it back ("" recorded before gateways were)
+	// Reason is why the money is owed back: paid after the hold ended with no unit free for it,
+	// another amount, another currency, no such reservation ("" for refunds recorded before
+	// reasons were).
+	Reason        string       `json:"reason,omitempty"`
 	Status        RefundStatus `json:"status"`
 	Attempts      int          `json:"attempts"`
 	NextAttemptAt time.Time    `json:"next_attempt_at"`

@@ -188,6 +188,7 @@ type PaymentRecord struct {
 	Result      PaymentResult // from the engine: applied, late_applied or refund_required
 	At          time.Time
 	Gateway     string // the gateway that took the money; "" when not known
+	Reason      string // with Result refund_required: why the money is owed back (Refund.Reason)
 }
 
 // DBCounts are the database's view of a sale, for the audit.

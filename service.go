@@ -11,6 +11,7 @@ import (
 	"hash"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -534,14 +535,42 @@ func (s *Service) ApplyPayment(ctx context.Context, p PaymentConfirmation, succe
 		// gateway retried). Record it now, so engine and database agree on sold units.
 		result = PaymentApplied
 	}
+	var reason string
+	if result == PaymentRefundRequired {
+		reason = s.refundReason(ctx, p, r)
+	}
 	if r.ID == "" {
 		r = Reservation{ID: p.ReservationID}
 	}
 	recorded, err := s.store.RecordPayment(ctx, PaymentRecord{
 		PaymentID: p.PaymentID, Reservation: r, AmountCents: p.AmountCents, Result: result, At: s.clock.Now(),
-		Gateway: p.Gateway,
+		Gateway: p.Gateway, Reason: reason,
 	})
 	return recorded, unavailable(err)
+}
+
+// refundReason says why the engine answered refund_required for p (r as the engine returned
+// it; no id when it knows no such reservation), for the operator who reads the refund: the
+// engine answers only the result, and these are its rules' cases (MODEL.md) in their order. A
+// sale that cannot be read leaves the currency unchecked here.
+func (s *Service) refundReason(ctx context.Context, p PaymentConfirmation, r Reservation) string {
+	if r.ID == "" {
+		return fmt.Sprintf("no reservation %q is known", p.ReservationID)
+	}
+	if sale, err := s.saleWindow(ctx, r.SaleID); err == nil && !p.InCurrency(sale.Currency) {
+		currency := sale.Currency
+		if currency == "" {
+			currency = DefaultCurrency
+		}
+		return fmt.Sprintf("paid in %s; the sale is in %s", strings.ToLower(p.Currency), currency)
+	}
+	if p.AmountCents != r.AmountCents {
+		return fmt.Sprintf("paid %d cents; the reservation's amount is %d", p.AmountCents, r.AmountCents)
+	}
+	if r.PaymentID != "" && r.PaymentID != p.PaymentID {
+		return "the reservation is paid by another payment"
+	}
+	return fmt.Sprintf("paid after the hold ended (the reservation is %s) and the late rule could not honour it: no unit free, or the buyer at the limit", r.Status)
 }
 
 // paymentRecorded reports whether the database answers, within paymentLookupWait, that the

@@ -139,7 +139,12 @@ func (s *Store) recordPayment(ctx context.Context, tx *sql.Tx, p seckill.Payment
 		return "", fmt.Errorf("sqlstore: payment %s: insert: %w", p.PaymentID, err)
 	}
 	if result == seckill.PaymentRefundRequired {
-		if err := s.insertRefund(ctx, tx, p.PaymentID, p.Gateway, at); err != nil {
+		reason := p.Reason
+		if p.Result.Paid() {
+			// The engine paid the hold, but the database refused: its guard is the record of money.
+			reason = "the database holds no unit for it: the reservation is paid by another payment, or the sale's paid units reached its stock"
+		}
+		if err := s.insertRefund(ctx, tx, p.PaymentID, p.Gateway, reason, at); err != nil {
 			return "", err
 		}
 	}

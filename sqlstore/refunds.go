@@ -22,15 +22,18 @@ const (
 	// maxRefundErrorBytes is how much of a failure's reason is kept: enough for an operator
 	// to see what the gateway said, bounded so that a verbose error cannot grow the row.
 	maxRefundErrorBytes = 500
+	// maxRefundReasonBytes is how much of why a refund is owed is kept (refunds.reason).
+	maxRefundReasonBytes = 500
 )
 
 // insertRefund creates the refund owed for a payment recorded refund_required, in the payment's
 // transaction, so that no such payment exists without its refund.
-func (s *Store) insertRefund(ctx context.Context, tx *sql.Tx, paymentID, gateway string, at time.Time) error {
+func (s *Store) insertRefund(ctx context.Context, tx *sql.Tx, paymentID, gateway, reason string, at time.Time) error {
 	ms := toMillis(at)
 	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO refunds (payment_id, status, attempts, next_attempt_at,
-		lease_owner, lease_until, refund_id, last_error, created_at, updated_at, gateway)
-		VALUES (?, ?, 0, ?, '', 0, '', '', ?, ?, ?)`), paymentID, string(seckill.RefundRequired), ms, ms, ms, gateway)
+		lease_owner, lease_until, refund_id, last_error, created_at, updated_at, gateway, reason)
+		VALUES (?, ?, 0, ?, '', 0, '', '', ?, ?, ?, ?)`), paymentID, string(seckill.RefundRequired), ms, ms, ms, gateway,
+		truncateUTF8(reason, maxRefundReasonBytes))
 	if err != nil {
 		return fmt.Errorf("sqlstore: payment %s: insert refund: %w", paymentID, err)
 	}
@@ -70,7 +73,7 @@ func (s *Store) ClaimRefunds(ctx context.Context, gateway, owner string, now tim
 
 // refundColumns are read by scanRefund, from refunds r joined with payments p.
 const refundColumns = `r.payment_id, p.reservation_id, p.sale_id, p.user_id, p.amount_cents, r.gateway, r.status,
-	r.attempts, r.next_attempt_at, r.refund_id, r.last_error, r.created_at, r.updated_at
+	r.attempts, r.next_attempt_at, r.refund_id, r.last_error, r.created_at, r.updated_at, r.reason
 	FROM refunds r JOIN payments p ON p.payment_id = r.payment_id`
 
 func scanRefund(row scanner) (seckill.Refund, error) {
@@ -80,13 +83,13 @@ func scanRefund(row scanner) (seckill.Refund, error) {
 		next, created, upd  int64
 		refundID, lastError []byte
 	)
-	var gateway []byte
+	var gateway, reason []byte
 	if err := row.Scan(&r.PaymentID, &r.ReservationID, &r.SaleID, &r.UserID, &r.AmountCents, &gateway, &status,
-		&r.Attempts, &next, &refundID, &lastError, &created, &upd); err != nil {
+		&r.Attempts, &next, &refundID, &lastError, &created, &upd, &reason); err != nil {
 		return seckill.Refund{}, err
 	}
 	r.Status = seckill.RefundStatus(status)
-	r.RefundID, r.LastError, r.Gateway = string(refundID), string(lastError), string(gateway)
+	r.RefundID, r.LastError, r.Gateway, r.Reason = string(refundID), string(lastError), string(gateway), string(reason)
 	r.NextAttemptAt, r.CreatedAt, r.UpdatedAt = fromMillis(next), fromMillis(created), fromMillis(upd)
 	return r, nil
 }
