@@ -48,3 +48,20 @@ func TestRefundSaysWhy(t *testing.T) {
 		}
 	}
 }
+
+// TestFreeRefundSettled: a free hold's confirmation that the engine cannot honour (its hold
+// ended a moment before) owes nothing back: its refund is recorded refunded at once, not left
+// refund_required for a "free" gateway that no refunder serves (it stayed listed for good).
+func TestFreeRefundSettled(t *testing.T) {
+	r := newOpenPayRig(t)
+	late := seckill.PaymentConfirmation{PaymentID: seckill.FreePaymentID("s-0000000000000009ffffffffffffffff"),
+		ReservationID: "s-0000000000000009ffffffffffffffff", Gateway: seckill.FreeGateway}
+	if res, err := r.svc.ApplyPayment(t.Context(), late, true); err != nil || res != seckill.PaymentRefundRequired {
+		t.Fatalf("a free confirmation for no hold: %v, %v; want refund_required", res, err)
+	}
+	for status, want := range map[seckill.RefundStatus]int{seckill.RefundRequired: 0, seckill.Refunded: 1} {
+		if got, err := r.store.Refunds(t.Context(), status, 100); err != nil || len(got) != want {
+			t.Errorf("refunds %s: %d (%v); want %d", status, len(got), err, want)
+		}
+	}
+}

@@ -396,7 +396,7 @@ func (m *Model) ConfirmPayment(_ context.Context, p seckill.PaymentConfirmation)
 		return seckill.PaymentDuplicate, s.view(r), nil
 	case r.r.Status == seckill.StatusPaid: // 3.
 		return seckill.PaymentRefundRequired, s.view(r), nil
-	case p.AmountCents != int64(q)*s.def.PriceCents: // 4.
+	case p.AmountCents != int64(q)*s.def.PriceCents, !p.InCurrency(s.def.Currency): // 4.
 		return seckill.PaymentRefundRequired, s.view(r), nil
 	case r.r.Status == seckill.StatusHeld: // 5.
 		s.holds = without(s.holds, r)

@@ -144,7 +144,7 @@ func (s *Store) recordPayment(ctx context.Context, tx *sql.Tx, p seckill.Payment
 			// The engine paid the hold, but the database refused: its guard is the record of money.
 			reason = "the database holds no unit for it: the reservation is paid by another payment, or the sale's paid units reached its stock"
 		}
-		if err := s.insertRefund(ctx, tx, p.PaymentID, p.Gateway, reason, at); err != nil {
+		if err := s.insertRefund(ctx, tx, p.PaymentID, p.Gateway, reason, p.AmountCents, at); err != nil {
 			return "", err
 		}
 	}

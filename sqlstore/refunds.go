@@ -28,11 +28,18 @@ const (
 
 // insertRefund creates the refund owed for a payment recorded refund_required, in the payment's
 // transaction, so that no such payment exists without its refund.
-func (s *Store) insertRefund(ctx context.Context, tx *sql.Tx, paymentID, gateway, reason string, at time.Time) error {
+//
+// A payment of nothing (a free sale's confirmation that came too late) owes nothing back: its
+// refund is recorded refunded at once, since no gateway could pay it (the "free" one is none).
+func (s *Store) insertRefund(ctx context.Context, tx *sql.Tx, paymentID, gateway, reason string, amountCents int64, at time.Time) error {
 	ms := toMillis(at)
+	status := seckill.RefundRequired
+	if amountCents == 0 {
+		status = seckill.Refunded
+	}
 	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO refunds (payment_id, status, attempts, next_attempt_at,
 		lease_owner, lease_until, refund_id, last_error, created_at, updated_at, gateway, reason)
-		VALUES (?, ?, 0, ?, '', 0, '', '', ?, ?, ?, ?)`), paymentID, string(seckill.RefundRequired), ms, ms, ms, gateway,
+		VALUES (?, ?, 0, ?, '', 0, '', '', ?, ?, ?, ?)`), paymentID, string(status), ms, ms, ms, gateway,
 		truncateUTF8(reason, maxRefundReasonBytes))
 	if err != nil {
 		return fmt.Errorf("sqlstore: payment %s: insert refund: %w", paymentID, err)

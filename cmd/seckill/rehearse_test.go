@@ -64,8 +64,8 @@ func TestStripeRehearsal(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 200 || resp.Request.URL.String() != shop+"/" {
-		t.Fatalf("after paying: %d at %s; want the shop's storefront", resp.StatusCode, resp.Request.URL)
+	if resp.StatusCode != 200 || resp.Request.URL.String() != shop+"/#/sale/r" {
+		t.Fatalf("after paying: %d at %s; want the sale's page in the shop's storefront", resp.StatusCode, resp.Request.URL)
 	}
 	waitFor(t, "the reservation paid", func() bool { return reservationStatus(t, shop, rid, token) == "paid" })
 
