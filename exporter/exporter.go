@@ -17,6 +17,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,6 +98,32 @@ type sinkState struct {
 	failures     atomic.Uint64
 	deadLettered atomic.Uint64
 }
+
+// label is how the sink is named in logs: its label (export.LabelOf), never its URL, whose
+// path may hold a token even redacted (a chat webhook's /hooks/T…/B…/xoxb…).
+func (s *sinkState) label() string { return export.LabelOf(s.sink) }
+
+// scrub is err with every mention of the sink's URL (sinks name themselves in their errors)
+// replaced by its label, for the log.
+func (s *sinkState) scrub(err error) error {
+	return labeledError{err: err, url: s.sink.Name(), label: s.label()}
+}
+
+// labeledError is an error whose text names a sink by its label instead of its URL; it
+// unwraps to the original, so that errors.Is (cancellation) still sees through it.
+type labeledError struct {
+	err        error
+	url, label string
+}
+
+func (e labeledError) Error() string {
+	if e.url == "" {
+		return e.err.Error()
+	}
+	return strings.ReplaceAll(e.err.Error(), e.url, e.label)
+}
+
+func (e labeledError) Unwrap() error { return e.err }
 
 // New returns an exporter; Run starts it.
 func New(cfg Config) *Exporter {
@@ -228,7 +255,7 @@ func (x *Exporter) follow(lead context.Context, l export.Log, s *sinkState, k pa
 			}
 			attempt++
 			s.failures.Add(1)
-			background.Report(lead, fmt.Errorf("exporter: reading %s for %s failed (retrying): %w", k.log, k.sink, err))
+			background.Report(lead, fmt.Errorf("exporter: reading %s for %s failed (retrying): %w", k.log, s.label(), s.scrub(err)))
 			sleep(lead, backoff.Jittered(x.cfg.RetryBase, x.cfg.RetryMax, attempt))
 			continue
 		}
@@ -276,7 +303,7 @@ func (x *Exporter) deliver(lead context.Context, s *sinkState, k pairKey, events
 		}
 		pause := backoff.Jittered(x.cfg.RetryBase, x.cfg.RetryMax, attempt)
 		background.Report(lead, fmt.Errorf("exporter: publishing %d events of %s to %s failed (attempt %d, retrying in %v): %w",
-			len(events), k.log, k.sink, attempt, pause.Round(time.Millisecond), err))
+			len(events), k.log, s.label(), attempt, pause.Round(time.Millisecond), s.scrub(err)))
 		if !sleep(lead, pause) {
 			return false
 		}
@@ -288,7 +315,7 @@ func (x *Exporter) deliver(lead context.Context, s *sinkState, k pairKey, events
 func (x *Exporter) bury(lead context.Context, s *sinkState, k pairKey, events []export.Event, cause error) bool {
 	reason := cause.Error()
 	x.cfg.Logger.Error("exporter: giving up on events; they go to the dead letters for an operator to replay",
-		"sink", k.sink, "log", k.log, "events", len(events), "after", x.cfg.GiveUp, "err", reason)
+		"sink", s.label(), "log", k.log, "events", len(events), "after", x.cfg.GiveUp, "err", s.scrub(cause).Error())
 	for attempt := 1; ; attempt++ {
 		err := x.cfg.DeadLetters.AddDeadLetters(lead, k.sink, events, reason, time.Now())
 		if err == nil {
@@ -299,7 +326,7 @@ func (x *Exporter) bury(lead context.Context, s *sinkState, k pairKey, events []
 			return false
 		}
 		s.failures.Add(1)
-		background.Report(lead, fmt.Errorf("exporter: storing dead letters of %s failed (retrying): %w", k.sink, err))
+		background.Report(lead, fmt.Errorf("exporter: storing dead letters of %s failed (retrying): %w", s.label(), s.scrub(err)))
 		if !sleep(lead, backoff.Jittered(x.cfg.RetryBase, x.cfg.RetryMax, attempt)) {
 			return false
 		}
@@ -318,7 +345,7 @@ func (x *Exporter) ack(lead context.Context, s *sinkState, k pairKey, b export.B
 			return false
 		}
 		s.failures.Add(1)
-		background.Report(lead, fmt.Errorf("exporter: acknowledging a batch of %s for %s failed (retrying): %w", k.log, k.sink, err))
+		background.Report(lead, fmt.Errorf("exporter: acknowledging a batch of %s for %s failed (retrying): %w", k.log, s.label(), s.scrub(err)))
 		if !sleep(lead, backoff.Jittered(x.cfg.RetryBase, x.cfg.RetryMax, attempt)) {
 			return false
 		}

@@ -60,7 +60,7 @@ func (l *outboxLog) Lead(ctx context.Context, sink string) (context.Context, fun
 			return lead, release, nil
 		}
 		if err != nil && ctx.Err() == nil {
-			l.log.Warn("exporter: claiming a sink's outbox cursor failed; retrying", "sink", sink, "err", err)
+			l.log.Warn("exporter: claiming a sink's outbox cursor failed; retrying", "err", err) // no sink: its URL may hold a token
 		}
 		if !sleep(ctx, outboxLease/3) {
 			return nil, nil, ctx.Err()
