@@ -245,3 +245,45 @@ func TestPayAnswersOpenPaymentWithoutGateway(t *testing.T) {
 		t.Fatalf("another hold's Pay: the gateway was asked %d times in all, want 2", n)
 	}
 }
+
+// gatedPayments holds every payment start until release is closed (or its context ends).
+type gatedPayments struct {
+	seckill.Payments
+	entered chan struct{} // one value per start that reached the gateway
+	release chan struct{}
+}
+
+func (g *gatedPayments) CreatePaymentFor(ctx context.Context, r seckill.Reservation, sale seckill.Sale) (seckill.PaymentIntent, error) {
+	g.entered <- struct{}{}
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return seckill.PaymentIntent{}, ctx.Err()
+	}
+	return g.Payments.(seckill.SalePayments).CreatePaymentFor(ctx, r, sale)
+}
+
+// TestPayJoinedSurvivesTheFirstCallerLeaving: two /pay calls of one hold share one gateway
+// call; the first caller going away (its request cancelled) must not fail the second, which
+// once got the first caller's "context canceled". (The second joins the call in flight during
+// a pause of 50 ms: a slower machine can only make it start a call of its own, which passes
+// too; the pause decides how often the old behaviour is caught, never whether this passes.)
+func TestPayJoinedSurvivesTheFirstCallerLeaving(t *testing.T) {
+	g := &gatedPayments{entered: make(chan struct{}, 4), release: make(chan struct{})}
+	r := newOpenPayRigThrough(t, func(p seckill.Payments) seckill.Payments { g.Payments = p; return g })
+	res := r.hold(t, "alice")
+	firstCtx, leave := context.WithCancel(t.Context())
+	first := make(chan error, 1)
+	go func() { _, err := r.svc.Pay(firstCtx, res.ID, "alice"); first <- err }()
+	<-g.entered
+	second := make(chan error, 1)
+	go func() { _, err := r.svc.Pay(t.Context(), res.ID, "alice"); second <- err }()
+	time.Sleep(50 * time.Millisecond) // the second joins the call in flight
+	leave()
+	time.Sleep(10 * time.Millisecond)
+	close(g.release)
+	if err := <-second; err != nil {
+		t.Fatalf("the second /pay failed when the first caller left: %v", err)
+	}
+	<-first // either way: its caller is gone
+}

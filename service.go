@@ -458,7 +458,14 @@ func (s *Service) Pay(ctx context.Context, id, userID string) (PaymentIntent, er
 			return PaymentIntent{}, unavailable(err)
 		}
 	}
-	v, err, _ := s.paying.Do(r.ID, func() (any, error) { return s.startPayment(ctx, r, ops) })
+	v, err, _ := s.paying.Do(r.ID, func() (any, error) {
+		// The call is shared by every caller that joined it, so it must not end with the first
+		// caller's request (a buyer who closed the tab would fail the others): it keeps ctx's
+		// values but not its cancellation, bounded by paymentStartWait.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), paymentStartWait)
+		defer cancel()
+		return s.startPayment(sctx, r, ops)
+	})
 	if err != nil {
 		return PaymentIntent{}, err
 	}
@@ -495,6 +502,10 @@ func (s *Service) startPayment(ctx context.Context, r Reservation, ops OpenPayme
 	}
 	return intent, nil
 }
+
+// paymentStartWait bounds a payment start shared by the /pay calls of one hold (Pay): the
+// gateway's call and the record of the open payment.
+const paymentStartWait = 30 * time.Second
 
 // paymentLookupWait bounds ApplyPayment's look-up of an earlier record of the payment. A
 // database that hangs (a stopped server, a partition) rather than refusing must not keep a
