@@ -1,0 +1,311 @@
+// One buyer's story: path, buy, the queue, then pay, cancel, abandon, pay late or retry
+// (its Behavior), and the records the checks read.
+
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/seckill-go/seckill/payment"
+)
+
+// buyer is one simulated customer, from fetching the purchase path to a final outcome. due is
+// its intended arrival in the open loop (zero in the closed loop).
+func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
+	user := UserName(i)
+	tr := r.track()
+	defer tr.end()
+	token, err := r.cfg.Token(user)
+	if err != nil {
+		r.fail("token for %s: %v", user, err)
+		return
+	}
+	b := BehaviorOf(user, r.cfg.Seed, r.cfg.Mix)
+	var path struct {
+		Path string `json:"path"`
+	}
+	for {
+		a, ok := r.call(ctx, i, "path", "GET", "/api/v1/sales/"+r.cfg.SaleID+"/path", token, nil, nil, due)
+		due = time.Time{}
+		switch {
+		case !ok:
+			atomic.AddInt64(&r.res.GaveUp, 1)
+			return
+		case a.status == 200:
+			_ = json.Unmarshal(a.body, &path)
+		case a.code == "not_started":
+			if !sleep(ctx, 20*time.Millisecond) {
+				atomic.AddInt64(&r.res.GaveUp, 1)
+				return
+			}
+			continue
+		default:
+			return // ended, not found
+		}
+		break
+	}
+	key := map[string]string{"Idempotency-Key": "k-" + user}
+	tr.set(phaseBuy)
+	var res reservation
+	for attempt := 0; ; attempt++ {
+		a, ok := r.call(ctx, i, "buy", "POST", path.Path, token, map[string]int{"quantity": 1}, key, time.Time{})
+		if !ok {
+			atomic.AddInt64(&r.res.GaveUp, 1)
+			return
+		}
+		switch {
+		case a.status == 201 || a.status == 200:
+			_ = json.Unmarshal(a.body, &res)
+			if a.status == 201 { // a fresh hold (200 is a replay of an older one)
+				r.unsold(a.sent)
+			}
+		case a.status == 202:
+			_ = json.Unmarshal(a.body, &res)
+			atomic.AddInt64(&r.res.Queued, 1)
+			r.unsold(a.sent)
+		case a.code == "queue_full":
+			atomic.AddInt64(&r.res.QueueFull, 1)
+			// Every unit is held and the line is full: come back a little later.
+			if !sleep(ctx, time.Duration(100+min(attempt, 20)*25+rand.IntN(100))*time.Millisecond) {
+				atomic.AddInt64(&r.res.GaveUp, 1)
+				return
+			}
+			continue
+		case a.code == "sold_out":
+			atomic.AddInt64(&r.res.SoldOut, 1)
+			r.mu.Lock()
+			r.res.SoldOutAt = append(r.res.SoldOutAt, a.received)
+			r.mu.Unlock()
+			return
+		default:
+			return // ended, limit_exceeded, …
+		}
+		break
+	}
+	if b == Retry {
+		if a, ok := r.call(ctx, i, "buy", "POST", path.Path, token, map[string]int{"quantity": 1}, key, time.Time{}); ok && a.status == 200 {
+			var again reservation
+			_ = json.Unmarshal(a.body, &again)
+			atomic.AddInt64(&r.res.Replays, 1)
+			if again.ID != res.ID {
+				atomic.AddInt64(&r.res.ReplayMismatch, 1)
+			}
+		}
+	}
+	if res.Status == "queued" {
+		tr.set(phaseQueue)
+		if !r.waitForGrant(ctx, i, token, &res) {
+			return
+		}
+		atomic.AddInt64(&r.res.Handoffs, 1)
+	}
+	if res.Status != "held" {
+		return // a replay of something that moved on already
+	}
+	atomic.AddInt64(&r.res.Held, 1)
+	tr.set(phaseHold)
+	if r.cfg.Stripe != nil && b != Cancel {
+		r.stripeBuyer(ctx, i, user, token, b, res, tr)
+		return
+	}
+	switch b {
+	case Cancel:
+		if a, ok := r.call(ctx, i, "cancel", "DELETE", "/api/v1/reservations/"+res.ID, token, nil, nil, time.Time{}); ok && a.status == 200 {
+			atomic.AddInt64(&r.res.Cancelled, 1)
+		}
+		return
+	case Abandon:
+		atomic.AddInt64(&r.res.Abandoned, 1)
+		r.waitForEnd(ctx, i, token, res)
+		return
+	}
+	tr.set(phasePay)
+	if r.cfg.PaymentSecret == nil {
+		// The target's own gateway pays (and, for late payers, pays late: see the demo).
+		sent := time.Since(r.start) // the gateway pays after this
+		a, ok := r.call(ctx, i, "pay", "POST", "/api/v1/reservations/"+res.ID+"/pay", token, nil, nil, time.Time{})
+		if ok && a.status == 200 {
+			atomic.AddInt64(&r.res.PaymentsBegun, 1)
+		} else if r.noPaymentPath(a) {
+			return
+		}
+		if r.waitForEnd(ctx, i, token, res) == "paid" {
+			r.unsold(sent)
+			r.mu.Lock()
+			r.res.PaidUnits[user] += res.Quantity
+			r.mu.Unlock()
+		}
+		return
+	}
+	if b == PayLate && res.ExpiresAt != nil {
+		if !sleep(ctx, time.Until(*res.ExpiresAt)+r.cfg.LateBy) {
+			atomic.AddInt64(&r.res.GaveUp, 1)
+			return
+		}
+	} else {
+		sleep(ctx, time.Duration(rand.IntN(100))*time.Millisecond) // the buyer at the gateway
+	}
+	r.deliver(ctx, i, user, "pay-"+res.ID, res)
+}
+
+// deliver is the gateway: the succeeded payment's signed webhook, to any target, retried
+// until one answers 200.
+func (r *runner) deliver(ctx context.Context, i int, user, pid string, res reservation) {
+	body, _ := json.Marshal(map[string]any{"payment_id": pid, "reservation_id": res.ID,
+		"amount_cents": res.AmountCents, "status": "succeeded"})
+	atomic.AddInt64(&r.res.PaymentsBegun, 1)
+	sent := time.Since(r.start) // every attempt, so the one that paid, leaves after this
+	if result, ok := r.notify(ctx, i, "/api/v1/payments/webhook", func() ([]byte, map[string]string) {
+		return body, map[string]string{"Seckill-Signature": payment.Sign(r.cfg.PaymentSecret, time.Now(), body)}
+	}); ok {
+		r.recordPayment(user, pid, result, res)
+		if result == "applied" || result == "late_applied" {
+			r.unsold(sent)
+		}
+	}
+}
+
+// notify is the gateway delivering a notification to path on any target: signed anew by sign
+// for every attempt, retried until a target answers 200 (whose result it returns) or refuses
+// it for good (counted as an error), or retryFor has passed (counted as given up).
+func (r *runner) notify(ctx context.Context, i int, path string, sign func() ([]byte, map[string]string)) (string, bool) {
+	deadline := time.Now().Add(retryFor)
+	for attempt := 0; ; attempt++ {
+		body, hdr := sign()
+		a, err := r.do(ctx, i+attempt+1, "pay", "POST", path, "", body, hdr, time.Time{})
+		if err == nil && a.status == 200 {
+			var out struct{ Result string }
+			_ = json.Unmarshal(a.body, &out)
+			return out.Result, true
+		}
+		if err == nil && a.status != 503 {
+			if a.status < 500 { // do counted a 5xx
+				r.fail("POST %s: %d %s", path, a.status, excerpt(a.body))
+			}
+			return "", false
+		}
+		if err != nil && ctx.Err() == nil && time.Now().After(deadline) {
+			r.fail("POST %s: %v (still failing after %v of retries)", path, err, retryFor)
+		}
+		if time.Now().After(deadline) || !sleep(ctx, 100*time.Millisecond) {
+			atomic.AddInt64(&r.res.GaveUp, 1)
+			return "", false
+		}
+		if err != nil {
+			atomic.AddInt64(&r.res.RetriedTransport, 1)
+		}
+	}
+}
+
+// recordPayment keeps what a target answered for a delivered payment: the first answer other
+// than duplicate, and the units a paying one gave the user.
+func (r *runner) recordPayment(user, pid, result string, res reservation) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if prev, ok := r.res.Payments[pid]; !ok || prev == "duplicate" {
+		r.res.Payments[pid] = result
+	}
+	if result == "applied" || result == "late_applied" {
+		r.res.PaidUnits[user] += res.Quantity
+	}
+}
+
+// unsold records that the sale still had a unit unsold at at (Result.UnsoldAt).
+func (r *runner) unsold(at time.Duration) {
+	r.mu.Lock()
+	r.res.UnsoldAt = max(r.res.UnsoldAt, at)
+	r.mu.Unlock()
+}
+
+// ErrNoPaymentPath stops a run whose targets cannot start a payment: nobody could ever pay,
+// and holds would only expire in chains until the deadline.
+var ErrNoPaymentPath = errors.New("the targets start no payments: POST /pay answers 503, no payment gateway is configured; " +
+	"run them with --dev (the mock gateway) or --gateway stripe, or pass the bench --payment-secret " +
+	"(the targets' SECKILL_PAYMENT_SECRET) so that it delivers signed payment webhooks itself")
+
+// noPaymentPath reports whether a POST /pay answer says the target has no gateway, and if so
+// stops the run with ErrNoPaymentPath.
+func (r *runner) noPaymentPath(a answer) bool {
+	if !noGateway(a) {
+		return false
+	}
+	r.stop(ErrNoPaymentPath)
+	return true
+}
+
+// noGateway reports whether an answer is the 503 of a target that has no payment gateway that
+// starts payments (docs/API.md: its detail starts with "no payment gateway").
+func noGateway(a answer) bool {
+	return a.status == http.StatusServiceUnavailable && bytes.Contains(a.body, []byte("no payment gateway"))
+}
+
+// waitForGrant polls a queued reservation until it is held (true) or ends (false).
+func (r *runner) waitForGrant(ctx context.Context, i int, token string, res *reservation) bool {
+	for sleep(ctx, 50*time.Millisecond) {
+		a, ok := r.call(ctx, i, "poll", "GET", "/api/v1/reservations/"+res.ID, token, nil, nil, time.Time{})
+		if !ok || a.status != 200 {
+			return false
+		}
+		var cur reservation
+		_ = json.Unmarshal(a.body, &cur)
+		switch cur.Status {
+		case "queued":
+			continue
+		case "held":
+			r.queued(QueuedBuyer{Seq: seqOf(res.ID), Granted: cur.ExpiresAt.Add(-r.cfg.Hold)})
+			*res = cur
+			return true
+		case "rejected":
+			atomic.AddInt64(&r.res.Rejected, 1)
+			r.queued(QueuedBuyer{Seq: seqOf(res.ID), Rejected: true})
+		}
+		return false
+	}
+	atomic.AddInt64(&r.res.GaveUp, 1)
+	return false
+}
+
+func (r *runner) queued(q QueuedBuyer) {
+	r.mu.Lock()
+	r.res.Queue = append(r.res.Queue, q)
+	r.mu.Unlock()
+}
+
+// seqOf reads the arrival sequence out of a reservation id "<sale>-<16 hex seq><16 hex random>".
+// Ids are opaque to clients; the generator knows the format of this project's engines so that
+// it can check the order the engine saw, not one skewed by the network.
+func seqOf(id string) uint64 {
+	if len(id) < 32 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(id[len(id)-32:len(id)-16], 16, 64)
+	return n
+}
+
+// waitForEnd polls a held reservation until it is no longer held and returns its status.
+func (r *runner) waitForEnd(ctx context.Context, i int, token string, res reservation) string {
+	for sleep(ctx, 200*time.Millisecond) {
+		a, ok := r.call(ctx, i, "poll", "GET", "/api/v1/reservations/"+res.ID, token, nil, nil, time.Time{})
+		if !ok || a.status != 200 {
+			return ""
+		}
+		var cur reservation
+		_ = json.Unmarshal(a.body, &cur)
+		if cur.Status == "held" {
+			continue
+		}
+		if cur.Status == "expired" {
+			atomic.AddInt64(&r.res.Expired, 1)
+		}
+		return cur.Status
+	}
+	return ""
+}
