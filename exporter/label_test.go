@@ -1,38 +1,19 @@
 package exporter_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/seckill-go/seckill/export"
 	"github.com/seckill-go/seckill/exporter"
 	"github.com/seckill-go/seckill/internal/background"
+	"github.com/seckill-go/seckill/internal/testenv"
 	"github.com/seckill-go/seckill/seckilltest"
 )
-
-// lockedBuffer is a log destination shared with the exporter's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // urlErrSink refuses everything with an error that names it by its URL, as the sinks do.
 type urlErrSink struct{ recordSink }
@@ -58,7 +39,7 @@ func TestLogsNameSinksByLabel(t *testing.T) {
 		{"unlabelled (control)", &urlErrSink{recordSink{name: url}}, true, url},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var logBuf lockedBuffer
+			var logBuf testenv.Buffer
 			log := slog.New(slog.NewTextHandler(&logBuf, nil))
 			l := seckilltest.NewMemLog("sale s")
 			l.Append(events(3)...)

@@ -68,12 +68,7 @@ func bench(ctx context.Context, args []string, getenv func(string) string, stdou
 		return benchStrategies(ctx, args[1:], getenv, stdout, stderr)
 	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	env := func(name, def string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return def
-	}
+	env := envOr(getenv)
 	var o benchOptions
 	targets := fs.String("target", env("SECKILL_BENCH_TARGET", "http://127.0.0.1:8080"), "instance URL(s), comma-separated (SECKILL_BENCH_TARGET)")
 	fs.StringVar(&o.adminToken, "admin-token", env("SECKILL_ADMIN_TOKEN", ""), "admin token of the targets (SECKILL_ADMIN_TOKEN)")

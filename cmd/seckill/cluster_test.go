@@ -156,7 +156,7 @@ func freshMySQL(t *testing.T) string {
 type instance struct {
 	cmd   *exec.Cmd
 	url   string
-	log   *syncBuffer
+	log   *testenv.Buffer
 	alive atomic.Bool
 }
 
@@ -219,7 +219,7 @@ func (c *cluster) spawn(name string, args ...string) *instance {
 	t := c.t
 	cmd := exec.Command(c.bin, args...)
 	cmd.Env = c.env
-	in := &instance{cmd: cmd, log: &syncBuffer{}}
+	in := &instance{cmd: cmd, log: &testenv.Buffer{}}
 	cmd.Stdout, cmd.Stderr = in.log, in.log
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)

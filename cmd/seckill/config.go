@@ -77,14 +77,21 @@ type config struct {
 	envErr error
 }
 
-// bindConfig registers the shared flags on fs with defaults taken from the environment.
-func bindConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
-	env := func(name, def string) string {
+// envOr reads configuration from getenv with a default: env(name, def) is the variable's
+// value, or def when it is unset or empty. Flags take it as their default, so that a flag
+// overrides the environment, which overrides the default.
+func envOr(getenv func(string) string) func(name, def string) string {
+	return func(name, def string) string {
 		if v := getenv(name); v != "" {
 			return v
 		}
 		return def
 	}
+}
+
+// bindConfig registers the shared flags on fs with defaults taken from the environment.
+func bindConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
+	env := envOr(getenv)
 	bindStoreConfig(fs, getenv, c)
 	fs.StringVar(&c.Addr, "addr", env("SECKILL_ADDR", ":8080"), "listen address (SECKILL_ADDR)")
 	fs.StringVar(&c.AuthSecret, "auth-secret", env("SECKILL_AUTH_SECRET", ""), "HS256 key for user JWTs and purchase tokens (SECKILL_AUTH_SECRET)")
@@ -124,12 +131,7 @@ func bindStoreConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
 
 // bindEngineStoreConfig registers the flags of the inventory engine and the order store.
 func bindEngineStoreConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
-	env := func(name, def string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return def
-	}
+	env := envOr(getenv)
 	fs.StringVar(&c.Engine, "engine", env("SECKILL_ENGINE", "memory"), "inventory engine: memory (one process) or redis (SECKILL_ENGINE)")
 	fs.StringVar(&c.DB, "db", env("SECKILL_DB", "sqlite://./seckill.db"), "order store URL: sqlite://file, mysql://user:pass@host:port/db or postgres://user:pass@host:port/db (SECKILL_DB)")
 	fs.StringVar(&c.RedisURL, "redis-url", env("SECKILL_REDIS_URL", ""), "Redis URL for the redis engine: redis://host:port/db, a cluster as redis://h1:p1,h2:p2, Sentinel as redis://s1:26379,s2:26379/db?master_set=name (SECKILL_REDIS_URL)")

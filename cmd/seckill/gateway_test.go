@@ -210,7 +210,7 @@ func TestServeGatewayStripe(t *testing.T) {
 // secret as their lengths only, and a startup error does not quote them either.
 func TestServeLogsStripeSecretsMasked(t *testing.T) {
 	key, whsec := "sk_test_key-never-logged-4f1d", "whsec_never-logged-8c2a"
-	var out, errb syncBuffer
+	var out, errb testenv.Buffer
 	code := run(context.Background(), []string{"serve", "--dev", "--addr", "127.0.0.1:0", "--db", "postgres://nobody@127.0.0.1:1/x?connect_timeout=1",
 		"--gateway", "stripe", "--stripe-secret-key", key, "--stripe-webhook-secret", whsec}, noEnv, &out, &errb)
 	if code != 1 {

@@ -59,7 +59,7 @@ func withSecrets(base string) string {
 // ?password= and sslpassword=, and a Redis URL with a password, logs its configuration and,
 // when the database cannot be reached, its startup error, without any of them.
 func TestServeLogsNoSecretOfItsURLs(t *testing.T) {
-	var out, errb syncBuffer
+	var out, errb testenv.Buffer
 	db := withSecrets("postgres://nobody@127.0.0.1:1/seckill") + "&connect_timeout=1"
 	redis := "redis://user:" + dbSecrets[2] + "@127.0.0.1:1/0?token=" + dbSecrets[3]
 	code := run(context.Background(), []string{"serve", "--dev", "--addr", "127.0.0.1:0", "--db", db, "--redis-url", redis}, noEnv, &out, &errb)
@@ -139,7 +139,7 @@ func (unavailableBuys) Buy(context.Context, seckill.BuyRequest) (seckill.BuyResu
 // route pattern and without the purchase token of its path; 404 and 405 answers to paths with
 // a token-like segment log nothing of it either.
 func TestBuyFailureLogsRouteNotToken(t *testing.T) {
-	var logs syncBuffer
+	var logs testenv.Buffer
 	cfg := config{Addr: "127.0.0.1:0", Engine: "memory", DB: "sqlite://" + filepath.Join(t.TempDir(), "l.db"), Dev: true}
 	if _, err := cfg.secrets(); err != nil {
 		t.Fatal(err)
@@ -262,7 +262,7 @@ func TestSecretsMinimumLength(t *testing.T) {
 // TestServeRefusesShortSecret: the check runs in `seckill serve`, before anything starts.
 func TestServeRefusesShortSecret(t *testing.T) {
 	env := map[string]string{"SECKILL_AUTH_SECRET": strings.Repeat("s", 40), "SECKILL_ADMIN_TOKEN": "short-admin", "SECKILL_PAYMENT_SECRET": strings.Repeat("p", 40)}
-	var out, errb syncBuffer
+	var out, errb testenv.Buffer
 	db := "sqlite://" + filepath.Join(t.TempDir(), "x.db")
 	code := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--db", db}, func(k string) string { return env[k] }, &out, &errb)
 	if code != 1 || !strings.Contains(errb.String(), "SECKILL_ADMIN_TOKEN (11 bytes)") || !strings.Contains(errb.String(), "openssl rand -hex 32") {
@@ -337,7 +337,7 @@ func TestServeRedisURLErrorsQuoteNoPassword(t *testing.T) {
 		"redis://:pw-a1%zzpw-b2@127.0.0.1:1",
 		"redis://:pw-a1pw-b2@127.0.0.1:1/0",
 	} {
-		var out, errb syncBuffer
+		var out, errb testenv.Buffer
 		db := "sqlite://" + filepath.Join(t.TempDir(), "x.db")
 		code := run(context.Background(), []string{"serve", "--dev", "--engine", "redis", "--addr", "127.0.0.1:0", "--db", db, "--redis-url", redis}, noEnv, &out, &errb)
 		if code != 1 || !strings.Contains(errb.String(), "seckill: connect to redis") {
@@ -351,7 +351,7 @@ func TestServeRedisURLErrorsQuoteNoPassword(t *testing.T) {
 		"mysql://u:pw-a1/pw-b2@127.0.0.1:1/db",
 		"mysql://u:pw-a1#pw-b2@127.0.0.1:1/db",
 	} {
-		var out, errb syncBuffer
+		var out, errb testenv.Buffer
 		code := run(context.Background(), []string{"serve", "--dev", "--addr", "127.0.0.1:0", "--db", db}, noEnv, &out, &errb)
 		if code != 1 || !strings.Contains(errb.String(), "seckill: open database") {
 			t.Errorf("serve on %s: exit %d, want a database error:\n%s", db, code, errb.String())

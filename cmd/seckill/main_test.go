@@ -7,12 +7,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/httpapi"
+	"github.com/seckill-go/seckill/internal/testenv"
 	"github.com/seckill-go/seckill/loadgen"
 )
 
@@ -45,28 +45,10 @@ func TestServeWithoutSecretsRefusesToStart(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the server's log goroutines and the test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // servedApp is `seckill serve` run in process by startServe.
 type servedApp struct {
-	url      string      // the API's base URL, from the "serving" log line
-	out, log *syncBuffer // stdout and stderr
+	url      string          // the API's base URL, from the "serving" log line
+	out, log *testenv.Buffer // stdout and stderr
 	cancel   func()
 	done     chan int
 }
@@ -75,7 +57,7 @@ type servedApp struct {
 // waits for it to serve.
 func startServe(t *testing.T, args ...string) *servedApp {
 	t.Helper()
-	a := &servedApp{out: &syncBuffer{}, log: &syncBuffer{}, done: make(chan int, 1)}
+	a := &servedApp{out: &testenv.Buffer{}, log: &testenv.Buffer{}, done: make(chan int, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
 	t.Cleanup(cancel)

@@ -25,12 +25,7 @@ import (
 // key and plays Stripe for whoever asks.
 func stripeRehearse(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("stripe-rehearse", flag.ContinueOnError)
-	env := func(name, def string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return def
-	}
+	env := envOr(getenv)
 	addr := fs.String("addr", "127.0.0.1:12100", "listen address of the stand-in, loopback only; give serve http://<addr> as SECKILL_STRIPE_API_URL")
 	mock := fs.String("stripe-mock", env("SECKILL_STRIPE_MOCK_URL", "http://127.0.0.1:12111"), "URL of the stripe-mock that checks every API call against Stripe's specification (SECKILL_STRIPE_MOCK_URL)")
 	target := fs.String("webhook-url", "http://127.0.0.1:8080", "the seckill instance that receives Stripe's events, or its full webhook URL (an instance's is <instance>"+loadgen.StripeRoute+")")

@@ -1,11 +1,9 @@
 package stripegw
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,31 +11,13 @@ import (
 	"github.com/seckill-go/seckill/payment"
 )
 
-// lockedBuffer is a log sink that many goroutines may write to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestSecretsNeverLeak: stripe-mock refuses a key that does not look like one and echoes the
 // whole Authorization header in its answer, which stripe-go logs and the gateway returns.
 // Neither the error nor the log may carry the key (nor the webhook secret).
 func TestSecretsNeverLeak(t *testing.T) {
 	api := testenv.StripeMock(t)
 	const key = "sk_test_not_a_valid_looking_key_0123456789"
-	var log lockedBuffer
+	var log testenv.Buffer
 	g, err := New(Config{SecretKey: key, WebhookSecret: testWebhookSecret, APIURL: api,
 		SuccessURL: "https://shop.example/", Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
