@@ -133,10 +133,14 @@ func TestReadmeAPITour(t *testing.T) {
 			t.Errorf("the tour's output lacks %s:\n%s", want, out)
 		}
 	}
-	// The mock gateway pays ~100 ms after /pay: the order is listed soon after.
+	// The mock gateway pays ~100 ms after /pay: alice's order is listed soon after.
+	var tok struct{ Token string }
+	if err := call(ctx, "POST", a.url+"/api/v1/dev/token", "", map[string]string{"user": "alice"}, &tok); err != nil {
+		t.Fatal(err)
+	}
 	redistest.WaitUntil(t, 10*time.Second, "alice's order is listed", func() bool {
-		o, _ := exec.CommandContext(ctx, "bash", "-c", tour[:strings.Index(tour, "\nPATH_=")]+
-			"\ncurl -s "+strings.TrimPrefix(a.url, "http://")+"/api/v1/orders -H \"Authorization: Bearer $TOKEN\"").Output()
-		return strings.Contains(string(o), `"paid"`)
+		var orders struct{ Orders []struct{ Status string } }
+		return call(ctx, "GET", a.url+"/api/v1/orders", tok.Token, nil, &orders) == nil &&
+			len(orders.Orders) == 1 && orders.Orders[0].Status == "paid"
 	})
 }
