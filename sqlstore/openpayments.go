@@ -45,23 +45,32 @@ func (s *Store) RecordOpenPayment(ctx context.Context, p seckill.OpenPayment, at
 // OpenPaymentOf implements seckill.OpenPaymentStore: the open payment of the reservation with
 // a page, the latest recorded first (several exist only if the gateway was changed mid-hold).
 func (s *Store) OpenPaymentOf(ctx context.Context, reservationID string) (seckill.OpenPayment, error) {
-	var (
-		p                seckill.OpenPayment
-		id, gw, redirect []byte
-		next             int64
-	)
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT payment_id, gateway, redirect_url, attempts, next_attempt_at
+	p, err := scanOpenPayment(s.db.QueryRowContext(ctx, s.q(`SELECT `+openPaymentColumns+`
 		FROM gateway_payments WHERE reservation_id = ? AND status = ? AND redirect_url <> ''
-		ORDER BY created_at DESC, payment_id DESC LIMIT 1`), reservationID, string(seckill.PaymentOpen)).
-		Scan(&id, &gw, &redirect, &p.Attempts, &next)
+		ORDER BY created_at DESC, payment_id DESC LIMIT 1`), reservationID, string(seckill.PaymentOpen)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, seckill.Errorf(seckill.CodeNotFound, "reservation %q has no open payment", reservationID)
 	}
 	if err != nil {
 		return p, fmt.Errorf("sqlstore: open payment of %s: %w", reservationID, err)
 	}
-	p.PaymentID, p.ReservationID, p.Gateway, p.RedirectURL = string(id), reservationID, string(gw), string(redirect)
-	p.Status, p.CloseAt = seckill.PaymentOpen, fromMillis(next)
+	return p, nil
+}
+
+// openPaymentColumns are what scanOpenPayment reads, in its order.
+const openPaymentColumns = `payment_id, reservation_id, gateway, redirect_url, status, attempts, next_attempt_at`
+
+func scanOpenPayment(row scanner) (seckill.OpenPayment, error) {
+	var (
+		p                                     seckill.OpenPayment
+		id, reservation, gw, redirect, status []byte
+		next                                  int64
+	)
+	if err := row.Scan(&id, &reservation, &gw, &redirect, &status, &p.Attempts, &next); err != nil {
+		return seckill.OpenPayment{}, err
+	}
+	p.PaymentID, p.ReservationID, p.Gateway, p.RedirectURL = string(id), string(reservation), string(gw), string(redirect)
+	p.Status, p.CloseAt = seckill.OpenPaymentStatus(status), fromMillis(next)
 	return p, nil
 }
 
@@ -121,21 +130,14 @@ func (s *Store) ClaimOpenPayments(ctx context.Context, gateway, owner string, no
 
 // openPayment reads one started payment, or not_found.
 func (s *Store) openPayment(ctx context.Context, paymentID string) (seckill.OpenPayment, error) {
-	var (
-		p                       seckill.OpenPayment
-		reservation, gw, status []byte
-		next                    int64
-	)
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT reservation_id, gateway, status, attempts, next_attempt_at
-		FROM gateway_payments WHERE payment_id = ?`), paymentID).Scan(&reservation, &gw, &status, &p.Attempts, &next)
+	p, err := scanOpenPayment(s.db.QueryRowContext(ctx, s.q(`SELECT `+openPaymentColumns+`
+		FROM gateway_payments WHERE payment_id = ?`), paymentID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, seckill.Errorf(seckill.CodeNotFound, "open payment %q not found", paymentID)
 	}
 	if err != nil {
 		return p, fmt.Errorf("sqlstore: open payment %s: %w", paymentID, err)
 	}
-	p.PaymentID, p.ReservationID, p.Gateway = paymentID, string(reservation), string(gw)
-	p.Status, p.CloseAt = seckill.OpenPaymentStatus(status), fromMillis(next)
 	return p, nil
 }
 
