@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/memory"
 	"github.com/seckill-go/seckill/redisinv"
 	"github.com/seckill-go/seckill/seckilltest"

@@ -3,7 +3,7 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/seckill-go/seckill/exporter"
+	"github.com/seckill-go/seckill/delivery"
 )
 
 // exportStatus is GET /api/v1/export (admin): where each sink of the event export stands on
@@ -13,7 +13,7 @@ func (s *Server) exportStatus(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkAdmin(r); err != nil {
 		return err
 	}
-	sinks := []exporter.SinkStatus{}
+	sinks := []delivery.SinkStatus{}
 	if s.cfg.Export != nil {
 		sinks = append(sinks, s.cfg.Export()...)
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/exporter"
+	"github.com/seckill-go/seckill/delivery"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/memory"
 	"github.com/seckill-go/seckill/seckilltest"
@@ -32,8 +32,8 @@ func TestExportStatusAndReadyz(t *testing.T) {
 	var behind atomic.Bool
 	api := httpapi.New(httpapi.Config{Service: svc, AuthSecret: []byte(authSecret), AdminToken: adminToken,
 		PaymentSecret: []byte(paySecret), Clock: clock,
-		Export: func() []exporter.SinkStatus {
-			return []exporter.SinkStatus{{Name: "http-0", Sink: "http://shop/hook", Published: 7, LagEvents: 3, LagSeconds: 90, FarBehind: behind.Load()},
+		Export: func() []delivery.SinkStatus {
+			return []delivery.SinkStatus{{Name: "http-0", Sink: "http://shop/hook", Published: 7, LagEvents: 3, LagSeconds: 90, FarBehind: behind.Load()},
 				{Name: "amqp-1", Sink: "amqp://mq:5672/", Published: 10}}
 		}})
 	srv := httptest.NewServer(api.Handler())

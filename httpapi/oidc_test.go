@@ -13,7 +13,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/httpapi"
-	"github.com/seckill-go/seckill/internal/oidctest"
+	"github.com/seckill-go/seckill/internal/testkit/oidctest"
 )
 
 // newOIDCEnv is an env whose server also accepts the tokens of the stand-in provider p, on the

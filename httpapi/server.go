@@ -13,7 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/exporter"
+	"github.com/seckill-go/seckill/delivery"
 	"github.com/seckill-go/seckill/internal/logsummary"
 	"github.com/seckill-go/seckill/payment"
 )
@@ -58,7 +58,7 @@ type Config struct {
 	Checks map[string]func(context.Context) error
 	// Export reports the event export's sinks (GET /api/v1/export; /readyz names those far
 	// behind); nil when the process exports nothing.
-	Export func() []exporter.SinkStatus
+	Export func() []delivery.SinkStatus
 	// EventInterval is how often a sale with live listeners (GET /api/v1/sales/{id}/events)
 	// is read for changes; default 250 ms, the sweeper's period.
 	EventInterval time.Duration

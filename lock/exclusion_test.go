@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/lock"
 )
 

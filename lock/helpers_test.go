@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 )
 
 // redisClient connects to the test Redis (skips without SECKILL_TEST_REDIS, fails under CI).

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 )
 
 // These tests drive the Lua scripts directly against a real Redis: bad arguments must be

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/internal/servicetest"
+	"github.com/seckill-go/seckill/internal/testkit/servicetest"
 	"github.com/seckill-go/seckill/payment"
 	"github.com/seckill-go/seckill/seckilltest"
 )

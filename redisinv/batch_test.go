@@ -13,7 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 )
 
 // gateProxy forwards TCP to a target and can hold every byte in transit (Pause) until Resume:

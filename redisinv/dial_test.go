@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 )
 
 func TestParseURL(t *testing.T) {

@@ -52,7 +52,7 @@ type Engine struct {
 	scripts      *scriptSet
 	batches      batcher // groups the buys of one sale that arrive together (batch.go)
 	maxBatch     int
-	stream       streamLimits // how the sales' streams are trimmed (export.go)
+	stream       streamLimits // how the sales' streams are trimmed (events.go)
 	acks         replicaAcks  // WAIT after state-changing scripts (replicas.go); off by default
 	versions     versionBook  // the sales' highest versions seen (version.go)
 	segs         sync.Map     // sale id -> *segInfo, the segmented sales seen (segment.go)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-go/seckill/export"
+	"github.com/seckill-go/seckill/events"
 )
 
 // TestEventReaderSegments: `seckill events replay` and `tail` read a segmented sale's events
@@ -70,28 +70,28 @@ func TestEventReaderSegments(t *testing.T) {
 
 			// Negative control of the cut: the same streams merged a page of 3 per stream at
 			// a time without it read segment 0's first entry before segment 2's fourth.
-			var streams [][]export.Event
+			var streams [][]events.Event
 			for _, tag := range r.e.segTags(r.sale.ID, r.n) {
 				entries, err := r.e.rdb.Do(t.Context(), r.e.rdb.B().Xrange().Key(r.e.streamKey(tag)).Start("-").End("+").Build()).AsXRangeSlices()
 				if err != nil {
 					t.Fatal(err)
 				}
-				var evs []export.Event
+				var evs []events.Event
 				for _, en := range entries {
 					evs = append(evs, r.e.exported(r.sale.ID, en.ID, en.FieldValues)...)
 				}
 				streams = append(streams, evs)
 			}
-			var uncut []export.Event
+			var uncut []events.Event
 			for k := 0; ; k += 3 {
-				var page []export.Event
+				var page []events.Event
 				for _, evs := range streams {
 					page = append(page, evs[min(k, len(evs)):min(k+3, len(evs))]...)
 				}
 				if len(page) == 0 {
 					break
 				}
-				slices.SortStableFunc(page, func(a, b export.Event) int { return a.At.Compare(b.At) })
+				slices.SortStableFunc(page, func(a, b events.Event) int { return a.At.Compare(b.At) })
 				uncut = append(uncut, page...)
 			}
 			if p := eventProblems(uncut, all); len(p) == 0 {
@@ -108,7 +108,7 @@ func TestEventReaderSegments(t *testing.T) {
 // in want, and an event read before one that happened earlier.
 func readerProblems(t *testing.T, rd *EventReader, want []string) []string {
 	t.Helper()
-	var got []export.Event
+	var got []events.Event
 	for {
 		evs, err := rd.Next(t.Context(), 3, 0)
 		if err != nil {
@@ -123,7 +123,7 @@ func readerProblems(t *testing.T, rd *EventReader, want []string) []string {
 }
 
 // eventProblems is readerProblems' detector, on the events read in order.
-func eventProblems(got []export.Event, want []string) []string {
+func eventProblems(got []events.Event, want []string) []string {
 	var out []string
 	seen := map[string]int{}
 	for i, ev := range got {

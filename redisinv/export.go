@@ -14,7 +14,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/seckill-go/seckill/export"
+	"github.com/seckill-go/seckill/events"
 	"github.com/seckill-go/seckill/lock"
 )
 
@@ -114,9 +114,9 @@ func ExportGroup(sink string) string {
 	return "seckill-export:" + hex.EncodeToString(sum[:8])
 }
 
-// ExportLog is a sale's stream as an export.Log, led through locks (one process per sale and
+// ExportLog is a sale's stream as an events.Log, led through locks (one process per sale and
 // sink at a time). A segmented sale's log is its segments' streams together (multiRead).
-func (e *Engine) ExportLog(saleID string, locks *lock.Client) export.Log {
+func (e *Engine) ExportLog(saleID string, locks *lock.Client) events.Log {
 	return &streamLog{e: e, sale: saleID, key: e.streamKey(saleID), locks: locks}
 }
 
@@ -173,7 +173,7 @@ func (l *streamLog) Lead(ctx context.Context, sink string) (context.Context, fun
 	}
 }
 
-func (l *streamLog) Read(ctx context.Context, sink string, max int) (export.Batch, error) {
+func (l *streamLog) Read(ctx context.Context, sink string, max int) (events.Batch, error) {
 	group := ExportGroup(sink)
 	if keys := l.keys(ctx); len(keys) > 1 {
 		return l.multiRead(ctx, group, keys, max)
@@ -186,17 +186,17 @@ func (l *streamLog) Read(ctx context.Context, sink string, max int) (export.Batc
 	}
 	if err != nil {
 		if !isNoGroup(err) {
-			return export.Batch{}, err
+			return events.Batch{}, err
 		}
 		if err := l.createGroup(ctx, l.key, group); err != nil {
-			return export.Batch{}, err
+			return events.Batch{}, err
 		}
-		return export.Batch{}, nil
+		return events.Batch{}, nil
 	}
 	if len(entries) == 0 {
-		return export.Batch{}, nil
+		return events.Batch{}, nil
 	}
-	b := export.Batch{Events: make([]export.Event, 0, len(entries))}
+	b := events.Batch{Events: make([]events.Event, 0, len(entries))}
 	ids := make([]string, len(entries))
 	for i, en := range entries {
 		ids[i] = en.ID
@@ -224,19 +224,19 @@ type segEntry struct {
 // earlier segment's events first as far as the nodes' clocks agree) and cut to max; entries
 // read past max stay pending and come first in the next Read. A blocking read cannot wait on
 // several streams of a Cluster at once (their keys are on different nodes), hence the polling.
-func (l *streamLog) multiRead(ctx context.Context, group string, keys []string, max int) (export.Batch, error) {
+func (l *streamLog) multiRead(ctx context.Context, group string, keys []string, max int) (events.Batch, error) {
 	entries, err := l.readEach(ctx, group, keys, "0", max)
 	for start := time.Now(); err == nil && len(entries) == 0 && time.Since(start) < time.Second; {
 		if entries, err = l.readEach(ctx, group, keys, ">", max); err == nil && len(entries) == 0 && !sleep(ctx, multiPoll) {
-			return export.Batch{}, nil
+			return events.Batch{}, nil
 		}
 	}
 	if err != nil || len(entries) == 0 {
-		return export.Batch{}, err
+		return events.Batch{}, err
 	}
 	slices.SortStableFunc(entries, func(a, b segEntry) int { return compareStreamIDs(a.ID, b.ID) })
 	entries = entries[:min(len(entries), max)]
-	b := export.Batch{Events: make([]export.Event, 0, len(entries))}
+	b := events.Batch{Events: make([]events.Event, 0, len(entries))}
 	ids := make([][]string, len(keys))
 	for _, en := range entries {
 		ids[en.seg] = append(ids[en.seg], en.ID)
@@ -303,15 +303,15 @@ func compareStreamIDs(a, b string) int {
 
 // exported is the exported form of the events of a stream entry of the sale (malformed ones
 // logged and left out): for the export and for EventReader alike.
-func (e *Engine) exported(saleID, id string, fvs []rueidis.XRangeFieldValue) []export.Event {
-	var out []export.Event
+func (e *Engine) exported(saleID, id string, fvs []rueidis.XRangeFieldValue) []events.Event {
+	var out []events.Event
 	for _, fv := range fvs {
 		ev, err := decodeEvent(saleID, fv)
 		if err != nil {
 			e.log.Error("redisinv: a malformed stream entry is not exported", "sale", saleID, "entry", id, "err", err)
 			continue
 		}
-		if x, ok := export.FromEngine(ev); ok {
+		if x, ok := events.FromEngine(ev); ok {
 			out = append(out, x)
 		}
 	}
@@ -496,7 +496,7 @@ func (e *Engine) NewEventReader(saleID, after, end string) *EventReader {
 // can bring an entry that should have come before them. When block > 0 and there is nothing,
 // it looks again every multiPoll for up to block (a Cluster's streams are on different nodes:
 // one blocking read cannot wait on them all).
-func (r *EventReader) Next(ctx context.Context, count int, block time.Duration) ([]export.Event, error) {
+func (r *EventReader) Next(ctx context.Context, count int, block time.Duration) ([]events.Event, error) {
 	n, err := r.e.saleStreams(ctx, r.sale)
 	if err != nil {
 		return nil, err
@@ -531,7 +531,7 @@ func (r *EventReader) Next(ctx context.Context, count int, block time.Duration) 
 			cut = last
 		}
 	}
-	var out []export.Event
+	var out []events.Event
 	r.lastRead = 0
 	for _, en := range entries {
 		if cut != "" && compareStreamIDs(en.ID, cut) > 0 {

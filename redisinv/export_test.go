@@ -10,8 +10,8 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/export"
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/events"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/lock"
 	"github.com/seckill-go/seckill/seckilltest"
 )
@@ -86,7 +86,7 @@ func (r *exportRig) ordersCatchUp() {
 
 // exportAll reads the sale's stream as sink until a read comes back empty, acknowledging
 // each batch, and returns the reservation ids of the held events it got, in order.
-func (r *exportRig) exportAll(l export.Log, sink string) []string {
+func (r *exportRig) exportAll(l events.Log, sink string) []string {
 	r.t.Helper()
 	var got []string
 	for {
@@ -98,7 +98,7 @@ func (r *exportRig) exportAll(l export.Log, sink string) []string {
 			return got
 		}
 		for _, ev := range b.Events {
-			if ev.Type == export.TypeHeld {
+			if ev.Type == events.TypeHeld {
 				got = append(got, ev.ReservationID)
 			}
 		}
@@ -292,7 +292,7 @@ func TestStreamMaximum(t *testing.T) {
 	}
 }
 
-func ids(events []export.Event) []string {
+func ids(events []events.Event) []string {
 	var out []string
 	for _, e := range events {
 		out = append(out, e.ID)

@@ -328,7 +328,7 @@ func (rb *rebuilder) rebuild(ctx context.Context, saleID string, stale uint64, l
 // the other segments' state is removed, so that they can never sell again (a call there finds
 // them missing, then segment 0 loading, then a one-segment sale); then the entries left in
 // every segment's stream are applied to the order store when the source is one (a Sink), as
-// the consumer would store them. The streams stay, for the consumers and the export. It returns
+// the consumer would store them. The streams stay, for the consumers and the events. It returns
 // how many segments' streams the sale has (1 for a sale that never had segments), and fine when
 // segment 0 is a segmented sale that is not to be rebuilt (neither lost nor stale).
 func (rb *rebuilder) stopSegments(ctx context.Context, saleID, token string, stale uint64, lost bool) (streams int, fine bool, err error) {

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/internal/redistest"
+	"github.com/seckill-go/seckill/internal/testkit/redistest"
 	"github.com/seckill-go/seckill/seckilltest"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/internal/redistest"
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/redistest"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/lock"
 	"github.com/seckill-go/seckill/seckilltest"
 )

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 )
 
 // TestHashSlot: hashSlot is Redis Cluster's: CRC16-XMODEM's check value for "123456789" is

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/internal/redistest"
+	"github.com/seckill-go/seckill/internal/testkit/redistest"
 )
 
 // failoverFigures are one Sentinel failover scenario's figures: a row of the fault suite.

@@ -1,6 +1,6 @@
 // This file holds the exporter's half of the sink suite: stories in which package exporter
 // drives a sink, from a log, through a rush, a killed exporter and an outage of the
-// destination; and MemLog, the plain in-memory export.Log they read from.
+// destination; and MemLog, the plain in-memory events.Log they read from.
 
 package seckilltest
 
@@ -10,18 +10,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-go/seckill/export"
-	"github.com/seckill-go/seckill/exporter"
+	"github.com/seckill-go/seckill/delivery"
+	"github.com/seckill-go/seckill/events"
 )
 
-// MemLog is an export.Log in memory: events appended in order, a position per sink that
+// MemLog is an events.Log in memory: events appended in order, a position per sink that
 // moves only on Ack, and a lead per sink that one caller holds at a time. It is the model the
 // real logs (a sale's Redis stream, the order store's outbox) follow.
 type MemLog struct {
 	name string
 
 	mu     sync.Mutex
-	events []export.Event
+	events []events.Event
 	pos    map[string]int
 	leads  map[string]chan struct{}
 }
@@ -32,10 +32,10 @@ func NewMemLog(name string) *MemLog {
 }
 
 // Append adds events at the end of the log.
-func (l *MemLog) Append(events ...export.Event) {
+func (l *MemLog) Append(evs ...events.Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.events = append(l.events, events...)
+	l.events = append(l.events, evs...)
 }
 
 func (l *MemLog) Name() string { return l.name }
@@ -58,16 +58,16 @@ func (l *MemLog) Lead(ctx context.Context, sink string) (context.Context, func()
 	return lead, func() { once.Do(func() { cancel(); <-sem }) }, nil
 }
 
-func (l *MemLog) Read(ctx context.Context, sink string, most int) (export.Batch, error) {
+func (l *MemLog) Read(ctx context.Context, sink string, most int) (events.Batch, error) {
 	deadline := time.Now().Add(100 * time.Millisecond)
 	for {
 		l.mu.Lock()
 		from := l.pos[sink]
 		to := min(from+most, len(l.events))
-		batch := append([]export.Event(nil), l.events[from:to]...)
+		batch := append([]events.Event(nil), l.events[from:to]...)
 		l.mu.Unlock()
 		if len(batch) > 0 {
-			return export.Batch{Events: batch, Ack: func(context.Context) error {
+			return events.Batch{Events: batch, Ack: func(context.Context) error {
 				l.mu.Lock()
 				defer l.mu.Unlock()
 				l.pos[sink] = max(l.pos[sink], to)
@@ -75,7 +75,7 @@ func (l *MemLog) Read(ctx context.Context, sink string, most int) (export.Batch,
 			}}, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return export.Batch{}, ctx.Err()
+			return events.Batch{}, ctx.Err()
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -92,10 +92,10 @@ func (l *MemLog) Lag(_ context.Context, sink string) (int64, time.Time, error) {
 }
 
 // runExporter runs an exporter of log to sink until the returned stop is called.
-func runExporter(t *testing.T, l export.Log, s export.Sink) (stop func()) {
-	x := exporter.New(exporter.Config{
-		Sinks: []export.Sink{s}, Batch: 50,
-		Logs:           func(context.Context) ([]export.Log, error) { return []export.Log{l}, nil },
+func runExporter(t *testing.T, l events.Log, s events.Sink) (stop func()) {
+	x := delivery.New(delivery.Config{
+		Sinks: []events.Sink{s}, Batch: 50,
+		Logs:           func(context.Context) ([]events.Log, error) { return []events.Log{l}, nil },
 		PublishTimeout: 3 * time.Second, RetryBase: 50 * time.Millisecond, RetryMax: time.Second,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -114,7 +114,7 @@ func runExporter(t *testing.T, l export.Log, s export.Sink) (stop func()) {
 
 // appendSlowly appends events to l a few at a time, as a rush's scripts do, and returns when
 // all are in.
-func appendSlowly(l *MemLog, events []export.Event) {
+func appendSlowly(l *MemLog, events []events.Event) {
 	for i := 0; i < len(events); i += 7 {
 		l.Append(events[i:min(i+7, len(events))]...)
 		time.Sleep(time.Millisecond)

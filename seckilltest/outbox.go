@@ -1,4 +1,4 @@
-// This file is the outbox half of package seckilltest: the contract of export.Outbox, the
+// This file is the outbox half of package seckilltest: the contract of events.Outbox, the
 // order store's side of the event export (docs/EVENTS.md, "The order store's outbox"), as
 // stories that every SQL dialect passes.
 
@@ -17,7 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/export"
+	"github.com/seckill-go/seckill/events"
 )
 
 // OutboxUnderTest is a fresh, empty store with its outbox.
@@ -26,10 +26,10 @@ type OutboxUnderTest struct {
 	// seckill.RefundStore, RecordRefund.
 	Store seckill.OrderStore
 	// Outbox reads it (usually the same value as Store).
-	Outbox export.Outbox
+	Outbox events.Outbox
 }
 
-// TestOutbox runs the export.Outbox conformance suite. open must return a fresh, empty,
+// TestOutbox runs the events.Outbox conformance suite. open must return a fresh, empty,
 // migrated store whose ApplyEvents write the outbox, closed when the test ends (t.Cleanup).
 func TestOutbox(t *testing.T, open func(t *testing.T) OutboxUnderTest) {
 	t.Helper()
@@ -56,9 +56,9 @@ func TestOutbox(t *testing.T, open func(t *testing.T) OutboxUnderTest) {
 }
 
 // obReadAll reads the whole outbox, a page at a time, checking that seqs only grow.
-func obReadAll(t *testing.T, ob export.Outbox) []export.OutboxEntry {
+func obReadAll(t *testing.T, ob events.Outbox) []events.OutboxEntry {
 	t.Helper()
-	var all []export.OutboxEntry
+	var all []events.OutboxEntry
 	var after int64
 	for {
 		page, err := ob.ReadOutbox(t.Context(), after, 7)
@@ -78,7 +78,7 @@ func obReadAll(t *testing.T, ob export.Outbox) []export.OutboxEntry {
 	}
 }
 
-func obIDs(entries []export.OutboxEntry) []string {
+func obIDs(entries []events.OutboxEntry) []string {
 	ids := make([]string, len(entries))
 	for i, e := range entries {
 		ids[i] = e.Event.ID
@@ -126,13 +126,13 @@ func obEventsInOrder(t *testing.T, o OutboxUnderTest) {
 		t.Fatalf("outbox ids = %v\nwant %v", ids, want)
 	}
 	for i, e := range got { // in batch order; the refund_required event, last, left out
-		want, ok := export.FromEngine(batch[i])
+		want, ok := events.FromEngine(batch[i])
 		if !ok {
 			t.Fatalf("event %d is not exported", i)
 		}
 		obSameEvent(t, e.Event, want)
 	}
-	if e := got[0].Event; e.ExpiresAt == nil || !e.ExpiresAt.Equal(osT0.Add(time.Minute)) || e.SchemaVersion != export.SchemaVersion ||
+	if e := got[0].Event; e.ExpiresAt == nil || !e.ExpiresAt.Equal(osT0.Add(time.Minute)) || e.SchemaVersion != events.SchemaVersion ||
 		e.Status != "held" || e.UserID != "alice" || e.AmountCents != osPrice || !e.At.Equal(osT0) {
 		t.Fatalf("r1:held = %+v; want held, alice, expiring at osT0+1m, at osT0", e)
 	}
@@ -145,7 +145,7 @@ func obEventsInOrder(t *testing.T, o OutboxUnderTest) {
 }
 
 // obSameEvent compares every field of an exported event.
-func obSameEvent(t *testing.T, got, want export.Event) {
+func obSameEvent(t *testing.T, got, want events.Event) {
 	t.Helper()
 	sameExp := (got.ExpiresAt == nil) == (want.ExpiresAt == nil) &&
 		(got.ExpiresAt == nil || got.ExpiresAt.Equal(*want.ExpiresAt))
@@ -195,10 +195,10 @@ func obRefundEvents(t *testing.T, o OutboxUnderTest) {
 	if ids := obIDs(all); !slices.Equal(ids, []string{"p0:refund_required", "p1:refund_required", "pg:refund_required"}) {
 		t.Fatalf("outbox = %v; want the refund_required of p0, p1 and pg", ids)
 	}
-	want0 := export.Event{ID: "p0:refund_required", Type: "refund_required", SchemaVersion: export.SchemaVersion, SaleID: "s",
+	want0 := events.Event{ID: "p0:refund_required", Type: "refund_required", SchemaVersion: events.SchemaVersion, SaleID: "s",
 		ReservationID: "r0", UserID: "alice", Quantity: 1, AmountCents: osPrice, Status: "refund_required", PaymentID: "p0", At: osT0}
 	obSameEvent(t, all[0].Event, want0)
-	wantG := export.Event{ID: "pg:refund_required", Type: "refund_required", SchemaVersion: export.SchemaVersion, SaleID: "gone",
+	wantG := events.Event{ID: "pg:refund_required", Type: "refund_required", SchemaVersion: events.SchemaVersion, SaleID: "gone",
 		ReservationID: "gone-" + strings.Repeat("0", 32), UserID: "zed", Quantity: 2, AmountCents: 500, Status: "refund_required", PaymentID: "pg",
 		At: osT0.Add(time.Minute)}
 	obSameEvent(t, all[2].Event, wantG)
@@ -230,7 +230,7 @@ func obRefundEvents(t *testing.T, o OutboxUnderTest) {
 	if ids := obIDs(all); !slices.Equal(ids[3:], []string{"p1:refunded", "p0:refund_failed"}) {
 		t.Fatalf("outbox = %v; want the three refund_required, then p1:refunded, p0:refund_failed", ids)
 	}
-	want1 := export.Event{ID: "p1:refunded", Type: "refunded", SchemaVersion: export.SchemaVersion, SaleID: "s",
+	want1 := events.Event{ID: "p1:refunded", Type: "refunded", SchemaVersion: events.SchemaVersion, SaleID: "s",
 		ReservationID: "r1", UserID: "alice", Quantity: 1, AmountCents: osPrice, Status: "refund_required", PaymentID: "p1", At: now}
 	obSameEvent(t, all[3].Event, want1)
 	if e := all[4].Event; e.Type != "refund_failed" || e.PaymentID != "p0" || !e.At.Equal(now.Add(time.Minute)) {
@@ -248,7 +248,7 @@ type OutboxFollower struct {
 }
 
 // Poll reads once, up to limit entries after the cursor, and returns how many it read.
-func (f *OutboxFollower) Poll(ctx context.Context, read func(ctx context.Context, after int64, limit int) ([]export.OutboxEntry, error), limit int) (int, error) {
+func (f *OutboxFollower) Poll(ctx context.Context, read func(ctx context.Context, after int64, limit int) ([]events.OutboxEntry, error), limit int) (int, error) {
 	if f.seen == nil {
 		f.seen = map[int64]bool{}
 	}
@@ -268,7 +268,7 @@ func (f *OutboxFollower) Poll(ctx context.Context, read func(ctx context.Context
 
 // Missed returns the entries of all (a full read once the writers are done) that the
 // follower never read, and any seq it read out of order.
-func (f *OutboxFollower) Missed(all []export.OutboxEntry) []string {
+func (f *OutboxFollower) Missed(all []events.OutboxEntry) []string {
 	problems := slices.Clone(f.order)
 	for _, e := range all {
 		if !f.seen[e.Seq] {
@@ -379,18 +379,18 @@ func obVisibility(t *testing.T, o OutboxUnderTest) {
 // makes entries visible when they commit, in any order: what the store must never do.
 type fakeAutoIncrementOutbox struct {
 	next      int64
-	committed []export.OutboxEntry
+	committed []events.OutboxEntry
 }
 
 func (f *fakeAutoIncrementOutbox) begin() int64 { f.next++; return f.next }
 
 func (f *fakeAutoIncrementOutbox) commit(seq int64) {
-	f.committed = append(f.committed, export.OutboxEntry{Seq: seq, Event: export.Event{ID: fmt.Sprint("e", seq)}})
-	slices.SortFunc(f.committed, func(a, b export.OutboxEntry) int { return int(a.Seq - b.Seq) })
+	f.committed = append(f.committed, events.OutboxEntry{Seq: seq, Event: events.Event{ID: fmt.Sprint("e", seq)}})
+	slices.SortFunc(f.committed, func(a, b events.OutboxEntry) int { return int(a.Seq - b.Seq) })
 }
 
-func (f *fakeAutoIncrementOutbox) read(_ context.Context, after int64, limit int) ([]export.OutboxEntry, error) {
-	var out []export.OutboxEntry
+func (f *fakeAutoIncrementOutbox) read(_ context.Context, after int64, limit int) ([]events.OutboxEntry, error) {
+	var out []events.OutboxEntry
 	for _, e := range f.committed {
 		if e.Seq > after && len(out) < limit {
 			out = append(out, e)
@@ -479,10 +479,10 @@ func obCursorLease(t *testing.T, o OutboxUnderTest) {
 	if pos, ok := claim("hooks", "b", now.Add(110*time.Second)); !ok || pos != 5 {
 		t.Fatalf("takeover after expiry = %d, %v; want 5, true", pos, ok)
 	}
-	if err := save("hooks", "a", 9, now.Add(111*time.Second)); !errors.Is(err, export.ErrLeaseLost) {
+	if err := save("hooks", "a", 9, now.Add(111*time.Second)); !errors.Is(err, events.ErrLeaseLost) {
 		t.Fatalf("save by the old owner = %v; want ErrLeaseLost", err)
 	}
-	if err := save("nosuch", "a", 1, now); !errors.Is(err, export.ErrLeaseLost) {
+	if err := save("nosuch", "a", 1, now); !errors.Is(err, events.ErrLeaseLost) {
 		t.Fatalf("save of a cursor never claimed = %v; want ErrLeaseLost", err)
 	}
 	if _, ok := claim("hooks", "a", now.Add(112*time.Second)); ok {
@@ -555,21 +555,21 @@ func obCursorInvalid(t *testing.T, o OutboxUnderTest) {
 func obDeadLetters(t *testing.T, o OutboxUnderTest) {
 	ctx, ob := t.Context(), o.Outbox
 	exp := osT0.Add(time.Minute)
-	e1 := export.Event{ID: "r1:held", Type: "held", SchemaVersion: 1, SaleID: "s", ReservationID: "r1", UserID: "alice",
+	e1 := events.Event{ID: "r1:held", Type: "held", SchemaVersion: 1, SaleID: "s", ReservationID: "r1", UserID: "alice",
 		Quantity: 1, AmountCents: osPrice, Status: "held", ExpiresAt: &exp, At: osT0}
-	e2 := export.Event{ID: "r1:expired", Type: "expired", SchemaVersion: 1, SaleID: "s", ReservationID: "r1", UserID: "alice",
+	e2 := events.Event{ID: "r1:expired", Type: "expired", SchemaVersion: 1, SaleID: "s", ReservationID: "r1", UserID: "alice",
 		Quantity: 1, AmountCents: osPrice, Status: "expired", At: osT0.Add(time.Minute)}
 	long := strings.Repeat("é", 1000)
-	if err := ob.AddDeadLetters(ctx, "https://shop/hook", []export.Event{e1, e2}, long, osT0.Add(time.Hour)); err != nil {
+	if err := ob.AddDeadLetters(ctx, "https://shop/hook", []events.Event{e1, e2}, long, osT0.Add(time.Hour)); err != nil {
 		t.Fatalf("AddDeadLetters: %v", err)
 	}
-	if err := ob.AddDeadLetters(ctx, "kafka://k:9092", []export.Event{e2}, "topic missing", osT0.Add(2*time.Hour)); err != nil {
+	if err := ob.AddDeadLetters(ctx, "kafka://k:9092", []events.Event{e2}, "topic missing", osT0.Add(2*time.Hour)); err != nil {
 		t.Fatalf("AddDeadLetters: %v", err)
 	}
 	if err := ob.AddDeadLetters(ctx, "kafka://k:9092", nil, "nothing", osT0); err != nil {
 		t.Fatalf("AddDeadLetters of no events: %v", err)
 	}
-	list := func(sink string, after int64, limit int, replayed bool) []export.DeadLetter {
+	list := func(sink string, after int64, limit int, replayed bool) []events.DeadLetter {
 		t.Helper()
 		got, err := ob.DeadLetters(ctx, sink, after, limit, replayed)
 		if err != nil {
@@ -608,7 +608,7 @@ func obDeadLetters(t *testing.T, o OutboxUnderTest) {
 }
 
 // obTimeline applies held events of sale "s" at osT0 + 0s, 1s, 2s, 3s and returns their entries.
-func obTimeline(t *testing.T, o OutboxUnderTest) []export.OutboxEntry {
+func obTimeline(t *testing.T, o OutboxUnderTest) []events.OutboxEntry {
 	t.Helper()
 	osCreate(t, o.Store, osSale("s", 10, 0))
 	for i := range 4 {

@@ -1,4 +1,4 @@
-// This file is the export sink half of package seckilltest: the contract of export.Sink
+// This file is the export sink half of package seckilltest: the contract of events.Sink
 // (docs/EVENTS.md) as stories, which every sink (HTTP callbacks, RabbitMQ, NATS JetStream,
 // Kafka) passes against a real destination.
 
@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/export"
+	"github.com/seckill-go/seckill/events"
 )
 
 // SinkHarness is what TestSink needs: fresh sinks on fresh destinations, and the shop's side.
@@ -24,18 +24,18 @@ type SinkHarness struct {
 	Open func(t *testing.T) SinkUnderTest
 	// Reopen, if set, returns a second sink on the destination of an earlier Open: the
 	// exporter restarted. Nil skips the restart story.
-	Reopen func(t *testing.T, first SinkUnderTest) export.Sink
+	Reopen func(t *testing.T, first SinkUnderTest) events.Sink
 	// Skip names the stories the sink cannot play, each with the reason.
 	Skip map[string]string
 }
 
 // SinkUnderTest is one sink and its destination.
 type SinkUnderTest struct {
-	Sink export.Sink
+	Sink events.Sink
 	// Received returns every event that has reached the destination so far, in the order a
 	// consumer reads them, duplicates included. It may wait briefly for deliveries in flight;
 	// it must not call t.Fatal from another goroutine.
-	Received func(t *testing.T) []export.Event
+	Received func(t *testing.T) []events.Event
 	// Cut, if set, makes the destination unreachable (the endpoint or broker down, or the path
 	// to it cut) until the returned function restores it. Nil skips the outage story.
 	Cut func(t *testing.T) (restore func())
@@ -43,7 +43,7 @@ type SinkUnderTest struct {
 	Destination string
 }
 
-// TestSink runs the export.Sink conformance suite.
+// TestSink runs the events.Sink conformance suite.
 func TestSink(t *testing.T, h SinkHarness) {
 	t.Helper()
 	stories := []struct {
@@ -73,49 +73,49 @@ func TestSink(t *testing.T, h SinkHarness) {
 // sinkEvents makes n events over reservations reservations of one sale, each reservation's in
 // its lifecycle order (held, then paid or expired), interleaved as a rush interleaves them.
 // The ids are unique per call.
-func sinkEvents(n, reservations int) []export.Event {
+func sinkEvents(n, reservations int) []events.Event {
 	run := seckill.NewID()[:12]
 	at := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
 	seq := make([]int, reservations)
-	events := make([]export.Event, 0, n)
+	out := make([]events.Event, 0, n)
 	for i := range n {
 		r := i % reservations
-		typ, status := export.TypeHeld, "held"
+		typ, status := events.TypeHeld, "held"
 		switch seq[r] % 3 {
 		case 1:
-			typ, status = export.TypePaid, "paid"
+			typ, status = events.TypePaid, "paid"
 		case 2:
-			typ, status = export.TypeRefundRequired, "refund_required"
+			typ, status = events.TypeRefundRequired, "refund_required"
 		}
 		var expires *time.Time
-		if typ == export.TypeHeld {
+		if typ == events.TypeHeld {
 			e := at.Add(2 * time.Minute)
 			expires = &e
 		}
-		events = append(events, export.Event{
-			ID: fmt.Sprintf("evt-%s-%d", run, i), Type: typ, SchemaVersion: export.SchemaVersion,
+		out = append(out, events.Event{
+			ID: fmt.Sprintf("evt-%s-%d", run, i), Type: typ, SchemaVersion: events.SchemaVersion,
 			SaleID: "sink-sale", ReservationID: fmt.Sprintf("sink-sale-%s-r%03d", run, r), UserID: fmt.Sprintf("u%d", r),
 			Quantity: 1, AmountCents: 999, Status: status, ExpiresAt: expires,
-			PaymentID: map[bool]string{true: fmt.Sprintf("p-%s-%d", run, r)}[typ != export.TypeHeld],
+			PaymentID: map[bool]string{true: fmt.Sprintf("p-%s-%d", run, r)}[typ != events.TypeHeld],
 			At:        at.Add(time.Duration(i) * time.Millisecond),
 		})
 		seq[r]++
 	}
-	return events
+	return out
 }
 
-func publish(t *testing.T, s export.Sink, events []export.Event) {
+func publish(t *testing.T, s events.Sink, evs []events.Event) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := s.Publish(ctx, events); err != nil {
-		t.Fatalf("Publish of %d events: %v", len(events), err)
+	if err := s.Publish(ctx, evs); err != nil {
+		t.Fatalf("Publish of %d events: %v", len(evs), err)
 	}
 }
 
 // waitReceived polls the destination until it has at least want distinct events (by id), or
 // fails after a generous deadline, and returns everything received.
-func waitReceived(t *testing.T, u SinkUnderTest, want int) []export.Event {
+func waitReceived(t *testing.T, u SinkUnderTest, want int) []events.Event {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -130,7 +130,7 @@ func waitReceived(t *testing.T, u SinkUnderTest, want int) []export.Event {
 	}
 }
 
-func distinct(events []export.Event) int {
+func distinct(events []events.Event) int {
 	seen := map[string]bool{}
 	for _, e := range events {
 		seen[e.ID] = true
@@ -142,9 +142,9 @@ func distinct(events []export.Event) int {
 // (a duplicate carries the same id and the same content), nothing else, and each reservation's
 // events in the order sent (duplicates may repeat an event, never go back before a later one
 // once the later one was first seen).
-func checkDelivery(t *testing.T, sent, got []export.Event) {
+func checkDelivery(t *testing.T, sent, got []events.Event) {
 	t.Helper()
-	byID := map[string]export.Event{}
+	byID := map[string]events.Event{}
 	order := map[string]int{} // event id -> position among its reservation's events
 	count := map[string]int{}
 	for _, e := range sent {
@@ -179,7 +179,7 @@ func checkDelivery(t *testing.T, sent, got []export.Event) {
 }
 
 // sameEvent compares two events as their JSON says (times to the nanosecond, in any zone).
-func sameEvent(a, b export.Event) bool {
+func sameEvent(a, b events.Event) bool {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	var ma, mb map[string]any

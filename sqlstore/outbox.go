@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/export"
+	"github.com/seckill-go/seckill/events"
 )
 
 // The order store's side of the event export (docs/EVENTS.md, "The order store's outbox";
@@ -29,7 +29,7 @@ import (
 // reader reads 8 and moves its cursor past 7, which then commits and is never read. The cost
 // is that outbox writers commit one at a time (docs/DECISIONS.md).
 
-var _ export.Outbox = (*Store)(nil)
+var _ events.Outbox = (*Store)(nil)
 
 // Bounds of the outbox API. Every list is bounded, whatever limit the caller asks for, and
 // every string column has a width checked here, as limits.go does for the order tables.
@@ -55,7 +55,7 @@ const (
 	maxMarkReplayed = batchLockIDs
 )
 
-// EnableOutbox makes ApplyEvents write every event of its batch (export.FromEngine) to the
+// EnableOutbox makes ApplyEvents write every event of its batch (events.FromEngine) to the
 // outbox, in the same transaction as the reservations. Call it once, before the store is used,
 // when the engine keeps no outbox of its own (the memory engine). The refund events are written
 // whether or not it was called.
@@ -71,7 +71,7 @@ type outboxRow struct {
 	body                           string // a string: SQLite and PostgreSQL keep it as TEXT
 }
 
-func newOutboxRow(e export.Event) (outboxRow, error) {
+func newOutboxRow(e events.Event) (outboxRow, error) {
 	if err := checkWidths("export event", field{"id", e.ID, maxEventIDBytes},
 		field{"sale id", e.SaleID, maxSaleIDBytes}, field{"reservation id", e.ReservationID, maxPaymentIDBytes}); err != nil {
 		return outboxRow{}, err
@@ -84,18 +84,18 @@ func newOutboxRow(e export.Event) (outboxRow, error) {
 }
 
 // outboxOfEvents is what ApplyEvents writes to the outbox for events: nothing unless
-// EnableOutbox was called; else each event's export.FromEngine (all of them, paid included:
+// EnableOutbox was called; else each event's events.FromEngine (all of them, paid included:
 // eventRows drops paid rows only because the payment transaction writes the reservation), in
 // batch order, each id once. A zero time is stamped as ApplyEvents stamps it.
-func (s *Store) outboxOfEvents(events []seckill.Event) ([]outboxRow, error) {
+func (s *Store) outboxOfEvents(evs []seckill.Event) ([]outboxRow, error) {
 	if !s.outboxEnabled() {
 		return nil, nil
 	}
-	rows := make([]outboxRow, 0, len(events))
-	seen := make(map[string]bool, len(events))
-	for _, ev := range events {
+	rows := make([]outboxRow, 0, len(evs))
+	seen := make(map[string]bool, len(evs))
+	for _, ev := range evs {
 		ev.At = s.stamp(ev.At)
-		e, ok := export.FromEngine(ev)
+		e, ok := events.FromEngine(ev)
 		if !ok || seen[e.ID] {
 			continue
 		}
@@ -233,7 +233,7 @@ func (s *Store) writeRefundRequired(ctx context.Context, tx *sql.Tx, p seckill.P
 	if err != nil {
 		return err
 	}
-	row, err := newOutboxRow(export.FromRefund(export.TypeRefundRequired, p.PaymentID, p.AmountCents, stored, at))
+	row, err := newOutboxRow(events.FromRefund(events.TypeRefundRequired, p.PaymentID, p.AmountCents, stored, at))
 	if err != nil {
 		return err
 	}
@@ -243,9 +243,9 @@ func (s *Store) writeRefundRequired(ctx context.Context, tx *sql.Tx, p seckill.P
 // writeRefundEnded writes the refunded or refund_failed event of a refund that ended so, in
 // the transaction that recorded it (RecordRefund).
 func (s *Store) writeRefundEnded(ctx context.Context, tx *sql.Tx, paymentID string, status seckill.RefundStatus, at time.Time) error {
-	typ := export.TypeRefunded
+	typ := events.TypeRefunded
 	if status == seckill.RefundFailed {
-		typ = export.TypeRefundFailed
+		typ = events.TypeRefundFailed
 	}
 	var (
 		r      seckill.Reservation
@@ -261,7 +261,7 @@ func (s *Store) writeRefundEnded(ctx context.Context, tx *sql.Tx, paymentID stri
 	if err != nil {
 		return err
 	}
-	row, err := newOutboxRow(export.FromRefund(typ, paymentID, amount, stored, at))
+	row, err := newOutboxRow(events.FromRefund(typ, paymentID, amount, stored, at))
 	if err != nil {
 		return err
 	}
@@ -271,16 +271,16 @@ func (s *Store) writeRefundEnded(ctx context.Context, tx *sql.Tx, paymentID stri
 // outboxColumns are read by scanOutbox.
 const outboxColumns = `seq, body FROM export_outbox`
 
-func (s *Store) queryOutbox(ctx context.Context, what, where string, args ...any) ([]export.OutboxEntry, error) {
+func (s *Store) queryOutbox(ctx context.Context, what, where string, args ...any) ([]events.OutboxEntry, error) {
 	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT `+outboxColumns+` WHERE `+where+` ORDER BY seq LIMIT ?`), args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: %s: %w", what, err)
 	}
 	defer rows.Close()
-	out := []export.OutboxEntry{}
+	out := []events.OutboxEntry{}
 	for rows.Next() {
 		var (
-			e    export.OutboxEntry
+			e    events.OutboxEntry
 			body []byte
 		)
 		if err := rows.Scan(&e.Seq, &body); err != nil {
@@ -305,8 +305,8 @@ func listLimit(what string, limit int) (int, error) {
 	return min(limit, maxOutboxList), nil
 }
 
-// ReadOutbox implements export.Outbox. limit is capped at 10000.
-func (s *Store) ReadOutbox(ctx context.Context, after int64, limit int) ([]export.OutboxEntry, error) {
+// ReadOutbox implements events.Outbox. limit is capped at 10000.
+func (s *Store) ReadOutbox(ctx context.Context, after int64, limit int) ([]events.OutboxEntry, error) {
 	limit, err := listLimit("read outbox", limit)
 	if err != nil {
 		return nil, err
@@ -314,8 +314,8 @@ func (s *Store) ReadOutbox(ctx context.Context, after int64, limit int) ([]expor
 	return s.queryOutbox(ctx, "read outbox", `seq > ?`, after, limit)
 }
 
-// OutboxSince implements export.Outbox. limit is capped at 10000.
-func (s *Store) OutboxSince(ctx context.Context, since, until time.Time, afterSeq int64, limit int) ([]export.OutboxEntry, error) {
+// OutboxSince implements events.Outbox. limit is capped at 10000.
+func (s *Store) OutboxSince(ctx context.Context, since, until time.Time, afterSeq int64, limit int) ([]events.OutboxEntry, error) {
 	limit, err := listLimit("outbox since", limit)
 	if err != nil {
 		return nil, err
@@ -323,7 +323,7 @@ func (s *Store) OutboxSince(ctx context.Context, since, until time.Time, afterSe
 	return s.queryOutbox(ctx, "outbox since", `at >= ? AND at < ? AND seq > ?`, toMillis(since), toMillis(until), afterSeq, limit)
 }
 
-// OutboxLag implements export.Outbox.
+// OutboxLag implements events.Outbox.
 func (s *Store) OutboxLag(ctx context.Context, after int64) (int64, time.Time, error) {
 	var (
 		n      int64
@@ -339,7 +339,7 @@ func (s *Store) OutboxLag(ctx context.Context, after int64) (int64, time.Time, e
 	return n, fromMillis(oldest.Int64), nil
 }
 
-// TrimOutbox implements export.Outbox, deleting at most trimChunk entries per statement.
+// TrimOutbox implements events.Outbox, deleting at most trimChunk entries per statement.
 func (s *Store) TrimOutbox(ctx context.Context, before time.Time) (int64, error) {
 	var total int64
 	for {
@@ -408,7 +408,7 @@ func (s *Store) lockCursor(ctx context.Context, tx *sql.Tx, sink string, create 
 	return pos, string(ownerB), leaseUntil, true, nil
 }
 
-// ClaimExportCursor implements export.Outbox. A lease is live while lease_until > now.
+// ClaimExportCursor implements events.Outbox. A lease is live while lease_until > now.
 func (s *Store) ClaimExportCursor(ctx context.Context, sink, owner string, now time.Time, lease time.Duration) (int64, bool, error) {
 	if err := checkCursorArgs("claim export cursor", sink, owner); err != nil {
 		return 0, false, err
@@ -443,7 +443,7 @@ func (s *Store) ClaimExportCursor(ctx context.Context, sink, owner string, now t
 	return pos, ok, nil
 }
 
-// SaveExportCursor implements export.Outbox.
+// SaveExportCursor implements events.Outbox.
 func (s *Store) SaveExportCursor(ctx context.Context, sink, owner string, pos int64, now time.Time, lease time.Duration) error {
 	if err := checkCursorArgs("save export cursor", sink, owner); err != nil {
 		return err
@@ -458,7 +458,7 @@ func (s *Store) SaveExportCursor(ctx context.Context, sink, owner string, pos in
 			return err
 		}
 		if !found || cur != owner {
-			return fmt.Errorf("sqlstore: save export cursor %s by %s: %w", sink, owner, export.ErrLeaseLost)
+			return fmt.Errorf("sqlstore: save export cursor %s by %s: %w", sink, owner, events.ErrLeaseLost)
 		}
 		if _, err := tx.ExecContext(ctx, s.q(`UPDATE export_cursors SET position = ?, lease_until = ? WHERE sink = ?`),
 			max(stored, pos), nowMs+lease.Milliseconds(), sink); err != nil {
@@ -468,7 +468,7 @@ func (s *Store) SaveExportCursor(ctx context.Context, sink, owner string, pos in
 	})
 }
 
-// ReleaseExportCursor implements export.Outbox.
+// ReleaseExportCursor implements events.Outbox.
 func (s *Store) ReleaseExportCursor(ctx context.Context, sink, owner string) error {
 	if err := checkCursorArgs("release export cursor", sink, owner); err != nil {
 		return err
@@ -480,8 +480,8 @@ func (s *Store) ReleaseExportCursor(ctx context.Context, sink, owner string) err
 	return nil
 }
 
-// AddDeadLetters implements export.Outbox, in one transaction.
-func (s *Store) AddDeadLetters(ctx context.Context, sink string, events []export.Event, reason string, at time.Time) error {
+// AddDeadLetters implements events.Outbox, in one transaction.
+func (s *Store) AddDeadLetters(ctx context.Context, sink string, events []events.Event, reason string, at time.Time) error {
 	if sink == "" {
 		return seckill.Errorf(seckill.CodeInvalidArgument, "add dead letters: empty sink")
 	}
@@ -517,8 +517,8 @@ func (s *Store) AddDeadLetters(ctx context.Context, sink string, events []export
 	})
 }
 
-// DeadLetters implements export.Outbox. limit is capped at 10000.
-func (s *Store) DeadLetters(ctx context.Context, sink string, afterID int64, limit int, includeReplayed bool) ([]export.DeadLetter, error) {
+// DeadLetters implements events.Outbox. limit is capped at 10000.
+func (s *Store) DeadLetters(ctx context.Context, sink string, afterID int64, limit int, includeReplayed bool) ([]events.DeadLetter, error) {
 	limit, err := listLimit("dead letters", limit)
 	if err != nil {
 		return nil, err
@@ -537,10 +537,10 @@ func (s *Store) DeadLetters(ctx context.Context, sink string, afterID int64, lim
 		return nil, fmt.Errorf("sqlstore: dead letters: %w", err)
 	}
 	defer rows.Close()
-	list := []export.DeadLetter{}
+	list := []events.DeadLetter{}
 	for rows.Next() {
 		var (
-			d                export.DeadLetter
+			d                events.DeadLetter
 			sinkB, body, rsn []byte
 			failed           int64
 			replayed         sql.NullInt64
@@ -564,7 +564,7 @@ func (s *Store) DeadLetters(ctx context.Context, sink string, afterID int64, lim
 	return list, nil
 }
 
-// MarkDeadLettersReplayed implements export.Outbox.
+// MarkDeadLettersReplayed implements events.Outbox.
 func (s *Store) MarkDeadLettersReplayed(ctx context.Context, ids []int64, at time.Time) error {
 	ms := toMillis(s.stamp(at))
 	for len(ids) > 0 {

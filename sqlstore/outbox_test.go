@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/export"
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/events"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/seckilltest"
 )
 
@@ -248,4 +248,4 @@ func BenchmarkApplyEventsOutbox(b *testing.B) {
 	}
 }
 
-var _ export.Outbox = (*Store)(nil)
+var _ events.Outbox = (*Store)(nil)

@@ -25,7 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/seckilltest"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/closer"
-	"github.com/seckill-go/seckill/export"
+	"github.com/seckill-go/seckill/events"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/background"
 	"github.com/seckill-go/seckill/lock"
@@ -75,7 +75,7 @@ type engine struct {
 	recover bool
 	// streamLog is a sale's own event log for the export (redis: its stream); nil when the
 	// order store's outbox holds every event (memory: EnableOutbox, with an export configured).
-	streamLog func(saleID string) export.Log
+	streamLog func(saleID string) events.Log
 	checks    map[string]func(context.Context) error // /readyz checks beyond the database
 	metrics   []prometheus.Collector                 // the engine's own metrics on /metrics
 	close     func() error                           // after its services have stopped; may be nil
@@ -257,10 +257,10 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 		if cfg.RedisReplicas > 0 {
 			return engine{}, errors.New("--redis-replicas is for --engine redis")
 		}
-		events := make(chan seckill.Event, 1<<16)
-		a.pipe = pipeline.New(a.store, events, pipeline.Config{Logger: log})
+		engineEvents := make(chan seckill.Event, 1<<16)
+		a.pipe = pipeline.New(a.store, engineEvents, pipeline.Config{Logger: log})
 		return engine{
-			inv:      memory.New(seckill.SystemClock{}, memory.WithEvents(events), memory.WithArchive(a.store)),
+			inv:      memory.New(seckill.SystemClock{}, memory.WithEvents(engineEvents), memory.WithArchive(a.store)),
 			feed:     []background.Service{a.pipe},
 			services: func(svc *seckill.Service) []background.Service { return []background.Service{svc.Sweeper(sweepEvery)} },
 			recover:  true,
@@ -288,7 +288,7 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 				return eng.Services(redisinv.ServicesConfig{List: svc.LiveSaleIDs, Locks: locks, Sink: sink,
 					SweepEvery: sweepEvery, Consumer: redisinv.ConsumerConfig{Logger: log}})
 			},
-			streamLog: func(saleID string) export.Log { return eng.ExportLog(saleID, locks) },
+			streamLog: func(saleID string) events.Log { return eng.ExportLog(saleID, locks) },
 			checks:    map[string]func(context.Context) error{"redis": eng.Ping},
 			metrics:   []prometheus.Collector{eng.ReplicaCollector(), eng.LocalAnswerCollector()},
 			close: func() error {

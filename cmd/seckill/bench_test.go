@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/loadgen"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/seckill-go/seckill/internal/oidctest"
+	"github.com/seckill-go/seckill/internal/testkit/oidctest"
 )
 
 // startOIDCApp starts a production-mode server (no --dev: no test accounts, no token box)

@@ -22,7 +22,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/httpapi"
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 )
 
 // The browser tests drive the storefront (/) and the dashboard (/admin) in headless Chromium

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/seckill-go/seckill/exporter"
+	"github.com/seckill-go/seckill/delivery"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/payment/stripegw"
 	"github.com/seckill-go/seckill/redisinv"
@@ -54,7 +54,7 @@ type config struct {
 	// NoConsume leaves the Redis streams to `seckill worker` processes (--consume=false).
 	NoConsume bool
 	// Export is the comma-separated list of sink URLs that receive every reservation event
-	// (--export, SECKILL_EXPORT; docs/EVENTS.md); empty: no export.
+	// (--export, SECKILL_EXPORT; docs/EVENTS.md); empty: no events.
 	Export string
 	// ExportSecret signs HTTP callbacks without their own secret_env (--export-secret,
 	// SECKILL_EXPORT_SECRET): its one purpose, so that a callback receiver holds no other key.
@@ -161,11 +161,11 @@ func bindRedisReplicas(fs *flag.FlagSet, getenv func(string) string, c *config) 
 }
 
 // bindExportConfig registers the event export's flags (docs/EVENTS.md): serve and worker both
-// export.
+// events.
 func bindExportConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
 	fs.StringVar(&c.Export, "export", getenv("SECKILL_EXPORT"), "comma-separated URLs of sinks that receive every reservation event: http(s)://, amqp://, nats://, kafka://, options as query parameters (docs/EVENTS.md) (SECKILL_EXPORT)")
 	fs.StringVar(&c.ExportSecret, "export-secret", getenv("SECKILL_EXPORT_SECRET"), "key that signs HTTP callbacks without their own secret_env; no other secret may equal it (SECKILL_EXPORT_SECRET)")
-	c.ExportGiveUp = exporter.DefaultGiveUp
+	c.ExportGiveUp = delivery.DefaultGiveUp
 	v := durationValue{&c.ExportGiveUp}
 	if s := getenv("SECKILL_EXPORT_GIVE_UP"); s != "" {
 		if err := v.Set(s); err != nil {

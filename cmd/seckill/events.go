@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seckill-go/seckill/export"
-	"github.com/seckill-go/seckill/export/sinks"
+	"github.com/seckill-go/seckill/events"
+	"github.com/seckill-go/seckill/events/sinks"
 	"github.com/seckill-go/seckill/redisinv"
 	"github.com/seckill-go/seckill/sqlstore"
 )
@@ -31,7 +31,7 @@ import (
 // sales' streams (which keep entries only until every reader has them and 30 s have passed:
 // replay on the Redis engine reaches back that far for reservation events; the outbox keeps
 // refund events, and every event on the memory engine, for 7 days).
-func events(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func eventsCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			fmt.Fprint(stdout, eventsUsage)
@@ -131,7 +131,7 @@ func eventsTail(ctx context.Context, args []string, getenv func(string) string, 
 	defer src.close()
 	var mu sync.Mutex
 	enc := json.NewEncoder(stdout)
-	print := func(evs []export.Event) {
+	print := func(evs []events.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, e := range evs {
@@ -152,7 +152,7 @@ func eventsTail(ctx context.Context, args []string, getenv func(string) string, 
 				fmt.Fprintln(stderr, "seckill events tail: reading the outbox:", err)
 			}
 			for _, en := range entries {
-				print([]export.Event{en.Event})
+				print([]events.Event{en.Event})
 				after = en.Seq
 			}
 			if len(entries) == 0 {
@@ -229,8 +229,8 @@ func eventsReplay(ctx context.Context, args []string, getenv func(string) string
 	}
 	defer src.close()
 	total := 0 // events sent: those of other sales, with --sale, are read but not sent
-	publish := func(evs []export.Event) error {
-		var keep []export.Event
+	publish := func(evs []events.Event) error {
+		var keep []events.Event
 		for _, e := range evs {
 			if *sale == "" || e.SaleID == *sale {
 				keep = append(keep, e)
@@ -255,7 +255,7 @@ func eventsReplay(ctx context.Context, args []string, getenv func(string) string
 		if len(entries) == 0 {
 			break
 		}
-		evs := make([]export.Event, len(entries))
+		evs := make([]events.Event, len(entries))
 		for i, en := range entries {
 			evs[i], after = en.Event, en.Seq
 		}
@@ -302,7 +302,7 @@ func eventsDeadLetters(ctx context.Context, args []string, getenv func(string) s
 	if *replay && *sinkURL == "" {
 		return usageError{errors.New("--replay needs --sink: the URL of the sink to send them to")}
 	}
-	var sink export.Sink
+	var sink events.Sink
 	name := ""
 	if *sinkURL != "" {
 		var err error
@@ -335,7 +335,7 @@ func eventsDeadLetters(ctx context.Context, args []string, getenv func(string) s
 			listed += len(dl)
 			continue
 		}
-		evs, ids := make([]export.Event, len(dl)), make([]int64, len(dl))
+		evs, ids := make([]events.Event, len(dl)), make([]int64, len(dl))
 		for i, d := range dl {
 			evs[i], ids[i] = d.Event, d.ID
 		}
@@ -366,7 +366,7 @@ func eventsDeadLetters(ctx context.Context, args []string, getenv func(string) s
 
 // openReplaySink opens one sink as --export would (HTTP callbacks signed with
 // SECKILL_EXPORT_SECRET unless the URL names another secret), with the same checks.
-func openReplaySink(ctx context.Context, raw string, getenv func(string) string) (export.Sink, error) {
+func openReplaySink(ctx context.Context, raw string, getenv func(string) string) (events.Sink, error) {
 	if raw == "" {
 		return nil, usageError{errors.New("--sink is required: the URL of a sink, as in --export")}
 	}

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/export"
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/events"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/payment"
 	"github.com/seckill-go/seckill/redisinv"
 	"github.com/seckill-go/seckill/sqlstore"
@@ -29,7 +29,7 @@ const eventsSecret = "0123456789abcdef0123456789abcdef"
 // hookShop is a shop endpoint that records the events of verified callbacks.
 type hookShop struct {
 	mu  sync.Mutex
-	got []export.Event
+	got []events.Event
 }
 
 func (s *hookShop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -39,7 +39,7 @@ func (s *hookShop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var b struct {
-		Events []export.Event `json:"events"`
+		Events []events.Event `json:"events"`
 	}
 	if err := json.Unmarshal(body, &b); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -179,8 +179,8 @@ func TestEventsDeadLetters(t *testing.T) {
 	srv := httptest.NewServer(shop)
 	defer srv.Close()
 	sinkURL := srv.URL + "/hook"
-	dead := []export.Event{{ID: "r1:expired", Type: export.TypeExpired, SaleID: "ev", ReservationID: "r1", At: time.Now().UTC()},
-		{ID: "r2:paid", Type: export.TypePaid, SaleID: "ev", ReservationID: "r2", At: time.Now().UTC()}}
+	dead := []events.Event{{ID: "r1:expired", Type: events.TypeExpired, SaleID: "ev", ReservationID: "r1", At: time.Now().UTC()},
+		{ID: "r2:paid", Type: events.TypePaid, SaleID: "ev", ReservationID: "r2", At: time.Now().UTC()}}
 	if err := store.AddDeadLetters(t.Context(), sinkURL, dead, "503 for 10m", time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestEventsTail(t *testing.T) {
 	for {
 		select {
 		case l := <-lines:
-			var e export.Event
+			var e events.Event
 			if err := json.Unmarshal([]byte(l), &e); err != nil {
 				t.Fatalf("tail printed %q: %v", l, err)
 			}

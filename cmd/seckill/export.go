@@ -10,17 +10,17 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/seckill-go/seckill/export"
-	"github.com/seckill-go/seckill/export/sinks"
-	"github.com/seckill-go/seckill/exporter"
+	"github.com/seckill-go/seckill/delivery"
+	"github.com/seckill-go/seckill/events"
+	"github.com/seckill-go/seckill/events/sinks"
 	"github.com/seckill-go/seckill/sqlstore"
 )
 
 // eventExport is the event export of one process (docs/EVENTS.md): its sinks and the exporter
 // that feeds them, a background service like the others.
 type eventExport struct {
-	sinks []export.Sink
-	x     *exporter.Exporter
+	sinks []events.Sink
+	x     *delivery.Exporter
 }
 
 // newEventExport opens the sinks of cfg.Export and builds the exporter over the logs of the
@@ -28,7 +28,7 @@ type eventExport struct {
 // engine) and, when the engine has them (streamLog non-nil: Redis), each sale's stream. It is
 // built (and its retention of the outbox runs) even with no sink, so that the outbox never
 // grows without bound.
-func newEventExport(ctx context.Context, cfg config, store *sqlstore.Store, streamLog func(saleID string) export.Log, log *slog.Logger) (*eventExport, error) {
+func newEventExport(ctx context.Context, cfg config, store *sqlstore.Store, streamLog func(saleID string) events.Log, log *slog.Logger) (*eventExport, error) {
 	opts, err := cfg.exportOptions()
 	if err != nil {
 		return nil, err
@@ -38,17 +38,17 @@ func newEventExport(ctx context.Context, cfg config, store *sqlstore.Store, stre
 		return nil, fmt.Errorf("--export: %w", err)
 	}
 	for _, s := range list {
-		log.Info("exporting events", "sink", export.LabelOf(s))
+		log.Info("exporting events", "sink", events.LabelOf(s))
 	}
-	outbox := exporter.OutboxLog(store, processName(), log)
-	logs := func(context.Context) ([]export.Log, error) { return []export.Log{outbox}, nil }
+	outbox := delivery.OutboxLog(store, processName(), log)
+	logs := func(context.Context) ([]events.Log, error) { return []events.Log{outbox}, nil }
 	if streamLog != nil {
-		logs = func(ctx context.Context) ([]export.Log, error) {
+		logs = func(ctx context.Context) ([]events.Log, error) {
 			ids, err := exportSaleIDs(ctx, store, cfg.ExportGiveUp)
 			if err != nil {
 				return nil, err
 			}
-			out := make([]export.Log, 0, len(ids)+1)
+			out := make([]events.Log, 0, len(ids)+1)
 			out = append(out, outbox)
 			for _, id := range ids {
 				out = append(out, streamLog(id))
@@ -56,7 +56,7 @@ func newEventExport(ctx context.Context, cfg config, store *sqlstore.Store, stre
 			return out, nil
 		}
 	}
-	x := exporter.New(exporter.Config{
+	x := delivery.New(delivery.Config{
 		Sinks: list, Logs: logs, DeadLetters: store, GiveUp: cfg.ExportGiveUp, Outbox: store, Logger: log,
 	})
 	return &eventExport{sinks: list, x: x}, nil

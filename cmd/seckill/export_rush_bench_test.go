@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 )
 
 // TestExportRushBenchmark measures the event export during a rush (docs/BENCHMARKS.md, "Event

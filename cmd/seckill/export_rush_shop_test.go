@@ -21,8 +21,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/seckill-go/seckill/export"
-	"github.com/seckill-go/seckill/export/amqpsink"
+	"github.com/seckill-go/seckill/events"
+	"github.com/seckill-go/seckill/events/amqpsink"
 	"github.com/seckill-go/seckill/payment"
 )
 
@@ -34,7 +34,7 @@ import (
 
 // arrival is one event as one sink delivered it.
 type arrival struct {
-	ev  export.Event
+	ev  events.Event
 	raw string    // the event's JSON as received, compacted: a duplicate must carry the same
 	at  time.Time // when it reached the shop
 }
@@ -49,7 +49,7 @@ type shopSink struct {
 
 func (s *shopSink) add(raw []byte, at time.Time) {
 	var c bytes.Buffer
-	var e export.Event
+	var e events.Event
 	err := json.Compact(&c, raw)
 	if err == nil {
 		err = json.Unmarshal(raw, &e)
@@ -165,7 +165,7 @@ func shopQueue(t *testing.T, base string) (*shopSink, string) {
 		defer close(done)
 		for d := range deliveries {
 			s.add(d.Body, time.Now())
-			var e export.Event
+			var e events.Event
 			if json.Unmarshal(d.Body, &e) == nil && (d.MessageId != e.ID || d.RoutingKey != amqpsink.RoutingKey(e.Type)) {
 				s.problem("message %s: message_id %q, routing key %q", e.ID, d.MessageId, d.RoutingKey)
 			}
@@ -262,22 +262,22 @@ func (p exportProblem) String() string {
 // its previous event left it in ("" before the first). The refund events are checked apart:
 // they come from another log (the order store's outbox) and name a payment.
 var lifecycle = map[string][]string{
-	"":          {export.TypeHeld, export.TypeQueued},
-	"held":      {export.TypePaid, export.TypeCancelled, export.TypeExpired},
-	"queued":    {export.TypeGranted, export.TypeCancelled, export.TypeRejected},
-	"granted":   {export.TypePaid, export.TypeCancelled, export.TypeExpired},
-	"expired":   {export.TypeLatePaid},
-	"cancelled": {export.TypeLatePaid},
+	"":          {events.TypeHeld, events.TypeQueued},
+	"held":      {events.TypePaid, events.TypeCancelled, events.TypeExpired},
+	"queued":    {events.TypeGranted, events.TypeCancelled, events.TypeRejected},
+	"granted":   {events.TypePaid, events.TypeCancelled, events.TypeExpired},
+	"expired":   {events.TypeLatePaid},
+	"cancelled": {events.TypeLatePaid},
 }
 
 // statusOfType is the reservation status each lifecycle event leaves.
 var statusOfType = map[string]string{
-	export.TypeHeld: "held", export.TypeQueued: "queued", export.TypeGranted: "held", export.TypePaid: "paid",
-	export.TypeLatePaid: "paid", export.TypeCancelled: "cancelled", export.TypeExpired: "expired", export.TypeRejected: "rejected",
+	events.TypeHeld: "held", events.TypeQueued: "queued", events.TypeGranted: "held", events.TypePaid: "paid",
+	events.TypeLatePaid: "paid", events.TypeCancelled: "cancelled", events.TypeExpired: "expired", events.TypeRejected: "rejected",
 }
 
 func isRefundType(typ string) bool {
-	return typ == export.TypeRefundRequired || typ == export.TypeRefunded || typ == export.TypeRefundFailed
+	return typ == events.TypeRefundRequired || typ == events.TypeRefunded || typ == events.TypeRefundFailed
 }
 
 // checkExport compares what one sink delivered (every arrival, in order, duplicates
@@ -303,7 +303,7 @@ func checkExport(f dbFacts, got []arrival) []exportProblem {
 		out = append(out, exportProblem{kind: kind, reservation: res, detail: fmt.Sprintf(format, args...)})
 	}
 	first := map[string]arrival{} // by event id
-	var order []export.Event      // events in order of first arrival
+	var order []events.Event      // events in order of first arrival
 	for _, a := range got {
 		if prev, ok := first[a.ev.ID]; ok {
 			if prev.raw != a.raw {
@@ -314,11 +314,11 @@ func checkExport(f dbFacts, got []arrival) []exportProblem {
 		first[a.ev.ID] = a
 		order = append(order, a.ev)
 	}
-	perRes := map[string][]export.Event{}
-	perPayment := map[string][]export.Event{}
+	perRes := map[string][]events.Event{}
+	perPayment := map[string][]events.Event{}
 	for _, e := range order {
 		switch {
-		case e.SchemaVersion != export.SchemaVersion:
+		case e.SchemaVersion != events.SchemaVersion:
 			add("field", e.ReservationID, "event %s: schema_version %d", e.ID, e.SchemaVersion)
 		case e.SaleID != f.sale:
 			add("extra", e.ReservationID, "event %s of sale %q, not of the rush's sale %q", e.ID, e.SaleID, f.sale)
@@ -375,8 +375,8 @@ func checkExport(f dbFacts, got []arrival) []exportProblem {
 			add("final", id, "the last event (%s) leaves %q; the database has %q (events: %s)", last.Type, last.Status, status, typesOf(evs))
 		}
 		need := map[string][]string{
-			"expired": {export.TypeExpired}, "cancelled": {export.TypeCancelled}, "rejected": {export.TypeRejected},
-			"paid": {export.TypePaid, export.TypeLatePaid}, "refund_required": {export.TypeRefundRequired},
+			"expired": {events.TypeExpired}, "cancelled": {events.TypeCancelled}, "rejected": {events.TypeRejected},
+			"paid": {events.TypePaid, events.TypeLatePaid}, "refund_required": {events.TypeRefundRequired},
 		}[status]
 		has := false
 		for _, typ := range need {
@@ -411,12 +411,12 @@ func checkExport(f dbFacts, got []arrival) []exportProblem {
 				add("refund", r.reservation, "refund event %s names reservation %q", e.ID, e.ReservationID)
 			}
 		}
-		want := []string{export.TypeRefundRequired}
+		want := []string{events.TypeRefundRequired}
 		switch r.status {
 		case "refunded":
-			want = append(want, export.TypeRefunded)
+			want = append(want, events.TypeRefunded)
 		case "refund_failed":
-			want = append(want, export.TypeRefundFailed)
+			want = append(want, events.TypeRefundFailed)
 		}
 		if !slices.Equal(typs, want) {
 			add("refund", r.reservation, "payment %s is %s in the database; the shop saw %v, want %v in that order", pid, r.status, typs, want)
@@ -434,8 +434,8 @@ func checkExport(f dbFacts, got []arrival) []exportProblem {
 // lifecycle events keep their order of arrival (one log), while its refund events come from
 // another log and are placed by their `at`: the last refund event at or after the last
 // lifecycle event, if any, else that lifecycle event.
-func lastEvent(evs []export.Event) (export.Event, bool) {
-	var life, refund *export.Event
+func lastEvent(evs []events.Event) (events.Event, bool) {
+	var life, refund *events.Event
 	for i := range evs {
 		e := &evs[i]
 		switch {
@@ -451,10 +451,10 @@ func lastEvent(evs []export.Event) (export.Event, bool) {
 	case life != nil:
 		return *life, true
 	}
-	return export.Event{}, false
+	return events.Event{}, false
 }
 
-func hasType(evs []export.Event, typ string) bool {
+func hasType(evs []events.Event, typ string) bool {
 	for _, e := range evs {
 		if e.Type == typ {
 			return true
@@ -470,7 +470,7 @@ func orStart(state string) string {
 	return state
 }
 
-func typesOf(evs []export.Event) string {
+func typesOf(evs []events.Event) string {
 	s := make([]string, len(evs))
 	for i, e := range evs {
 		s[i] = e.Type
@@ -485,14 +485,14 @@ func typesOf(evs []export.Event) string {
 func damage(f dbFacts, got []arrival) (out []arrival, dropped, swapped string) {
 	out = slices.Clone(got)
 	for _, a := range out {
-		if a.ev.Type == export.TypeExpired && f.reservations[a.ev.ReservationID] == "expired" {
+		if a.ev.Type == events.TypeExpired && f.reservations[a.ev.ReservationID] == "expired" {
 			dropped = a.ev.ReservationID
 			break
 		}
 	}
 	if dropped != "" {
 		out = slices.DeleteFunc(out, func(a arrival) bool {
-			return a.ev.ReservationID == dropped && a.ev.Type == export.TypeExpired
+			return a.ev.ReservationID == dropped && a.ev.Type == events.TypeExpired
 		})
 	}
 	pos := map[string][]int{} // reservation -> index of the first arrival of each lifecycle event

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-go/seckill/export"
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/events"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 )
 
 // TestExportRushThreeInstances is the event export's acceptance run (docs/EVENTS.md): `seckill
@@ -95,8 +95,8 @@ func TestExportRushThreeInstances(t *testing.T) {
 			}
 			t.Errorf("%s sink: %s", s.name, p)
 		}
-		for _, typ := range []string{export.TypeHeld, export.TypeQueued, export.TypeGranted, export.TypePaid,
-			export.TypeCancelled, export.TypeExpired, export.TypeRejected, export.TypeRefundRequired} {
+		for _, typ := range []string{events.TypeHeld, events.TypeQueued, events.TypeGranted, events.TypePaid,
+			events.TypeCancelled, events.TypeExpired, events.TypeRejected, events.TypeRefundRequired} {
 			if types[typ] == 0 {
 				t.Errorf("%s sink: the rush made no %s event, so the run did not test it (%v)", s.name, typ, types)
 			}
@@ -194,7 +194,7 @@ func TestExportDetectorCatchesDamage(t *testing.T) {
 	n := 0
 	ev := func(res, typ, status string) arrival {
 		n++
-		e := export.Event{ID: res + ":" + typ, Type: typ, SchemaVersion: 1, SaleID: "s", ReservationID: res, UserID: "u" + res,
+		e := events.Event{ID: res + ":" + typ, Type: typ, SchemaVersion: 1, SaleID: "s", ReservationID: res, UserID: "u" + res,
 			Quantity: 1, AmountCents: 100, Status: status, At: at.Add(time.Duration(n) * time.Millisecond)}
 		raw, _ := json.Marshal(e)
 		return arrival{ev: e, raw: string(raw), at: e.At}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-go/seckill/export"
+	"github.com/seckill-go/seckill/events"
 )
 
 // TestServeExportsTheMemoryEngine: `serve` on the embedded default with --export delivers a
@@ -36,7 +36,7 @@ func TestServeExportsTheMemoryEngine(t *testing.T) {
 	// Wait until every hold the shop heard of has ended and 20 units are paid.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		last, paid := map[string]export.Event{}, 0
+		last, paid := map[string]events.Event{}, 0
 		shop.mu.Lock()
 		for _, e := range shop.got {
 			last[e.ReservationID] = e
@@ -45,9 +45,9 @@ func TestServeExportsTheMemoryEngine(t *testing.T) {
 		open := 0
 		for _, e := range last {
 			switch e.Type {
-			case export.TypePaid, export.TypeLatePaid:
+			case events.TypePaid, events.TypeLatePaid:
 				paid += e.Quantity
-			case export.TypeHeld, export.TypeQueued, export.TypeGranted:
+			case events.TypeHeld, events.TypeQueued, events.TypeGranted:
 				open++
 			}
 		}

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-go/seckill/export"
-	"github.com/seckill-go/seckill/export/sinks"
+	"github.com/seckill-go/seckill/events"
+	"github.com/seckill-go/seckill/events/sinks"
 	"github.com/seckill-go/seckill/payment"
 )
 
@@ -50,7 +50,7 @@ func TestExportSecretSignsCallbacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ss[0].Close()
-	if err := ss[0].Publish(context.Background(), []export.Event{{ID: "r:held", Type: export.TypeHeld, SchemaVersion: 1}}); err != nil {
+	if err := ss[0].Publish(context.Background(), []events.Event{{ID: "r:held", Type: events.TypeHeld, SchemaVersion: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := payment.Verify([]byte(cfg.ExportSecret), got.sig, got.body, time.Now()); err != nil {
@@ -92,7 +92,7 @@ func TestExportSecretRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("SHOP_HOOK_SECRET", cfg.PaymentSecret)
-	if _, err := sinks.Open(context.Background(), "https://shop.example/hook?secret_env=SHOP_HOOK_SECRET", opts); !errors.Is(err, export.ErrBadURL) ||
+	if _, err := sinks.Open(context.Background(), "https://shop.example/hook?secret_env=SHOP_HOOK_SECRET", opts); !errors.Is(err, events.ErrBadURL) ||
 		!strings.Contains(err.Error(), "equals another of seckill's secrets") || strings.Contains(err.Error(), cfg.PaymentSecret) {
 		t.Errorf("secret_env equal to the payment secret: %v, want a refusal", err)
 	}
@@ -106,7 +106,7 @@ func TestExportSecretRefused(t *testing.T) {
 	if opts, err = cfg.exportOptions(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sinks.Open(context.Background(), "https://shop.example/hook", opts); !errors.Is(err, export.ErrBadURL) || !strings.Contains(err.Error(), "SECKILL_EXPORT_SECRET") {
+	if _, err := sinks.Open(context.Background(), "https://shop.example/hook", opts); !errors.Is(err, events.ErrBadURL) || !strings.Contains(err.Error(), "SECKILL_EXPORT_SECRET") {
 		t.Errorf("an HTTP sink without any secret: %v, want a refusal naming SECKILL_EXPORT_SECRET", err)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill/httpapi"
-	"github.com/seckill-go/seckill/internal/redistest"
+	"github.com/seckill-go/seckill/internal/testkit/redistest"
 	"github.com/seckill-go/seckill/payment"
 )
 

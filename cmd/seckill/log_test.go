@@ -21,7 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/httpapi"
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 )
 
 func discardLogger() *slog.Logger {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/httpapi"
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 )
 
 // limitedStripe is stripe-mock behind a proxy that plays Stripe's account-wide rate limit: at

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-go/seckill/internal/redistest"
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/redistest"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 )
 
 // readmeBlock returns the README's fenced shell block that contains marker, without its fences

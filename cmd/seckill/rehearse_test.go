@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 )
 
 // TestStripeRehearsal runs the rehearsal of docs/PAYMENTS.md with the real binary: `seckill

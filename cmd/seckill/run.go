@@ -61,7 +61,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "demo":
 		err = demo(ctx, args[1:], getenv, stdout, stderr)
 	case "events":
-		err = events(ctx, args[1:], getenv, stdout, stderr)
+		err = eventsCommand(ctx, args[1:], getenv, stdout, stderr)
 	case "stripe-rehearse":
 		err = stripeRehearse(ctx, args[1:], getenv, stdout, stderr)
 	case "version":

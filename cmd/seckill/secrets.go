@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/seckill-go/seckill/export"
+	"github.com/seckill-go/seckill/events"
 )
 
 // minSecretLen is the shortest secret (SECKILL_AUTH_SECRET, SECKILL_ADMIN_TOKEN,
@@ -109,10 +109,10 @@ func (c *config) otherSecretsFromEnv(getenv func(string) string) {
 // another purpose: every callback receiver holds the key, which must not sign in users,
 // administer sales or mint payments. An export secret equal to another secret, or shorter than
 // minSecretLen outside --dev, is refused here; a secret_env secret equal to another secret is
-// refused by the sink (export.Options.Refused).
-func (c *config) exportOptions() (export.Options, error) {
+// refused by the sink (events.Options.Refused).
+func (c *config) exportOptions() (events.Options, error) {
 	if err := c.ownSecret("SECKILL_EXPORT_SECRET", &c.ExportSecret, "every callback receiver holds the export secret", c.otherSecrets()); err != nil {
-		return export.Options{}, err
+		return events.Options{}, err
 	}
 	var refused [][]byte
 	for _, f := range c.otherSecrets() {
@@ -120,7 +120,7 @@ func (c *config) exportOptions() (export.Options, error) {
 			refused = append(refused, []byte(*f.v))
 		}
 	}
-	return export.Options{Secret: []byte(c.ExportSecret), Refused: refused}, nil
+	return events.Options{Secret: []byte(c.ExportSecret), Refused: refused}, nil
 }
 
 // randomSecret is a generated dev secret: 32 random bytes in hex, so it passes the length

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/loadgen"
 	"github.com/seckill-go/seckill/payment/stripegw/stripetest"
 )

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/internal/servicetest"
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/servicetest"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/payment"
 	"github.com/seckill-go/seckill/payment/stripegw"
 	"github.com/seckill-go/seckill/payment/stripegw/stripetest"

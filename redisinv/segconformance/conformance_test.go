@@ -16,7 +16,7 @@ import (
 	"testing"
 
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/internal/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/redisinv"
 	"github.com/seckill-go/seckill/seckilltest"
 )
