@@ -25,6 +25,7 @@ import (
 	"github.com/seckill-go/seckill/events"
 	"github.com/seckill-go/seckill/internal/background"
 	"github.com/seckill-go/seckill/internal/backoff"
+	"github.com/seckill-go/seckill/internal/wait"
 )
 
 // DeadLetterer is where events a sink gave up on go (the order store).
@@ -172,10 +173,8 @@ func (x *Exporter) Run(ctx context.Context) error {
 			stop()
 		}
 	}()
-	t := time.NewTicker(listEvery)
-	defer t.Stop()
 	var trimmed time.Time
-	for {
+	pass := func(ctx context.Context) {
 		if x.cfg.Outbox != nil && time.Since(trimmed) >= trimOutboxEvery {
 			n, err := x.cfg.Outbox.TrimOutbox(ctx, time.Now().Add(-x.cfg.OutboxKeep))
 			if err != nil && ctx.Err() == nil {
@@ -188,12 +187,10 @@ func (x *Exporter) Run(ctx context.Context) error {
 		if len(x.sinks) > 0 {
 			x.list(ctx, &wg, running)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
 	}
+	pass(ctx)
+	wait.Every(ctx, listEvery, pass)
+	return nil
 }
 
 // list starts a goroutine for every (log, sink) pair not running yet and stops those whose
@@ -256,7 +253,7 @@ func (x *Exporter) follow(lead context.Context, l events.Log, s *sinkState, k pa
 			attempt++
 			s.failures.Add(1)
 			background.Report(lead, fmt.Errorf("exporter: reading %s for %s failed (retrying): %w", k.log, s.label(), s.scrub(err)))
-			sleep(lead, backoff.Jittered(x.cfg.RetryBase, x.cfg.RetryMax, attempt))
+			wait.Sleep(lead, backoff.Jittered(x.cfg.RetryBase, x.cfg.RetryMax, attempt))
 			continue
 		}
 		attempt = 0
@@ -276,7 +273,7 @@ func (x *Exporter) measure(lead context.Context, l events.Log, k pairKey) {
 		if n, oldest, err := l.Lag(lead, k.sink); err == nil {
 			x.setLag(k, &lag{events: n, oldest: oldest, measured: time.Now()})
 		}
-		if !sleep(lead, lagEvery) {
+		if !wait.Sleep(lead, lagEvery) {
 			return
 		}
 	}
@@ -304,7 +301,7 @@ func (x *Exporter) deliver(lead context.Context, s *sinkState, k pairKey, events
 		pause := backoff.Jittered(x.cfg.RetryBase, x.cfg.RetryMax, attempt)
 		background.Report(lead, fmt.Errorf("exporter: publishing %d events of %s to %s failed (attempt %d, retrying in %v): %w",
 			len(events), k.log, s.label(), attempt, pause.Round(time.Millisecond), s.scrub(err)))
-		if !sleep(lead, pause) {
+		if !wait.Sleep(lead, pause) {
 			return false
 		}
 	}
@@ -327,7 +324,7 @@ func (x *Exporter) bury(lead context.Context, s *sinkState, k pairKey, events []
 		}
 		s.failures.Add(1)
 		background.Report(lead, fmt.Errorf("exporter: storing dead letters of %s failed (retrying): %w", s.label(), s.scrub(err)))
-		if !sleep(lead, backoff.Jittered(x.cfg.RetryBase, x.cfg.RetryMax, attempt)) {
+		if !wait.Sleep(lead, backoff.Jittered(x.cfg.RetryBase, x.cfg.RetryMax, attempt)) {
 			return false
 		}
 	}
@@ -346,7 +343,7 @@ func (x *Exporter) ack(lead context.Context, s *sinkState, k pairKey, b events.B
 		}
 		s.failures.Add(1)
 		background.Report(lead, fmt.Errorf("exporter: acknowledging a batch of %s for %s failed (retrying): %w", k.log, s.label(), s.scrub(err)))
-		if !sleep(lead, backoff.Jittered(x.cfg.RetryBase, x.cfg.RetryMax, attempt)) {
+		if !wait.Sleep(lead, backoff.Jittered(x.cfg.RetryBase, x.cfg.RetryMax, attempt)) {
 			return false
 		}
 	}
@@ -399,16 +396,4 @@ func (x *Exporter) Status() []SinkStatus {
 		out = append(out, st)
 	}
 	return out
-}
-
-// sleep waits d or until ctx ends; it reports whether the full d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill/events"
+	"github.com/seckill-go/seckill/internal/wait"
 )
 
 const (
@@ -62,7 +63,7 @@ func (l *outboxLog) Lead(ctx context.Context, sink string) (context.Context, fun
 		if err != nil && ctx.Err() == nil {
 			l.log.Warn("exporter: claiming a sink's outbox cursor failed; retrying", "err", err) // no sink: its URL may hold a token
 		}
-		if !sleep(ctx, outboxLease/3) {
+		if !wait.Sleep(ctx, outboxLease/3) {
 			return nil, nil, ctx.Err()
 		}
 	}
@@ -73,7 +74,7 @@ func (l *outboxLog) Lead(ctx context.Context, sink string) (context.Context, fun
 func (l *outboxLog) renew(lead context.Context, cancel context.CancelFunc, sink string, done chan<- struct{}) {
 	defer close(done)
 	renewed := time.Now()
-	for sleep(lead, outboxLease/3) {
+	for wait.Sleep(lead, outboxLease/3) {
 		_, ok, err := l.store.ClaimExportCursor(lead, sink, l.owner, time.Now(), outboxLease)
 		switch {
 		case err == nil && ok:
@@ -104,7 +105,7 @@ func (l *outboxLog) Read(ctx context.Context, sink string, max int) (events.Batc
 		return events.Batch{}, err
 	}
 	if len(entries) == 0 {
-		sleep(ctx, outboxPoll)
+		wait.Sleep(ctx, outboxPoll)
 		return events.Batch{}, nil
 	}
 	b := events.Batch{Events: make([]events.Event, len(entries))}

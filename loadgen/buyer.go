@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seckill-go/seckill/internal/wait"
 	"github.com/seckill-go/seckill/payment"
 )
 
@@ -42,7 +43,7 @@ func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
 		case a.status == 200:
 			_ = json.Unmarshal(a.body, &path)
 		case a.code == "not_started":
-			if !sleep(ctx, 20*time.Millisecond) {
+			if !wait.Sleep(ctx, 20*time.Millisecond) {
 				atomic.AddInt64(&r.res.GaveUp, 1)
 				return
 			}
@@ -74,7 +75,7 @@ func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
 		case a.code == "queue_full":
 			atomic.AddInt64(&r.res.QueueFull, 1)
 			// Every unit is held and the line is full: come back a little later.
-			if !sleep(ctx, time.Duration(100+min(attempt, 20)*25+rand.IntN(100))*time.Millisecond) {
+			if !wait.Sleep(ctx, time.Duration(100+min(attempt, 20)*25+rand.IntN(100))*time.Millisecond) {
 				atomic.AddInt64(&r.res.GaveUp, 1)
 				return
 			}
@@ -146,12 +147,12 @@ func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
 		return
 	}
 	if b == PayLate && res.ExpiresAt != nil {
-		if !sleep(ctx, time.Until(*res.ExpiresAt)+r.cfg.LateBy) {
+		if !wait.Sleep(ctx, time.Until(*res.ExpiresAt)+r.cfg.LateBy) {
 			atomic.AddInt64(&r.res.GaveUp, 1)
 			return
 		}
 	} else {
-		sleep(ctx, time.Duration(rand.IntN(100))*time.Millisecond) // the buyer at the gateway
+		wait.Sleep(ctx, time.Duration(rand.IntN(100))*time.Millisecond) // the buyer at the gateway
 	}
 	r.deliver(ctx, i, user, "pay-"+res.ID, res)
 }
@@ -195,7 +196,7 @@ func (r *runner) notify(ctx context.Context, i int, path string, sign func() ([]
 		if err != nil && ctx.Err() == nil && time.Now().After(deadline) {
 			r.fail("POST %s: %v (still failing after %v of retries)", path, err, retryFor)
 		}
-		if time.Now().After(deadline) || !sleep(ctx, 100*time.Millisecond) {
+		if time.Now().After(deadline) || !wait.Sleep(ctx, 100*time.Millisecond) {
 			atomic.AddInt64(&r.res.GaveUp, 1)
 			return "", false
 		}
@@ -249,7 +250,7 @@ func noGateway(a answer) bool {
 
 // waitForGrant polls a queued reservation until it is held (true) or ends (false).
 func (r *runner) waitForGrant(ctx context.Context, i int, token string, res *reservation) bool {
-	for sleep(ctx, 50*time.Millisecond) {
+	for wait.Sleep(ctx, 50*time.Millisecond) {
 		a, ok := r.call(ctx, i, "poll", "GET", "/api/v1/reservations/"+res.ID, token, nil, nil, time.Time{})
 		if !ok || a.status != 200 {
 			return false
@@ -292,7 +293,7 @@ func seqOf(id string) uint64 {
 
 // waitForEnd polls a held reservation until it is no longer held and returns its status.
 func (r *runner) waitForEnd(ctx context.Context, i int, token string, res reservation) string {
-	for sleep(ctx, 200*time.Millisecond) {
+	for wait.Sleep(ctx, 200*time.Millisecond) {
 		a, ok := r.call(ctx, i, "poll", "GET", "/api/v1/reservations/"+res.ID, token, nil, nil, time.Time{})
 		if !ok || a.status != 200 {
 			return ""

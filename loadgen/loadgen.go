@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/seckill-go/seckill/internal/wait"
 )
 
 // Behavior is what a simulated buyer does once it holds a unit.
@@ -281,7 +282,7 @@ func (r *runner) openLoop(ctx context.Context, wg *sync.WaitGroup) {
 	gap := time.Duration(float64(time.Second) / r.cfg.Rate)
 	for i := range r.cfg.Buyers {
 		due := r.start.Add(time.Duration(i) * gap)
-		if d := time.Until(due); d > 0 && !sleep(ctx, d) {
+		if d := time.Until(due); d > 0 && !wait.Sleep(ctx, d) {
 			return
 		}
 		wg.Go(func() {

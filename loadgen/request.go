@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckill-go/seckill/internal/wait"
 )
 
 // reservation is the part of the reservation JSON the buyers read.
@@ -150,7 +152,7 @@ func (r *runner) call(ctx context.Context, t int, step, method, path, token stri
 			}
 			return a, false
 		}
-		wait := time.Duration(80+rand.IntN(40)) * time.Millisecond
+		pause := time.Duration(80+rand.IntN(40)) * time.Millisecond
 		if err != nil {
 			atomic.AddInt64(&r.res.RetriedTransport, 1)
 		} else {
@@ -160,22 +162,11 @@ func (r *runner) call(ctx context.Context, t int, step, method, path, token stri
 				atomic.AddInt64(&r.res.RateLimited, 1)
 			}
 			if a.retryAfter > 0 {
-				wait = a.retryAfter/2 + time.Duration(rand.Int64N(int64(a.retryAfter/2)+1))
+				pause = a.retryAfter/2 + time.Duration(rand.Int64N(int64(a.retryAfter/2)+1))
 			}
 		}
-		if !sleep(ctx, wait) {
+		if !wait.Sleep(ctx, pause) {
 			return a, false
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

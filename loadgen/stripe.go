@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seckill-go/seckill/internal/wait"
 	"github.com/seckill-go/seckill/payment/stripegw"
 )
 
@@ -66,12 +67,12 @@ func (r *runner) stripeBuyer(ctx context.Context, i int, user, token string, b B
 		return
 	case slowBuyer:
 		// Reaches the page after the hold expired and the targets closed the session.
-		if !sleep(ctx, time.Until(*res.ExpiresAt)+r.cfg.LateBy+2*time.Second) {
+		if !wait.Sleep(ctx, time.Until(*res.ExpiresAt)+r.cfg.LateBy+2*time.Second) {
 			atomic.AddInt64(&r.res.GaveUp, 1)
 			return
 		}
 	default:
-		sleep(ctx, time.Duration(rand.IntN(100))*time.Millisecond) // the buyer on the page
+		wait.Sleep(ctx, time.Duration(rand.IntN(100))*time.Millisecond) // the buyer on the page
 	}
 	tr.set(phasePay)
 	if !r.settleAtStripe(ctx, session.ID) {
@@ -79,7 +80,7 @@ func (r *runner) stripeBuyer(ctx context.Context, i int, user, token string, b B
 		r.waitForEnd(ctx, i, token, res)
 		return
 	}
-	if late && !slowBuyer && !sleep(ctx, time.Until(*res.ExpiresAt)+r.cfg.LateBy) { // Stripe's event is slow
+	if late && !slowBuyer && !wait.Sleep(ctx, time.Until(*res.ExpiresAt)+r.cfg.LateBy) { // Stripe's event is slow
 		atomic.AddInt64(&r.res.GaveUp, 1)
 		return
 	}
@@ -117,7 +118,7 @@ func (r *runner) settleAtStripe(ctx context.Context, sessionID string) bool {
 			resp.Body.Close()
 			return resp.StatusCode == http.StatusOK
 		}
-		if !sleep(ctx, 100*time.Millisecond) {
+		if !wait.Sleep(ctx, 100*time.Millisecond) {
 			return false
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/wait"
 )
 
 // Defaults of MockConfig. They imitate a real gateway at a small scale: a payment settles after a
@@ -255,7 +256,7 @@ func (g *MockGateway) run(ev Event, delay time.Duration, duplicate bool) {
 		log.Error("mock payment gateway: encoding webhook", "err", err)
 		return
 	}
-	if !sleep(g.ctx, delay) {
+	if !wait.Sleep(g.ctx, delay) {
 		g.deliveryFailures.Add(1)
 		log.Warn("mock payment gateway: shut down before the webhook was sent")
 		return
@@ -313,9 +314,9 @@ func (g *MockGateway) deliver(log *slog.Logger, body []byte) bool {
 			log.Error("mock payment gateway: webhook abandoned", "attempts", attempt, "err", err)
 			return false
 		}
-		wait := g.backoff(attempt)
-		log.Warn("mock payment gateway: webhook attempt failed, retrying", "attempt", attempt, "retry_in", wait, "err", err)
-		if !sleep(g.ctx, wait) {
+		pause := g.backoff(attempt)
+		log.Warn("mock payment gateway: webhook attempt failed, retrying", "attempt", attempt, "retry_in", pause, "err", err)
+		if !wait.Sleep(g.ctx, pause) {
 			g.deliveryFailures.Add(1)
 			log.Warn("mock payment gateway: shut down during delivery", "attempt", attempt)
 			return false
@@ -359,21 +360,6 @@ func (g *MockGateway) backoff(attempt int) time.Duration {
 	d = min(d, g.cfg.MaxBackoff)
 	half := d / 2
 	return half + rand.N(d-half+1) // global source: safe for concurrent use
-}
-
-// sleep waits for d or until ctx is done; it reports whether the full wait elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // Pending returns how many payments still have webhook work to do (waiting, sending, retrying

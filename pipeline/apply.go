@@ -9,6 +9,7 @@ import (
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/internal/background"
 	"github.com/seckill-go/seckill/internal/backoff"
+	"github.com/seckill-go/seckill/internal/wait"
 )
 
 // Sink is where reservation events are stored: the order store (seckill.OrderStore satisfies
@@ -80,12 +81,8 @@ func (a *Applier) Apply(ctx context.Context, events []seckill.Event) error {
 		a.failed.Add(1)
 		delay := backoff.Jittered(base, max(base, maxRetryDelay), attempt)
 		background.Report(ctx, fmt.Errorf("storing %d events failed (attempt %d, retrying in %v): %w", len(events), attempt, delay, err))
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !wait.Sleep(ctx, delay) {
 			return ctx.Err()
-		case <-t.C:
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill-go/seckill/events"
+	"github.com/seckill-go/seckill/internal/wait"
 	"github.com/seckill-go/seckill/lock"
 )
 
@@ -167,7 +168,7 @@ func (l *streamLog) Lead(ctx context.Context, sink string) (context.Context, fun
 		if !errors.Is(err, lock.ErrNotAcquired) {
 			l.e.log.Warn("redisinv: taking the export lead failed; retrying", "sale", l.sale, "err", err)
 		}
-		if !sleep(ctx, leadRetry) {
+		if !wait.Sleep(ctx, leadRetry) {
 			return nil, nil, ctx.Err()
 		}
 	}
@@ -227,7 +228,7 @@ type segEntry struct {
 func (l *streamLog) multiRead(ctx context.Context, group string, keys []string, max int) (events.Batch, error) {
 	entries, err := l.readEach(ctx, group, keys, "0", max)
 	for start := time.Now(); err == nil && len(entries) == 0 && time.Since(start) < time.Second; {
-		if entries, err = l.readEach(ctx, group, keys, ">", max); err == nil && len(entries) == 0 && !sleep(ctx, multiPoll) {
+		if entries, err = l.readEach(ctx, group, keys, ">", max); err == nil && len(entries) == 0 && !wait.Sleep(ctx, multiPoll) {
 			return events.Batch{}, nil
 		}
 	}
@@ -514,7 +515,7 @@ func (r *EventReader) Next(ctx context.Context, count int, block time.Duration) 
 	}
 	entries, full, err := r.read(ctx, count)
 	for start := time.Now(); err == nil && len(entries) == 0 && block > 0 && time.Since(start) < block; {
-		if !sleep(ctx, multiPoll) {
+		if !wait.Sleep(ctx, multiPoll) {
 			return nil, ctx.Err()
 		}
 		entries, full, err = r.read(ctx, count)

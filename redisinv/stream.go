@@ -18,6 +18,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/internal/background"
+	"github.com/seckill-go/seckill/internal/wait"
 	"github.com/seckill-go/seckill/pipeline"
 )
 
@@ -137,9 +138,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			stop()
 		}
 	}()
-	t := time.NewTicker(listEvery)
-	defer t.Stop()
-	for {
+	pass := func(ctx context.Context) {
 		if ids, err := list(ctx); err != nil {
 			background.Report(ctx, fmt.Errorf("list sales: %w", err))
 		} else {
@@ -165,12 +164,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 				}
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
 	}
+	pass(ctx)
+	wait.Every(ctx, listEvery, pass)
+	return nil
 }
 
 // consume is the loop for the stream of one segment of a sale (0 for a one-segment sale),
@@ -186,7 +183,7 @@ func (c *Consumer) consume(ctx context.Context, saleID string, seg int, tag stri
 		}
 		c.failed.Add(1)
 		background.Report(ctx, fmt.Errorf("sale %s: reading events failed (retrying in %v): %w", tag, delay, err))
-		sleep(ctx, delay)
+		wait.Sleep(ctx, delay)
 		delay = min(2*delay, 2*time.Second)
 	}
 	for ctx.Err() == nil {
@@ -215,7 +212,7 @@ func (c *Consumer) consume(ctx context.Context, saleID string, seg int, tag stri
 			c.checkVersions(ctx, saleID, seg, tag, &highest, entries)
 			c.store(ctx, saleID, seg, key, entries)
 			if len(entries) < c.cfg.Batch && c.cfg.Linger > 0 {
-				sleep(ctx, c.cfg.Linger)
+				wait.Sleep(ctx, c.cfg.Linger)
 			}
 		}
 		if time.Since(lastTrim) >= c.cfg.TrimEvery {
@@ -492,16 +489,4 @@ func decodeEvent(saleID string, fv rueidis.XRangeFieldValue) (seckill.Event, err
 		return seckill.Event{}, errors.New("bad id or status")
 	}
 	return seckill.Event{Reservation: r, At: fromMillis(nums[4]), Type: typ, Version: version}, nil
-}
-
-// sleep waits d or until ctx is done; it reports whether the full d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

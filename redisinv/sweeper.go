@@ -8,6 +8,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/internal/background"
+	"github.com/seckill-go/seckill/internal/wait"
 	"github.com/seckill-go/seckill/lock"
 )
 
@@ -50,16 +51,9 @@ func (s *sweeper) Run(ctx context.Context) error {
 			l.release()
 		}
 	}()
-	t := time.NewTicker(interval)
-	defer t.Stop()
 	var ids []string
 	var listed time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	wait.Every(ctx, interval, func(ctx context.Context) {
 		if time.Since(listed) >= listEvery {
 			if got, err := list(ctx); err != nil {
 				background.Report(ctx, fmt.Errorf("list sales: %w", err))
@@ -90,7 +84,8 @@ func (s *sweeper) Run(ctx context.Context) error {
 				}
 			}
 		}
-	}
+	})
+	return nil
 }
 
 // sweepLeader is this instance's claim to sweep one sale.

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckill-go/seckill/internal/wait"
 )
 
 // migrationFiles holds the schema of every dialect, so a binary carries the migrations that
@@ -145,8 +147,8 @@ func lockMigrations(ctx context.Context, conn *sql.Conn, l *advisoryLock) error 
 		if time.Now().After(deadline) {
 			return fmt.Errorf("sqlstore: migrate: another instance has held the migration lock for over %v", migrateLockWait)
 		}
-		if err := sleepCtx(ctx, migrateLockPoll); err != nil {
-			return fmt.Errorf("sqlstore: migrate: wait for the migration lock: %w", err)
+		if !wait.Sleep(ctx, migrateLockPoll) {
+			return fmt.Errorf("sqlstore: migrate: wait for the migration lock: %w", ctx.Err())
 		}
 	}
 }

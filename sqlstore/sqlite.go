@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/wait"
 
 	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
 	sqlite3 "modernc.org/sqlite/lib"
@@ -141,10 +142,8 @@ func retryBusy(ctx context.Context, fn func() error) error {
 		if err == nil || !errors.As(err, &e) || e.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
 			return err
 		}
-		select {
-		case <-ctx.Done():
+		if !wait.Sleep(ctx, delay) {
 			return errors.Join(err, ctx.Err())
-		case <-time.After(delay):
 		}
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/wait"
 )
 
 // Store is an OrderStore backed by a SQL database. It is safe for concurrent use.
@@ -160,8 +161,8 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		if attempt == txMaxAttempts {
 			return conflict(attempt, err)
 		}
-		if werr := sleepCtx(ctx, txBackoff(attempt)); werr != nil {
-			return errors.Join(conflict(attempt, err), werr)
+		if !wait.Sleep(ctx, txBackoff(attempt)) {
+			return errors.Join(conflict(attempt, err), ctx.Err())
 		}
 	}
 }
@@ -200,18 +201,6 @@ func (s *Store) runTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 func txBackoff(attempt int) time.Duration {
 	limit := min(txBackoffBase<<min(attempt, 16), txBackoffMax)
 	return rand.N(limit) + time.Millisecond/2
-}
-
-// sleepCtx waits for d or until ctx is done.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // q adapts a query written with '?' placeholders to the dialect.

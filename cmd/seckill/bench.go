@@ -21,6 +21,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/httpapi"
+	"github.com/seckill-go/seckill/internal/wait"
 	"github.com/seckill-go/seckill/loadgen"
 	"github.com/seckill-go/seckill/payment"
 	"github.com/seckill-go/seckill/payment/stripegw"
@@ -324,7 +325,7 @@ func settleRefunds(ctx context.Context, o benchOptions) loadgen.Audit {
 		var err error
 		a, err = fetchAudit(ctx, o.targets[0], o.saleID, o.adminToken, by)
 		open := a.Database.RefundsRequired + a.Database.RefundsPending
-		if err == nil && open == 0 || time.Now().After(by) || sleepCtx(ctx, 250*time.Millisecond) != nil {
+		if err == nil && open == 0 || time.Now().After(by) || !wait.Sleep(ctx, 250*time.Millisecond) {
 			return a
 		}
 	}
@@ -391,7 +392,7 @@ func settleSale(ctx context.Context, o benchOptions, sale seckill.SaleView) seck
 				break
 			}
 		}
-		_ = sleepCtx(ctx, 100*time.Millisecond)
+		wait.Sleep(ctx, 100*time.Millisecond)
 	}
 	return sale
 }
@@ -420,7 +421,7 @@ func auditAll(ctx context.Context, o benchOptions) []loadgen.InstanceAudit {
 			}
 			allOK = allOK && a.OK
 		}
-		if allOK || !time.Now().Before(by) || sleepCtx(ctx, 200*time.Millisecond) != nil {
+		if allOK || !time.Now().Before(by) || !wait.Sleep(ctx, 200*time.Millisecond) {
 			return audits
 		}
 	}
@@ -445,21 +446,21 @@ func fetchAudit(ctx context.Context, target, saleID, token string, by time.Time)
 	url := target + "/api/v1/sales/" + saleID + "/audit"
 	for try := 1; ; try++ {
 		var a loadgen.Audit
-		status, wait, err := getJSON(ctx, url, token, &a)
+		status, pause, err := getJSON(ctx, url, token, &a)
 		if err == nil {
 			return a, nil
 		}
 		if status != 0 && status != http.StatusServiceUnavailable && status != http.StatusTooManyRequests {
 			return a, err
 		}
-		if wait <= 0 {
-			wait = auditPause
+		if pause <= 0 {
+			pause = auditPause
 		}
-		if try >= auditTries || time.Now().Add(wait).After(by) || ctx.Err() != nil {
+		if try >= auditTries || time.Now().Add(pause).After(by) || ctx.Err() != nil {
 			return a, fmt.Errorf("%w (gave up after %d tries)", err, try)
 		}
-		if err := sleepCtx(ctx, wait); err != nil {
-			return a, err
+		if !wait.Sleep(ctx, pause) {
+			return a, ctx.Err()
 		}
 	}
 }
@@ -566,14 +567,18 @@ func calibrate(ctx context.Context, o benchOptions, d time.Duration, rounds, cli
 			}
 			a, err := first()
 			if err == nil {
-				err = sleepCtx(ctx, calibratePause)
+				if !wait.Sleep(ctx, calibratePause) {
+					err = ctx.Err()
+				}
 			}
 			var b loadgen.FloodResult
 			if err == nil {
 				b, err = second()
 			}
 			if err == nil {
-				err = sleepCtx(ctx, calibratePause)
+				if !wait.Sleep(ctx, calibratePause) {
+					err = ctx.Err()
+				}
 			}
 			if err != nil {
 				stop()
@@ -598,18 +603,6 @@ func calibrate(ctx context.Context, o benchOptions, d time.Duration, rounds, cli
 
 // calibratePause separates the floods of a calibration.
 const calibratePause = 2 * time.Second
-
-// sleepCtx waits d, or until ctx is done.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // post sends one buy and returns its status and body.
 func post(ctx context.Context, url, token string) (int, []byte, error) {

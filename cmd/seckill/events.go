@@ -15,6 +15,7 @@ import (
 
 	"github.com/seckill-go/seckill/events"
 	"github.com/seckill-go/seckill/events/sinks"
+	"github.com/seckill-go/seckill/internal/wait"
 	"github.com/seckill-go/seckill/redisinv"
 	"github.com/seckill-go/seckill/sqlstore"
 )
@@ -156,7 +157,7 @@ func eventsTail(ctx context.Context, args []string, getenv func(string) string, 
 				after = en.Seq
 			}
 			if len(entries) == 0 {
-				sleep(ctx, 200*time.Millisecond)
+				wait.Sleep(ctx, 200*time.Millisecond)
 			}
 		}
 	})
@@ -181,14 +182,14 @@ func eventsTail(ctx context.Context, args []string, getenv func(string) string, 
 				for ctx.Err() == nil {
 					evs, err := r.Next(ctx, 256, time.Second)
 					if err != nil {
-						sleep(ctx, time.Second)
+						wait.Sleep(ctx, time.Second)
 						continue
 					}
 					print(evs)
 				}
 			})
 		}
-		sleep(ctx, time.Second)
+		wait.Sleep(ctx, time.Second)
 	}
 	return nil
 }
@@ -396,14 +397,4 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a duration", s)
 	}
 	return t, nil
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill-go/seckill/internal/wait"
 	"github.com/seckill-go/seckill/loadgen"
 	"github.com/seckill-go/seckill/payment/stripegw/stripetest"
 )
@@ -103,7 +104,7 @@ func probeStripeMock(ctx context.Context, base string) error {
 			}
 			err = fmt.Errorf("answered %s", resp.Status)
 		}
-		if sleepCtx(ctx, 250*time.Millisecond) != nil {
+		if !wait.Sleep(ctx, 250*time.Millisecond) {
 			break
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/seckill-go/seckill/events"
 	"github.com/seckill-go/seckill/internal/backoff"
+	"github.com/seckill-go/seckill/internal/wait"
 )
 
 // DefaultExchange is the exchange events go to when the URL names none.
@@ -267,12 +268,8 @@ func (s *Sink) connect(ctx context.Context) error {
 	var last error
 	for attempt := 1; attempt <= reconnectAttempts; attempt++ {
 		if attempt > 1 {
-			t := time.NewTimer(backoff.Jittered(reconnectBase, reconnectCeiling, attempt-1))
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !wait.Sleep(ctx, backoff.Jittered(reconnectBase, reconnectCeiling, attempt-1)) {
 				return fmt.Errorf("connecting: %w (last attempt: %v)", ctx.Err(), last)
-			case <-t.C:
 			}
 		}
 		if last = s.dial(ctx); last == nil {

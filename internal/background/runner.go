@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill-go/seckill/internal/backoff"
 	"github.com/seckill-go/seckill/internal/logsummary"
+	"github.com/seckill-go/seckill/internal/wait"
 )
 
 // Restart bounds: a Run that returned an error is started again after RestartBase, doubling up
@@ -104,12 +105,8 @@ func (r *Runner) supervise(ctx context.Context, run *running) {
 		pause := backoff.Jittered(r.restartBase, r.restartMax, attempt)
 		r.errors.WithLabelValues(name).Inc()
 		r.log.Error("background service failed; restarting it", "service", name, "err", err, "restart_in", pause, "failures_in_a_row", attempt)
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !wait.Sleep(ctx, pause) {
 			return
-		case <-t.C:
 		}
 	}
 }

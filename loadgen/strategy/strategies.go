@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/wait"
 	"github.com/seckill-go/seckill/lock"
 	"github.com/seckill-go/seckill/memory"
 	"github.com/seckill-go/seckill/redisinv"
@@ -98,9 +99,7 @@ func (s *setNX) take(ctx context.Context, _ int, _ string) (bool, error) {
 			break
 		}
 		// Sleep a random part of retry: spinners that retried in step would hit Redis in bursts.
-		select {
-		case <-time.After(rand.N(s.retry) + 1):
-		case <-ctx.Done():
+		if !wait.Sleep(ctx, rand.N(s.retry)+1) {
 			return false, ctx.Err()
 		}
 	}

@@ -33,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seckill-go/seckill/internal/wait"
 	"github.com/stripe/stripe-go/v85"
 )
 
@@ -261,10 +262,8 @@ func (s *Server) deliver(eventType, sessionID string, body []byte) {
 			last = err.Error()
 		}
 		cancel()
-		select {
-		case <-s.stopCtx.Done():
+		if !wait.Sleep(s.stopCtx, pause) {
 			return
-		case <-time.After(pause):
 		}
 		pause *= 2
 	}
