@@ -1,6 +1,7 @@
-// Package refund pays back the money of refund_required payments: a background refunder that
-// claims due refunds from the database (seckill.RefundStore), asks the gateway that took the
-// money to refund each, and records the outcome.
+// Package refund pays back the money of refund_required payments: a background refunder (a
+// leasedjob.Worker, as the closer is) that claims due refunds from the database
+// (seckill.RefundStore), asks the gateway that took the money to refund each, and records the
+// outcome.
 //
 // Any number of refunders (one per instance) may run on one database. A claim leases a refund
 // to one refunder, so only one works on it at a time. The gateway's idempotency key is the
@@ -14,13 +15,10 @@ package refund
 import (
 	"context"
 	"errors"
-	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/internal/background"
-	"github.com/seckill-go/seckill/internal/backoff"
+	"github.com/seckill-go/seckill/internal/leasedjob"
 	"github.com/seckill-go/seckill/payment"
 )
 
@@ -37,128 +35,62 @@ type Gateway interface {
 	Refund(ctx context.Context, req payment.RefundRequest) (payment.RefundResult, error)
 }
 
-// Config configures a Refunder. Zero values take the defaults.
-type Config struct {
-	// Interval is the pause between two passes over the due refunds (default 1 s).
-	Interval time.Duration
-	// Lease is how long a claimed refund is this refunder's alone (default 1 min). A gateway
-	// call is given half of it, so that the outcome is normally recorded while the lease lives.
-	Lease time.Duration
-	// MaxAttempts is the number of attempts that end in an error after which a refund is given
-	// up as refund_failed, for an operator (default 16: with the default backoff, the last
-	// attempt comes 16 to 21 hours after the first).
-	MaxAttempts int
-	// BackoffBase and BackoffMax bound the pause before a retry: BackoffBase·2^(attempt-1),
-	// at most BackoffMax, of which a random half is taken off (defaults 2 s and 6 h).
-	BackoffBase, BackoffMax time.Duration
-	// Batch is how many refunds one pass claims at most (default 16).
-	Batch int
-	// Owner names this refunder in the leases it takes (default a random id): unique per
-	// refunder, so that one refunder's record can never land on another's claim.
-	Owner  string
-	Logger *slog.Logger
-	Clock  seckill.Clock
-}
+// Config configures a Refunder (the leased-job worker's configuration). Zero values take the
+// defaults below.
+type Config = leasedjob.Config
 
 // Defaults of Config.
 const (
-	DefaultInterval    = time.Second
-	DefaultLease       = time.Minute
+	// DefaultInterval is the pause between two passes over the due refunds.
+	DefaultInterval = time.Second
+	// DefaultLease is how long a claimed refund is this refunder's alone. A gateway call is
+	// given half of it, so that the outcome is normally recorded while the lease lives.
+	DefaultLease = time.Minute
+	// DefaultMaxAttempts is the number of attempts that end in an error after which a refund
+	// is given up as refund_failed, for an operator: with the default backoff, the last
+	// attempt comes 16 to 21 hours after the first.
 	DefaultMaxAttempts = 16
+	// DefaultBackoffBase and DefaultBackoffMax bound the pause before a retry.
 	DefaultBackoffBase = 2 * time.Second
 	DefaultBackoffMax  = 6 * time.Hour
-	DefaultBatch       = 16
+	// DefaultBatch is how many refunds one pass claims at most.
+	DefaultBatch = 16
 )
 
-// Refunder pays back refunds owed. Build it with New; Run it in a goroutine.
+// defaults are the Default constants as a Config.
+var defaults = Config{Interval: DefaultInterval, Lease: DefaultLease, BackoffBase: DefaultBackoffBase,
+	BackoffMax: DefaultBackoffMax, Batch: DefaultBatch, MaxAttempts: DefaultMaxAttempts}
+
+// Refunder pays back refunds owed. Build it with New; run it as a background.Service (Run), or
+// pass by pass (RunOnce: it claims the refunds due now, up to Batch, works on each, and returns
+// how many it claimed).
 type Refunder struct {
-	store Store
-	gw    Gateway
-	cfg   Config
+	*leasedjob.Worker[seckill.Refund, seckill.RefundOutcome]
+	gw Gateway
 }
 
-// New returns a refunder over store that refunds through gw.
+// New returns a refunder over store that refunds through gw. Its name in logs and metrics is
+// "refunder:" and its gateway's name.
 func New(store Store, gw Gateway, cfg Config) *Refunder {
-	if cfg.Interval <= 0 {
-		cfg.Interval = DefaultInterval
-	}
-	if cfg.Lease <= 0 {
-		cfg.Lease = DefaultLease
-	}
-	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = DefaultMaxAttempts
-	}
-	if cfg.BackoffBase <= 0 {
-		cfg.BackoffBase = DefaultBackoffBase
-	}
-	if cfg.BackoffMax <= 0 {
-		cfg.BackoffMax = DefaultBackoffMax
-	}
-	if cfg.Batch <= 0 {
-		cfg.Batch = DefaultBatch
-	}
-	if cfg.Owner == "" {
-		cfg.Owner = "refunder-" + seckill.NewID()
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = seckill.SystemClock{}
-	}
-	return &Refunder{store: store, gw: gw, cfg: cfg}
+	r := &Refunder{gw: gw}
+	r.Worker = leasedjob.New("refunder", gw.Name(), cfg, defaults, leasedjob.Job[seckill.Refund, seckill.RefundOutcome]{
+		Queue: leasedjob.Queue[seckill.Refund, seckill.RefundOutcome]{Claim: store.ClaimRefunds, Record: store.RecordRefund},
+		Try:   r.refund, Done: r.done, PassFailed: "refunder pass",
+		Slow: "refunds left to their leases: the gateway is slow",
+	})
+	return r
 }
 
-// Name names the refunder in logs and metrics: "refunder:" and its gateway's name.
-func (r *Refunder) Name() string { return "refunder:" + r.gw.Name() }
-
-// Run makes a pass every Interval until ctx is done, then returns nil (a background.Service;
-// its exit is immediate: a refund cut short by ctx is claimed again when its lease ends). A
-// pass that fails (the database is down) is reported (background.Report) and tried again at
-// the next tick: nothing is lost, the refunds stay in the database.
-func (r *Refunder) Run(ctx context.Context) error {
-	t := time.NewTicker(r.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			background.Report(ctx, fmt.Errorf("refunder pass: %w", err))
-		}
-	}
+// refund asks the gateway to pay back one claimed refund and returns the outcome to record.
+func (r *Refunder) refund(ctx context.Context, f seckill.Refund) (seckill.RefundOutcome, error) {
+	res, err := r.gw.Refund(ctx, payment.RefundRequest{PaymentID: f.PaymentID, AmountCents: f.AmountCents})
+	return r.outcome(f, res, err), err
 }
 
-// RunOnce claims the refunds due now (up to Batch) and works on each; it returns how many it
-// claimed. Claiming a full batch means more may be due: Run's next tick takes them.
-//
-// A gateway call may take half the lease, so a refund is only started while at least half of
-// its lease is left: then its call ends before the lease does, and no other instance can be
-// working on it at the same time. The rest of a batch that a slow gateway held up is left to
-// its leases, and claimed again when they end.
-func (r *Refunder) RunOnce(ctx context.Context) (int, error) {
-	claimedAt := r.cfg.Clock.Now()
-	due, err := r.store.ClaimRefunds(ctx, r.gw.Name(), r.cfg.Owner, claimedAt, r.cfg.Lease, r.cfg.Batch)
-	for i, f := range due {
-		if left := r.cfg.Lease - r.cfg.Clock.Now().Sub(claimedAt); left < r.cfg.Lease/2 {
-			r.cfg.Logger.Warn("refunds left to their leases: the gateway is slow", "left", len(due)-i)
-			break
-		}
-		r.refund(ctx, f)
-	}
-	return len(due), err
-}
-
-// refund asks the gateway to pay back one claimed refund and records what it answered.
-func (r *Refunder) refund(ctx context.Context, f seckill.Refund) {
-	callCtx, cancel := context.WithTimeout(ctx, r.cfg.Lease/2)
-	res, err := r.gw.Refund(callCtx, payment.RefundRequest{PaymentID: f.PaymentID, AmountCents: f.AmountCents})
-	cancel()
-	o := r.outcome(f, res, err)
-	log := r.cfg.Logger.With("payment_id", f.PaymentID, "attempt", f.Attempts, "status", o.Status)
-	if rerr := r.store.RecordRefund(ctx, o); rerr != nil {
+// done logs what became of one refund.
+func (r *Refunder) done(f seckill.Refund, o seckill.RefundOutcome, _, rerr error) {
+	log := r.Config().Logger.With("payment_id", f.PaymentID, "attempt", f.Attempts, "status", o.Status)
+	if rerr != nil {
 		if seckill.ErrorCode(rerr) == seckill.CodeConflict {
 			// The lease ran out and another refunder took the refund over: it is its to record.
 			log.Info("refund taken over by another refunder", "err", rerr)
@@ -184,8 +116,9 @@ func (r *Refunder) refund(ctx context.Context, f seckill.Refund) {
 // to be retried after a backoff. A pending answer from the gateway (the refund is on its way)
 // is asked about again after the same backoff, but never given up on: the money is moving.
 func (r *Refunder) outcome(f seckill.Refund, res payment.RefundResult, err error) seckill.RefundOutcome {
-	now := r.cfg.Clock.Now()
-	o := seckill.RefundOutcome{PaymentID: f.PaymentID, Owner: r.cfg.Owner, RefundID: res.RefundID, At: now}
+	cfg := r.Config()
+	now := cfg.Clock.Now()
+	o := seckill.RefundOutcome{PaymentID: f.PaymentID, Owner: cfg.Owner, RefundID: res.RefundID, At: now}
 	switch {
 	case err == nil && res.Status == payment.RefundSucceeded:
 		o.Status = seckill.Refunded
@@ -193,21 +126,16 @@ func (r *Refunder) outcome(f seckill.Refund, res payment.RefundResult, err error
 		o.Status, o.Error = seckill.RefundFailed, "the gateway refused the refund"
 	case err == nil && res.Status == payment.RefundPending:
 		o.Status, o.Error = seckill.RefundPending, "the gateway accepted the refund; not yet paid back"
-		o.NextAttemptAt = now.Add(r.backoff(f.Attempts))
+		o.NextAttemptAt = now.Add(cfg.Backoff(f.Attempts))
 	default:
 		if err == nil {
 			err = errors.New("the gateway answered an unknown refund status " + string(res.Status))
 		}
 		o.Status, o.Error = seckill.RefundPending, err.Error()
-		o.NextAttemptAt = now.Add(r.backoff(f.Attempts))
-		if f.Attempts >= r.cfg.MaxAttempts {
+		o.NextAttemptAt = now.Add(cfg.Backoff(f.Attempts))
+		if f.Attempts >= cfg.MaxAttempts {
 			o.Status = seckill.RefundFailed
 		}
 	}
 	return o
-}
-
-// backoff is the pause before the attempt after the given one.
-func (r *Refunder) backoff(attempt int) time.Duration {
-	return backoff.Jittered(r.cfg.BackoffBase, r.cfg.BackoffMax, attempt)
 }

@@ -7,22 +7,18 @@ package seckilltest
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/leasedjob"
 )
 
 // osOpenPayments returns s as an OpenPaymentStore, or skips the test for a store that keeps
 // no record of started payments.
 func osOpenPayments(t *testing.T, s seckill.OrderStore) seckill.OpenPaymentStore {
 	t.Helper()
-	ops, ok := s.(seckill.OpenPaymentStore)
-	if !ok {
-		t.Skip("the store keeps no record of started payments (seckill.OpenPaymentStore)")
-	}
-	return ops
+	return osAs[seckill.OpenPaymentStore](t, s, "the store keeps no record of started payments (seckill.OpenPaymentStore)")
 }
 
 // osOpen records payment id of reservation res, started at gateway gw, due for closing at
@@ -230,48 +226,8 @@ func osOpenPaymentConcurrentClaims(t *testing.T, s seckill.OrderStore) {
 	for i := range n {
 		osOpen(t, ops, fmt.Sprintf("p%02d", i), fmt.Sprintf("r%02d", i), "gw", osT0.Add(time.Duration(i)*time.Millisecond))
 	}
-	now := osT0.Add(time.Second)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		times = map[string][]string{} // the owners that got each payment
-		start = make(chan struct{})
-	)
-	for c := range claimers {
-		wg.Go(func() {
-			<-start
-			me := fmt.Sprintf("claimer-%d", c)
-			for range n { // small batches, so that the claimers interleave
-				got, err := ops.ClaimOpenPayments(t.Context(), "gw", me, now, time.Minute, 3)
-				if err != nil {
-					t.Errorf("%s: %v", me, err)
-					return
-				}
-				if len(got) == 0 {
-					return
-				}
-				mu.Lock()
-				for _, p := range got {
-					times[p.PaymentID] = append(times[p.PaymentID], me)
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	var dup []string
-	for id, owners := range times {
-		if len(owners) != 1 {
-			dup = append(dup, fmt.Sprintf("%s by %v", id, owners))
-		}
-	}
-	if len(dup) > 0 {
-		t.Fatalf("payments claimed more than once while leased: %v", dup)
-	}
-	if len(times) != n {
-		t.Fatalf("%d of %d due payments claimed", len(times), n)
-	}
+	osConcurrentClaims(t, leasedjob.Queue[seckill.OpenPayment, seckill.CloseOutcome]{Claim: ops.ClaimOpenPayments, Record: ops.RecordClose},
+		func(p seckill.OpenPayment) string { return p.PaymentID }, osT0.Add(time.Second), n, claimers)
 }
 
 // Bad input is invalid_argument and records nothing.

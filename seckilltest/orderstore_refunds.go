@@ -6,22 +6,18 @@ package seckilltest
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/leasedjob"
 )
 
 // osRefunds returns s as a RefundStore, or skips the test for a store that keeps no refunds.
 func osRefunds(t *testing.T, s seckill.OrderStore) seckill.RefundStore {
 	t.Helper()
-	rs, ok := s.(seckill.RefundStore)
-	if !ok {
-		t.Skip("the store keeps no refund records (seckill.RefundStore)")
-	}
-	return rs
+	return osAs[seckill.RefundStore](t, s, "the store keeps no refund records (seckill.RefundStore)")
 }
 
 // osOwe records n refund_required payments p0..p<n-1> for alice on sale "s" (one unit each,
@@ -190,47 +186,7 @@ func osRefundBadOutcome(t *testing.T, s seckill.OrderStore) {
 func osRefundConcurrentClaims(t *testing.T, s seckill.OrderStore) {
 	const n, claimers = 40, 6
 	rs := osOwe(t, s, n)
-	now := osT0.Add(time.Hour)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		owner = map[string]string{}
-		dup   []string
-		start = make(chan struct{})
-	)
-	for c := range claimers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			me := fmt.Sprintf("claimer-%d", c)
-			for range n { // small batches, so that the claimers interleave
-				got, err := rs.ClaimRefunds(t.Context(), "gw", me, now, time.Minute, 3)
-				if err != nil {
-					t.Errorf("%s: %v", me, err)
-					return
-				}
-				if len(got) == 0 {
-					return
-				}
-				mu.Lock()
-				for _, r := range got {
-					if prev, ok := owner[r.PaymentID]; ok {
-						dup = append(dup, fmt.Sprintf("%s by %s and %s", r.PaymentID, prev, me))
-					}
-					owner[r.PaymentID] = me
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	if len(dup) > 0 {
-		t.Fatalf("refunds claimed twice while leased: %v", dup)
-	}
-	if len(owner) != n {
-		t.Fatalf("%d of %d refunds claimed", len(owner), n)
-	}
+	osConcurrentClaims(t, leasedjob.Queue[seckill.Refund, seckill.RefundOutcome]{Claim: rs.ClaimRefunds, Record: rs.RecordRefund},
+		func(r seckill.Refund) string { return r.PaymentID }, osT0.Add(time.Hour), n, claimers)
 	osRefundCounts(t, rs, seckill.RefundCounts{Pending: n, OldestOpen: osT0})
 }
