@@ -32,7 +32,7 @@ type Store interface {
 // Gateway is the part of payment.Gateway the closer uses.
 type Gateway interface {
 	Name() string
-	Close(ctx context.Context, paymentID string) error
+	ClosePayment(ctx context.Context, paymentID string) error
 }
 
 // Config configures a Closer (the leased-job worker's configuration). Zero values take the
@@ -90,7 +90,7 @@ func New(store Store, gw Gateway, cfg Config) *Closer {
 // close asks the gateway to close one claimed payment and returns the outcome to record.
 func (c *Closer) close(ctx context.Context, p seckill.OpenPayment) (seckill.CloseOutcome, error) {
 	cfg := c.Config()
-	err := c.gw.Close(ctx, p.PaymentID)
+	err := c.gw.ClosePayment(ctx, p.PaymentID)
 	now := cfg.Clock.Now()
 	o := seckill.CloseOutcome{PaymentID: p.PaymentID, Owner: cfg.Owner, At: now}
 	switch {

@@ -45,7 +45,7 @@ func newFake() *fakeGateway {
 
 func (g *fakeGateway) Name() string { return gwName }
 
-func (g *fakeGateway) Close(ctx context.Context, id string) error {
+func (g *fakeGateway) ClosePayment(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

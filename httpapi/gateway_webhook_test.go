@@ -46,7 +46,7 @@ func (f *fakeGateway) Parse(h http.Header, body []byte, _ time.Time) (payment.No
 	return payment.Notification{Outcome: in.Outcome, PaymentID: in.PaymentID, ReservationID: in.ReservationID, AmountCents: in.AmountCents}, nil
 }
 
-func (f *fakeGateway) Close(context.Context, string) error { f.others.Add(1); return nil }
+func (f *fakeGateway) ClosePayment(context.Context, string) error { f.others.Add(1); return nil }
 
 func (f *fakeGateway) Refund(context.Context, payment.RefundRequest) (payment.RefundResult, error) {
 	f.others.Add(1)

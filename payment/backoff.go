@@ -51,7 +51,7 @@ const (
 )
 
 // WithBackoff wraps g so that, once a call answers *RateLimitedError, no call of Start,
-// Close, Refund or State reaches the provider until the provider's Retry-After (DefaultRateLimitWait
+// ClosePayment, Refund or State reaches the provider until the provider's Retry-After (DefaultRateLimitWait
 // when it named none, at most MaxRateLimitWait) has passed on clock: each answers *BackedOffError at
 // once. Name and Parse (local work, no provider call) pass through.
 func WithBackoff(g Gateway, clock seckill.Clock) Gateway {
@@ -78,11 +78,11 @@ func (b *backoffGateway) Start(ctx context.Context, req StartRequest) (seckill.P
 	return intent, b.note(err)
 }
 
-func (b *backoffGateway) Close(ctx context.Context, paymentID string) error {
+func (b *backoffGateway) ClosePayment(ctx context.Context, paymentID string) error {
 	if err := b.wait(); err != nil {
 		return err
 	}
-	return b.note(b.Gateway.Close(ctx, paymentID))
+	return b.note(b.Gateway.ClosePayment(ctx, paymentID))
 }
 
 func (b *backoffGateway) Refund(ctx context.Context, req RefundRequest) (RefundResult, error) {

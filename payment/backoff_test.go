@@ -32,7 +32,7 @@ func (p *limitedProvider) answer() error {
 func (p *limitedProvider) Start(context.Context, payment.StartRequest) (seckill.PaymentIntent, error) {
 	return seckill.PaymentIntent{PaymentID: "p"}, p.answer()
 }
-func (p *limitedProvider) Close(context.Context, string) error { return p.answer() }
+func (p *limitedProvider) ClosePayment(context.Context, string) error { return p.answer() }
 func (p *limitedProvider) Refund(context.Context, payment.RefundRequest) (payment.RefundResult, error) {
 	return payment.RefundResult{}, p.answer()
 }
@@ -65,7 +65,7 @@ func TestWithBackoff(t *testing.T) {
 	clock.Advance(time.Second)
 	_, err = g.Start(ctx, payment.StartRequest{})
 	wantBackedOff(t, "Start while backed off", err, 2*time.Second)
-	wantBackedOff(t, "Close while backed off", g.Close(ctx, "p"), 2*time.Second)
+	wantBackedOff(t, "Close while backed off", g.ClosePayment(ctx, "p"), 2*time.Second)
 	_, err = g.Refund(ctx, payment.RefundRequest{PaymentID: "p"})
 	wantBackedOff(t, "Refund while backed off", err, 2*time.Second)
 	_, err = g.State(ctx, "p")
@@ -86,12 +86,12 @@ func TestWithBackoff(t *testing.T) {
 	}
 
 	p.limited, p.wait = true, 0
-	wantBackedOff(t, "a 429 without Retry-After", g.Close(ctx, "p"), payment.DefaultRateLimitWait)
+	wantBackedOff(t, "a 429 without Retry-After", g.ClosePayment(ctx, "p"), payment.DefaultRateLimitWait)
 	clock.Advance(payment.DefaultRateLimitWait)
 	p.wait = 24 * time.Hour
-	wantBackedOff(t, "a 429 asking for a day", g.Close(ctx, "p"), payment.MaxRateLimitWait)
+	wantBackedOff(t, "a 429 asking for a day", g.ClosePayment(ctx, "p"), payment.MaxRateLimitWait)
 	clock.Advance(payment.MaxRateLimitWait - time.Millisecond)
-	wantBackedOff(t, "Close a millisecond before the end", g.Close(ctx, "p"), time.Millisecond)
+	wantBackedOff(t, "Close a millisecond before the end", g.ClosePayment(ctx, "p"), time.Millisecond)
 	if p.calls != 4 {
 		t.Fatalf("the provider was called %d times, want 4", p.calls)
 	}

@@ -20,7 +20,7 @@ func (g *startRecorder) Start(_ context.Context, req StartRequest) (seckill.Paym
 func (g *startRecorder) Parse(http.Header, []byte, time.Time) (Notification, error) {
 	return Notification{}, nil
 }
-func (g *startRecorder) Close(context.Context, string) error { return nil }
+func (g *startRecorder) ClosePayment(context.Context, string) error { return nil }
 func (g *startRecorder) Refund(context.Context, RefundRequest) (RefundResult, error) {
 	return RefundResult{}, nil
 }

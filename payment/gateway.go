@@ -30,10 +30,10 @@ type Gateway interface {
 	// invalid_argument, and nothing else is done with it. A verified notification of no
 	// interest (another event type) is a Notification with Outcome OutcomeIgnored.
 	Parse(header http.Header, body []byte, now time.Time) (Notification, error)
-	// Close makes an open payment unpayable (the hold it was for has ended). Closing a payment
+	// ClosePayment makes an open payment unpayable (the hold it was for has ended). Closing a payment
 	// that is closed already is not an error; closing one that has succeeded returns
 	// ErrAlreadyPaid (the notification, on its way, settles it by the late rule).
-	Close(ctx context.Context, paymentID string) error
+	ClosePayment(ctx context.Context, paymentID string) error
 	// Refund pays back a succeeded payment in full. The idempotency key is the payment id, so
 	// that a refund retried after a crash is never sent twice.
 	Refund(ctx context.Context, req RefundRequest) (RefundResult, error)
@@ -125,5 +125,5 @@ const (
 	StateUnknown   State = "unknown"   // the provider does not know it
 )
 
-// ErrAlreadyPaid is Close's answer for a payment that succeeded before it could be closed.
+// ErrAlreadyPaid is ClosePayment's answer for a payment that succeeded before it could be closed.
 var ErrAlreadyPaid = errors.New("payment: the payment succeeded before it could be closed")

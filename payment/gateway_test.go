@@ -133,7 +133,7 @@ func TestWebhookGatewayNoAPI(t *testing.T) {
 	if _, err := g.Start(ctx, payment.StartRequest{ReservationID: "r1", IdempotencyKey: "r1"}); seckill.ErrorCode(err) != seckill.CodeUnavailable {
 		t.Fatalf("Start: %v, want unavailable", err)
 	}
-	if err := g.Close(ctx, "pay_1"); err != nil {
+	if err := g.ClosePayment(ctx, "pay_1"); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	if rr, err := g.Refund(ctx, payment.RefundRequest{PaymentID: "pay_1", AmountCents: 100}); err != nil || rr.Status != payment.RefundFailed {

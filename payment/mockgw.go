@@ -8,7 +8,7 @@ import (
 	"github.com/seckill-go/seckill"
 )
 
-// This file is the MockGateway's side of the Gateway seam: Start, Parse, Close, Refund and State
+// This file is the MockGateway's side of the Gateway seam: Start, Parse, ClosePayment, Refund and State
 // over the per-payment record that CreatePayment makes and the delivery goroutine settles.
 
 var _ Gateway = (*MockGateway)(nil)
@@ -24,7 +24,7 @@ func (g *MockGateway) Name() string { return MockName }
 
 // Start is CreatePayment for a StartRequest, idempotent by IdempotencyKey: a second Start with
 // the same key returns the first payment and starts nothing. The hold's expiry is not enforced
-// by the mock (the bench makes late payments on purpose); whoever ends the hold calls Close.
+// by the mock (the bench makes late payments on purpose); whoever ends the hold calls ClosePayment.
 func (g *MockGateway) Start(ctx context.Context, req StartRequest) (seckill.PaymentIntent, error) {
 	if req.IdempotencyKey == "" {
 		return seckill.PaymentIntent{}, seckill.Errorf(seckill.CodeInvalidArgument, "start payment: no idempotency key")
@@ -74,7 +74,7 @@ func (g *MockGateway) settle(id string, succeeded bool) bool {
 }
 
 // Settle makes an open payment succeed now, as if the buyer had just paid, ahead of its webhook
-// (which, when it is sent, reports the success). Tests use it to reach the states that Close and
+// (which, when it is sent, reports the success). Tests use it to reach the states that ClosePayment and
 // Refund answer differently. Settling a closed payment is a conflict; an unknown one is
 // not_found.
 func (g *MockGateway) Settle(paymentID string) error {
@@ -92,10 +92,10 @@ func (g *MockGateway) Settle(paymentID string) error {
 	return nil
 }
 
-// Close makes an open payment unpayable: its webhook, not yet sent, is never sent. Closing a
+// ClosePayment makes an open payment unpayable: its webhook, not yet sent, is never sent. Closing a
 // closed payment is nil; a succeeded (or refunded) one is ErrAlreadyPaid; an unknown one is
 // not_found.
-func (g *MockGateway) Close(_ context.Context, paymentID string) error {
+func (g *MockGateway) ClosePayment(_ context.Context, paymentID string) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	p := g.payments[paymentID]

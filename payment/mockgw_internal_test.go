@@ -47,7 +47,7 @@ func TestMockCloseBeforeWebhook(t *testing.T) {
 	if err := g.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Close(ctx, paid.PaymentID); !errors.Is(err, ErrAlreadyPaid) {
+	if err := g.ClosePayment(ctx, paid.PaymentID); !errors.Is(err, ErrAlreadyPaid) {
 		t.Fatalf("Close after the webhook: %v, want ErrAlreadyPaid", err)
 	}
 	if st, _ := g.State(ctx, paid.PaymentID); st != StateSucceeded {
@@ -58,7 +58,7 @@ func TestMockCloseBeforeWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Close(ctx, held.PaymentID); err != nil {
+	if err := g.ClosePayment(ctx, held.PaymentID); err != nil {
 		t.Fatalf("Close of an open payment: %v", err)
 	}
 	if g.settle(held.PaymentID, true) {
@@ -73,7 +73,7 @@ func TestMockCloseBeforeWebhook(t *testing.T) {
 	if rr, err := g.Refund(ctx, RefundRequest{PaymentID: held.PaymentID}); err != nil || rr.Status != RefundFailed {
 		t.Fatalf("Refund of a payment never paid: %+v %v, want failed", rr, err)
 	}
-	if err := g.Close(ctx, "pay_unknown"); seckill.ErrorCode(err) != seckill.CodeNotFound {
+	if err := g.ClosePayment(ctx, "pay_unknown"); seckill.ErrorCode(err) != seckill.CodeNotFound {
 		t.Fatalf("Close of an unknown payment: %v, want not_found", err)
 	}
 	mu.Lock()

@@ -310,11 +310,11 @@ func alter(body []byte, amount int64) []byte {
 func gwCloseOpen(t *testing.T, g *gatewayStory) {
 	ctx := context.Background()
 	intent := g.start(t, g.request())
-	if err := g.gw().Close(ctx, intent.PaymentID); err != nil {
+	if err := g.gw().ClosePayment(ctx, intent.PaymentID); err != nil {
 		t.Fatalf("Close of an open payment: %v", err)
 	}
 	g.state(t, intent.PaymentID, payment.StateClosed)
-	if err := g.gw().Close(ctx, intent.PaymentID); err != nil {
+	if err := g.gw().ClosePayment(ctx, intent.PaymentID); err != nil {
 		t.Fatalf("Close of a closed payment: %v, want nil", err)
 	}
 	g.state(t, intent.PaymentID, payment.StateClosed)
@@ -323,7 +323,7 @@ func gwCloseOpen(t *testing.T, g *gatewayStory) {
 func gwCloseAfterSuccess(t *testing.T, g *gatewayStory) {
 	intent := g.start(t, g.request())
 	g.settle(t, intent.PaymentID)
-	if err := g.gw().Close(context.Background(), intent.PaymentID); !errors.Is(err, payment.ErrAlreadyPaid) {
+	if err := g.gw().ClosePayment(context.Background(), intent.PaymentID); !errors.Is(err, payment.ErrAlreadyPaid) {
 		t.Fatalf("Close of a succeeded payment: %v, want ErrAlreadyPaid", err)
 	}
 	g.state(t, intent.PaymentID, payment.StateSucceeded)
@@ -339,7 +339,7 @@ func gwCloseRacingPay(t *testing.T, g *gatewayStory) {
 	ctx := context.Background()
 	// In order first: a buyer who comes after a successful Close cannot pay.
 	closed := g.start(t, g.request())
-	if err := g.gw().Close(ctx, closed.PaymentID); err != nil {
+	if err := g.gw().ClosePayment(ctx, closed.PaymentID); err != nil {
 		t.Fatalf("Close of an open payment: %v", err)
 	}
 	if g.ut.TryPay(closed.PaymentID) {
@@ -352,7 +352,7 @@ func gwCloseRacingPay(t *testing.T, g *gatewayStory) {
 		var closeErr error
 		var paid bool
 		var wg sync.WaitGroup
-		wg.Go(func() { closeErr = g.gw().Close(ctx, intent.PaymentID) })
+		wg.Go(func() { closeErr = g.gw().ClosePayment(ctx, intent.PaymentID) })
 		wg.Go(func() { paid = g.ut.TryPay(intent.PaymentID) })
 		wg.Wait()
 		switch {

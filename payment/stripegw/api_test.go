@@ -124,7 +124,7 @@ func TestStartSendsOneSessionPerHold(t *testing.T) {
 	}
 }
 
-func TestClose(t *testing.T) {
+func TestClosePayment(t *testing.T) {
 	const expire, get = "POST /v1/checkout/sessions/cs_1/expire", "GET /v1/checkout/sessions/cs_1"
 	cases := []struct {
 		name   string
@@ -140,7 +140,7 @@ func TestClose(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f, g := newFake(t, c.routes)
-			err := g.Close(context.Background(), "cs_1")
+			err := g.ClosePayment(context.Background(), "cs_1")
 			switch {
 			case c.want == errAny && err == nil:
 				t.Fatal("Close of a session still open returned nil")

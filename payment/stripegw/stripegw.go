@@ -216,7 +216,7 @@ func (g *Gateway) Start(ctx context.Context, req payment.StartRequest) (seckill.
 // Only a hold longer than that reaches the cap; its session then expires before the hold, and
 // a Start made later than 23 h 29 min into the hold cannot create one (Stripe refuses an
 // expires_at less than 30 minutes away): such a hold cannot be paid through Stripe by then.
-// The session outliving its hold is harmless: Close expires it when the hold ends, and a
+// The session outliving its hold is harmless: ClosePayment expires it when the hold ends, and a
 // payment that slips in before that follows the late rule.
 func SessionExpiry(heldAt, holdEnd time.Time) time.Time {
 	if heldAt.IsZero() {
@@ -254,12 +254,12 @@ func (g *Gateway) lineItemName(req payment.StartRequest) string {
 	return "Reservation " + req.ReservationID
 }
 
-// Close expires the session so that it can no longer be paid. Whatever Expire answers (an
+// ClosePayment expires the session so that it can no longer be paid. Whatever Expire answers (an
 // expired or completed session refuses to expire again; a reply may be lost), the session is
 // read back and its status decides: expired is done, complete is ErrAlreadyPaid, open is the
-// error to retry. A session Close never manages to expire still expires by itself at its
+// error to retry. A session ClosePayment never manages to expire still expires by itself at its
 // expires_at, at most 31 minutes after its hold.
-func (g *Gateway) Close(ctx context.Context, paymentID string) error {
+func (g *Gateway) ClosePayment(ctx context.Context, paymentID string) error {
 	if paymentID == "" {
 		return seckill.Errorf(seckill.CodeInvalidArgument, "no payment id to close")
 	}

@@ -48,7 +48,7 @@ func TestAgainstStripeMock(t *testing.T) {
 
 	// stripe-mock's Expire answers its open fixture, so Close reads the session back, finds it
 	// open and asks to be retried: the call itself must be accepted (no 400 for its form).
-	if err := g.Close(ctx, intent.PaymentID); err != nil && !strings.Contains(err.Error(), "still") {
+	if err := g.ClosePayment(ctx, intent.PaymentID); err != nil && !strings.Contains(err.Error(), "still") {
 		t.Fatalf("Close: %v", err)
 	}
 

@@ -166,7 +166,7 @@ func TestStandInPlaysStripeForTheGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Close(ctx, other.PaymentID); err != nil {
+	if err := g.ClosePayment(ctx, other.PaymentID); err != nil {
 		t.Fatal(err)
 	}
 	if e := <-events; e.err != nil || e.n.Outcome != payment.OutcomeCancelled || e.n.PaymentID != other.PaymentID {
