@@ -81,7 +81,7 @@ func newOpenPayRigThrough(t *testing.T, through func(seckill.Payments) seckill.P
 		Secret: []byte("k"), Delay: func(seckill.Reservation) time.Duration { return time.Hour },
 		Deliver: func(context.Context, []byte, string) (int, error) { return 200, nil },
 	})
-	t.Cleanup(func() { _ = gw.Stop() })
+	t.Cleanup(func() { _ = gw.Close() })
 	svc := seckill.NewService(seckill.ServiceConfig{
 		Inventory: memory.New(clock, memory.WithArchive(store)), Store: store, Payments: through(payment.ForService(gw)),
 		Clock: clock, AuthSecret: []byte("k"),

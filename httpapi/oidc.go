@@ -178,8 +178,11 @@ func checkProviderURL(what, raw string) error {
 
 func (o *OIDC) now() time.Time { return o.cfg.Clock.Now() }
 
-// Close waits for a background refresh, if one runs.
-func (o *OIDC) Close() { o.bg.Wait() }
+// Close waits for a background refresh, if one runs; it returns nil.
+func (o *OIDC) Close() error {
+	o.bg.Wait()
+	return nil
+}
 
 // Refresh fetches the keys now (and discovery, the first time), whatever MinRefresh says: at
 // start, so that the first buyers do not wait for it.

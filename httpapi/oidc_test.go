@@ -32,7 +32,7 @@ func newOIDCEnv(t *testing.T, p *oidctest.Provider, tweak func(*httpapi.OIDCConf
 		}
 		c.OIDC = o
 	}))
-	t.Cleanup(o.Close) // registered after the env's: runs before the server stops
+	t.Cleanup(func() { _ = o.Close() }) // registered after the env's: runs before the server stops
 	return e, o
 }
 

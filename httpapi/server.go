@@ -160,10 +160,13 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// Close ends every live event stream and waits for the feeds behind them. http.Server's
-// Shutdown does not end streams by itself (they never go idle): register Close with
-// RegisterOnShutdown, or call it first.
-func (s *Server) Close() { s.feeds.close() }
+// Close ends every live event stream and waits for the feeds behind them; it returns nil.
+// http.Server's Shutdown does not end streams by itself (they never go idle): register Close
+// with RegisterOnShutdown, or call it first.
+func (s *Server) Close() error {
+	s.feeds.close()
+	return nil
+}
 
 // Handler is the server's http.Handler.
 func (s *Server) Handler() http.Handler { return s.handler }

@@ -216,7 +216,7 @@ func TestWebhookFromMockGateway(t *testing.T) {
 		Delay:   func(seckill.Reservation) time.Duration { return 0 },
 		Deliver: payment.DeliverToHandler(e.api.Handler(), webhookURL),
 	})
-	t.Cleanup(func() { _ = gw.Stop() })
+	t.Cleanup(func() { _ = gw.Close() })
 	svc := seckill.NewService(seckill.ServiceConfig{
 		Inventory: e.engine, Store: e.store, Payments: gw, Clock: e.clock, AuthSecret: []byte(authSecret),
 	})
@@ -228,7 +228,7 @@ func TestWebhookFromMockGateway(t *testing.T) {
 	wantStatus(t, r, http.StatusOK)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := gw.Wait(ctx); err != nil {
+	if err := gw.WaitIdle(ctx); err != nil {
 		t.Fatalf("gateway: %v", err)
 	}
 	if st := gw.Stats(); st.Delivered != 2 || st.Duplicates != 1 || st.DeliveryFailures != 0 {

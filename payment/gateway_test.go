@@ -66,7 +66,7 @@ func testGatewayMock(t *testing.T, wrap func(payment.Gateway, seckill.Clock) pay
 				Delay:   func(seckill.Reservation) time.Duration { return time.Hour },
 				Deliver: func(context.Context, []byte, string) (int, error) { return http.StatusOK, nil },
 			})
-			t.Cleanup(func() { _ = g.Stop() })
+			t.Cleanup(func() { _ = g.Close() })
 			return signedScheme(seckilltest.GatewayUnderTest{
 				Gateway: wrap(g, clock),
 				Settle: func(t *testing.T, id string) {
@@ -96,7 +96,7 @@ func TestGatewayWebhook(t *testing.T) {
 				Delay:   func(seckill.Reservation) time.Duration { return time.Hour },
 				Deliver: func(context.Context, []byte, string) (int, error) { return http.StatusOK, nil },
 			})
-			t.Cleanup(func() { _ = shop.Stop() })
+			t.Cleanup(func() { _ = shop.Close() })
 			return signedScheme(seckilltest.GatewayUnderTest{Gateway: shopStarted{payment.NewWebhookGateway([]byte(gwSecret)), shop}})
 		},
 		NewService: func(t *testing.T, clock seckill.Clock, payments seckill.Payments) (*seckill.Service, seckill.OrderStore) {

@@ -41,7 +41,7 @@ type MockConfig struct {
 	// It must return promptly once ctx is done: Shutdown waits for it.
 	Deliver func(ctx context.Context, body []byte, header string) (status int, err error)
 	// HTTPClient posts to WebhookURL. Default: a client of its own, whose idle connections are
-	// closed by Shutdown and Stop.
+	// closed by Shutdown and Close.
 	HTTPClient *http.Client
 	// Secret signs every webhook (SECKILL_PAYMENT_SECRET). Required: the receiver refuses
 	// webhooks signed with an empty secret.
@@ -102,7 +102,7 @@ type MockStats struct {
 //
 // Goroutine ownership: every CreatePayment starts one goroutine, owned by the gateway, which
 // exits when its webhook work is done (acknowledged, duplicated if chosen, or abandoned after
-// MaxAttempts) or when the gateway is shut down. Shutdown and Stop wait for all of them, so no
+// MaxAttempts) or when the gateway is shut down. Shutdown and Close wait for all of them, so no
 // goroutine outlives the gateway. The goroutines never use the caller's ctx, which usually ends
 // with the HTTP request that asked for the payment.
 //
@@ -279,7 +279,7 @@ func (g *MockGateway) run(ev Event, delay time.Duration, duplicate bool) {
 	g.deliver(log.With("duplicate", true), body)
 }
 
-// done marks one payment's work finished for Wait and Pending.
+// done marks one payment's work finished for WaitIdle and Pending.
 func (g *MockGateway) done() {
 	g.mu.Lock()
 	g.pending--
@@ -370,10 +370,10 @@ func (g *MockGateway) Pending() int {
 	return g.pending
 }
 
-// Wait blocks until no payment has webhook work left, or ctx is done (returning ctx.Err()). It
-// does not stop the gateway: payments created meanwhile are waited for too. Tests and the demo
-// use it to let every webhook land before they check the books.
-func (g *MockGateway) Wait(ctx context.Context) error {
+// WaitIdle blocks until no payment has webhook work left, or ctx is done (returning
+// ctx.Err()). It does not stop the gateway: payments created meanwhile are waited for too.
+// Tests and the demo use it to let every webhook land before they check the books.
+func (g *MockGateway) WaitIdle(ctx context.Context) error {
 	for {
 		g.mu.Lock()
 		idle, n := g.idle, g.pending
@@ -419,10 +419,10 @@ func (g *MockGateway) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// Stop stops accepting payments, cancels every in-flight delivery and waits for their
-// goroutines to exit. It is Shutdown with no grace period. (It is not Close: that is the
-// Gateway method that closes one payment.)
-func (g *MockGateway) Stop() error {
+// Close stops accepting payments, cancels every in-flight delivery and waits for their
+// goroutines to exit: it is Shutdown with no grace period. (ClosePayment is the Gateway method
+// that closes one payment.)
+func (g *MockGateway) Close() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_ = g.Shutdown(ctx)
@@ -430,7 +430,7 @@ func (g *MockGateway) Stop() error {
 }
 
 // Stats returns the gateway's counters. Fields are read one by one, so a snapshot taken while
-// deliveries run may be off by the deliveries in progress; after Wait or Shutdown it is exact.
+// deliveries run may be off by the deliveries in progress; after WaitIdle or Shutdown it is exact.
 func (g *MockGateway) Stats() MockStats {
 	return MockStats{
 		Created:           g.created.Load(),

@@ -23,7 +23,7 @@ func TestMockCloseBeforeWebhook(t *testing.T) {
 		Secret: []byte("mock-internal-test-secret-0123456789ab"),
 		Delay: func(r seckill.Reservation) time.Duration {
 			if r.ID == "held-back" {
-				return time.Hour // never reached: Stop cancels it
+				return time.Hour // never reached: Close cancels it
 			}
 			return 0
 		},
@@ -38,13 +38,13 @@ func TestMockCloseBeforeWebhook(t *testing.T) {
 			return http.StatusOK, nil
 		},
 	})
-	t.Cleanup(func() { _ = g.Stop() })
+	t.Cleanup(func() { _ = g.Close() })
 
 	paid, err := g.Start(ctx, StartRequest{ReservationID: "paid", AmountCents: 100, IdempotencyKey: "paid"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Wait(ctx); err != nil {
+	if err := g.WaitIdle(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.ClosePayment(ctx, paid.PaymentID); !errors.Is(err, ErrAlreadyPaid) {

@@ -310,8 +310,8 @@ func waitIdle(t *testing.T, g *MockGateway) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := g.Wait(ctx); err != nil {
-		t.Fatalf("Wait: %v (pending %d)", err, g.Pending())
+	if err := g.WaitIdle(ctx); err != nil {
+		t.Fatalf("WaitIdle: %v (pending %d)", err, g.Pending())
 	}
 }
 
@@ -393,7 +393,7 @@ func TestMockGatewayGivesUp(t *testing.T) {
 	cfg.Deliver = rc.deliver
 	cfg.MaxAttempts = 3
 	g := NewMockGateway(cfg)
-	defer g.Stop()
+	defer g.Close()
 	if _, err := g.CreatePayment(context.Background(), testReservation()); err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +416,7 @@ func TestMockGatewayTransportErrorRetried(t *testing.T) {
 		return http.StatusNoContent, nil // any 2xx acknowledges
 	}
 	g := NewMockGateway(cfg)
-	defer g.Stop()
+	defer g.Close()
 	if _, err := g.CreatePayment(context.Background(), testReservation()); err != nil {
 		t.Fatal(err)
 	}
@@ -432,7 +432,7 @@ func TestMockGatewayDuplicate(t *testing.T) {
 	cfg.Deliver = rc.deliver
 	cfg.DuplicateRate = 1
 	g := NewMockGateway(cfg)
-	defer g.Stop()
+	defer g.Close()
 	intent, err := g.CreatePayment(context.Background(), testReservation())
 	if err != nil {
 		t.Fatal(err)
@@ -508,7 +508,7 @@ func TestMockGatewaySeedIsReproducible(t *testing.T) {
 			}
 			out = append(out, status+"x"+strconv.Itoa(n))
 		}
-		_ = g.Stop()
+		_ = g.Close()
 		return out
 	}
 	a, b := outcomes(), outcomes()
@@ -608,15 +608,15 @@ func TestMockGatewayStopAbandonsWaiting(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	if err := g.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Wait with work pending = %v", err)
+	if err := g.WaitIdle(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitIdle with work pending = %v", err)
 	}
 	start := time.Now()
-	if err := g.Stop(); err != nil {
+	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if time.Since(start) > time.Second {
-		t.Fatal("Stop waited for the delay")
+		t.Fatal("Close waited for the delay")
 	}
 	if st := g.Stats(); st.DeliveryFailures != 5 || st.Delivered != 0 || st.Pending != 0 {
 		t.Fatalf("stats %+v", st)
@@ -681,7 +681,7 @@ func TestMockGatewayUsesClockForSignature(t *testing.T) {
 	cfg.Deliver = rc.deliver
 	cfg.Clock = fake
 	g := NewMockGateway(cfg)
-	defer g.Stop()
+	defer g.Close()
 	if _, err := g.CreatePayment(context.Background(), testReservation()); err != nil {
 		t.Fatal(err)
 	}
@@ -695,17 +695,17 @@ func TestMockGatewayRejectsBadInput(t *testing.T) {
 	g := NewMockGateway(MockConfig{Secret: testSecret}) // no WebhookURL, no Deliver
 	_, err := g.CreatePayment(context.Background(), testReservation())
 	wantCode(t, err, seckill.CodeInternal, "neither WebhookURL nor Deliver")
-	_ = g.Stop()
+	_ = g.Close()
 
 	g = NewMockGateway(MockConfig{Deliver: (&recorder{t: t}).deliver})
 	_, err = g.CreatePayment(context.Background(), testReservation())
 	wantCode(t, err, seckill.CodeInternal, "no webhook secret")
-	_ = g.Stop()
+	_ = g.Close()
 
 	cfg := fastConfig()
 	cfg.Deliver = func(context.Context, []byte, string) (int, error) { return http.StatusOK, nil }
 	g = NewMockGateway(cfg)
-	defer g.Stop()
+	defer g.Close()
 	_, err = g.CreatePayment(context.Background(), seckill.Reservation{})
 	wantCode(t, err, seckill.CodeInvalidArgument, "no id")
 	_, err = g.CreatePayment(context.Background(), seckill.Reservation{ID: "r", AmountCents: -1})
@@ -763,7 +763,7 @@ func TestDeliverToHandler(t *testing.T) {
 
 func TestBackoff(t *testing.T) {
 	g := NewMockGateway(MockConfig{Secret: testSecret, Deliver: (&recorder{t: t}).deliver})
-	defer g.Stop()
+	defer g.Close()
 	for attempt, nominal := range map[int]time.Duration{
 		1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 3: 400 * time.Millisecond,
 		6: 3200 * time.Millisecond, 7: 5 * time.Second, 30: 5 * time.Second, 1000: 5 * time.Second,

@@ -102,8 +102,11 @@ func NewWatcher(opt rueidis.ClientOption) (*Watcher, error) {
 // NewWatcher connects a Watcher to the deployment c was dialled to.
 func (c *Clients) NewWatcher() (*Watcher, error) { return NewWatcher(c.opt) }
 
-// Close closes the watcher's client. Close the engines that use it first.
-func (w *Watcher) Close() { w.client.Close() }
+// Close closes the watcher's client and returns nil. Close the engines that use it first.
+func (w *Watcher) Close() error {
+	w.client.Close()
+	return nil
+}
 
 // invalidated is rueidis' OnInvalidations: nil means everything (the connection dropped, or
 // the server flushed). It runs on the connection's reading goroutine, so it only counts.

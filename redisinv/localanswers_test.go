@@ -30,7 +30,7 @@ func watcherT(t *testing.T, c *Clients) *Watcher {
 	if err != nil {
 		t.Fatalf("NewWatcher: %v", err)
 	}
-	t.Cleanup(w.Close)
+	t.Cleanup(func() { _ = w.Close() })
 	return w
 }
 

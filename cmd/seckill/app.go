@@ -196,7 +196,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	log.Info("http limits", "read_timeout", lim.ReadTimeout, "write_timeout", lim.WriteTimeout, "idle_timeout", lim.IdleTimeout,
 		"max_conns", lim.MaxConns, "max_inflight", lim.MaxInFlight, "max_streams", lim.MaxStreams, "max_streams_per_user", lim.MaxStreamsPerUser)
 	// Event streams never go idle: Shutdown ends them through Close, or it would wait forever.
-	a.http.RegisterOnShutdown(a.api.Close)
+	a.http.RegisterOnShutdown(func() { _ = a.api.Close() })
 	a.serveDone = make(chan error, 1)
 	go func() { a.serveDone <- a.http.Serve(httpapi.LimitListener(a.listener, lim.MaxConns)) }()
 	return a, nil
@@ -346,7 +346,7 @@ func (a *app) close(ctx context.Context) error {
 			_ = a.listener.Close()
 		}
 		if a.oidc != nil {
-			a.oidc.Close() // a background refresh of the keys, bounded by its fetch timeout
+			_ = a.oidc.Close() // a background refresh of the keys, bounded by its fetch timeout
 		}
 		if a.metrics != nil {
 			errs = append(errs, a.metrics.close())

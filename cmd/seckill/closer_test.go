@@ -30,7 +30,7 @@ func TestServeClosesPaymentOfExpiredHold(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		// The webhook is an hour away: cancel it rather than wait for it (close would).
-		_ = a.gateway.Stop()
+		_ = a.gateway.Close()
 		_ = a.close(context.Background())
 	})
 	ctx := t.Context()

@@ -86,7 +86,7 @@ func demo(ctx context.Context, args []string, getenv func(string) string, stdout
 	o.settle = func() {
 		waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		_ = a.gateway.Wait(waitCtx)
+		_ = a.gateway.WaitIdle(waitCtx)
 	}
 	o.extraChecks = func(audit loadgen.Audit, v *loadgen.Verdict) {
 		v.Add("gateway_payments", "every payment the gateway reports succeeded is one paid order or one refund", reconcileGateway(a.gateway.Stats(), audit, v))

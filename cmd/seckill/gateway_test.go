@@ -182,7 +182,7 @@ func TestServeGatewayMockDefault(t *testing.T) {
 	if status != 200 || out["payment_id"] == "" {
 		t.Fatalf("/pay: %d %v", status, out)
 	}
-	if err := a.gateway.Wait(context.Background()); err != nil {
+	if err := a.gateway.WaitIdle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	body, sig := signed(t, cfg.PaymentSecret, out["payment_id"].(string), r)

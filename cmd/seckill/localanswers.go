@@ -76,5 +76,5 @@ func redisBuyOptions(cfg redisBuyConfig, clients *redisinv.Clients, log *slog.Lo
 		return opts, func() {}
 	}
 	log.Info("redis buys", "local_answers", true, "max_inflight_per_sale", inflight)
-	return append(opts, redisinv.WithLocalAnswers(w)), w.Close
+	return append(opts, redisinv.WithLocalAnswers(w)), func() { _ = w.Close() }
 }

@@ -188,7 +188,7 @@ func TestAcceptanceRush(t *testing.T) {
 		t.Fatalf("errors %d, replay mismatches %d (%s); the first errors:\n%s",
 			res.Errors, res.ReplayMismatch, crowd, strings.Join(res.ErrorSample, "\n"))
 	}
-	if err := a.gateway.Wait(ctx); err != nil {
+	if err := a.gateway.WaitIdle(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var sale seckill.SaleView
