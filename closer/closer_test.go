@@ -14,6 +14,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/closer"
+	"github.com/seckill-go/seckill/internal/testkit/leasedjobtest"
 	"github.com/seckill-go/seckill/payment"
 	"github.com/seckill-go/seckill/seckilltest"
 	"github.com/seckill-go/seckill/sqlstore"
@@ -274,26 +275,11 @@ func TestTwoClosersNeverOverlap(t *testing.T) {
 	s := openStore(t, n)
 	g := newFake()
 	clock := seckilltest.NewManualClock(t0)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
+	var closers []leasedjobtest.Passer
 	for i := range 2 {
-		c := closer.New(s, g, closer.Config{Batch: 4, Clock: clock, Owner: fmt.Sprintf("instance-%d", i)})
-		wg.Go(func() {
-			<-start
-			for {
-				claimed, err := c.RunOnce(t.Context())
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if claimed == 0 {
-					return
-				}
-			}
-		})
+		closers = append(closers, closer.New(s, g, closer.Config{Batch: 4, Clock: clock, Owner: fmt.Sprintf("instance-%d", i)}))
 	}
-	close(start)
-	wg.Wait()
+	leasedjobtest.Race(t, closers...)
 	calls, closed, overlap := g.snapshot()
 	if len(overlap) > 0 {
 		t.Fatalf("payments closed by two closers at once: %v", overlap)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/testkit/leasedjobtest"
 	"github.com/seckill-go/seckill/payment"
 	"github.com/seckill-go/seckill/refund"
 	"github.com/seckill-go/seckill/seckilltest"
@@ -188,26 +189,11 @@ func TestTwoRefundersNeverRefundTwice(t *testing.T) {
 	s := owe(t, n)
 	clock := seckilltest.NewManualClock(t0)
 	g := newFake()
-	var wg sync.WaitGroup
-	start := make(chan struct{})
+	var refunders []leasedjobtest.Passer
 	for i := range 2 {
-		r := refund.New(s, g, refund.Config{Batch: 4, Clock: clock, Owner: fmt.Sprintf("instance-%d", i)})
-		wg.Go(func() {
-			<-start
-			for {
-				claimed, err := r.RunOnce(t.Context())
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if claimed == 0 {
-					return
-				}
-			}
-		})
+		refunders = append(refunders, refund.New(s, g, refund.Config{Batch: 4, Clock: clock, Owner: fmt.Sprintf("instance-%d", i)}))
 	}
-	close(start)
-	wg.Wait()
+	leasedjobtest.Race(t, refunders...)
 	calls := wantExactlyOnce(t, g, n)
 	for id, c := range calls {
 		if c != 1 {
