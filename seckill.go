@@ -1,7 +1,9 @@
 // Package seckill is the vocabulary of the flash-sale backend: sales, reservations, the coded
 // error type, and the interfaces (Inventory, OrderStore, Payments, Clock) that adapters implement.
-// It also holds Service, which applies the domain rules across those interfaces. It imports only
-// the standard library so that every adapter can depend on it without depending on each other.
+// The rules that work across those interfaces are package service; the HTTP statuses of the error
+// codes are httpapi's. It imports only the standard library (and golang.org/x/text's currency
+// table for validation) so that every adapter can depend on it without depending on each other,
+// and without a transport.
 package seckill
 
 import (

@@ -44,6 +44,7 @@ import (
 	"github.com/seckill-go/seckill/pipeline"
 	"github.com/seckill-go/seckill/redisinv"
 	"github.com/seckill-go/seckill/seckilltest"
+	"github.com/seckill-go/seckill/service"
 	"github.com/seckill-go/seckill/sqlstore"
 )
 
@@ -250,7 +251,7 @@ func newContractStack(t *testing.T, engine string) *contractStack {
 	default:
 		t.Fatalf("unknown engine %q", engine)
 	}
-	svc := seckill.NewService(seckill.ServiceConfig{
+	svc := service.New(service.Config{
 		Inventory: inv, Store: store, Payments: &stubGateway{intents: map[string]seckill.Reservation{}},
 		Clock: st.clock, AuthSecret: []byte(authSecret),
 	})
@@ -811,7 +812,7 @@ func (m *model) purchasePath() {
 	x := m.send(call{op: "purchasePath", method: "GET", target: "/api/v1/sales/" + url.PathEscape(id) + "/path",
 		auth: auth, valid: verdict(ok && present)})
 	if x.Status == http.StatusOK && good {
-		var p seckill.PurchasePath
+		var p service.PurchasePath
 		_ = json.Unmarshal(x.RespBody, &p)
 		m.paths[user+" "+id] = p.Path
 	}
@@ -836,7 +837,7 @@ func (m *model) buy() {
 		x := m.send(call{op: "purchasePath", method: "GET", target: "/api/v1/sales/" + url.PathEscape(id) + "/path",
 			auth: m.jwt(user, m.h.st.clock.Now(), time.Hour, authSecret), valid: verdict(true)})
 		if x.Status == http.StatusOK {
-			var p seckill.PurchasePath
+			var p service.PurchasePath
 			_ = json.Unmarshal(x.RespBody, &p)
 			m.paths[user+" "+id] = p.Path
 			keys = append(keys, user+" "+id)
@@ -1081,7 +1082,7 @@ func (m *model) closeSale() {
 	auth, present := m.adminAuth()
 	x := m.send(call{op: "closeSale", method: "POST", target: "/api/v1/sales/" + url.PathEscape(id) + "/close", auth: auth, valid: verdict(ok && present)})
 	if x.Status == http.StatusOK {
-		var v seckill.SaleView
+		var v service.SaleView
 		_ = json.Unmarshal(x.RespBody, &v)
 		if v.Status != seckill.SaleEnded {
 			m.rt.Fatalf("[%s engine] a closed sale is %q, want ended: %s", m.h.st.name, v.Status, x)
@@ -1178,7 +1179,7 @@ func (m *model) auditAll() {
 		for {
 			x := m.send(call{op: "audit", method: "GET", target: "/api/v1/sales/" + url.PathEscape(id) + "/audit",
 				auth: "Bearer " + adminToken, valid: verdict(true)})
-			var a seckill.Audit
+			var a service.Audit
 			if x.Status == http.StatusOK {
 				_ = json.Unmarshal(x.RespBody, &a)
 				if a.OK {

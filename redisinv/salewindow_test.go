@@ -14,6 +14,7 @@ import (
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/lock"
 	"github.com/seckill-go/seckill/seckilltest"
+	"github.com/seckill-go/seckill/service"
 )
 
 // sameWindow fails the test unless SaleWindow answers as Sale does on e: the same definition
@@ -166,11 +167,11 @@ func TestPurchasePathScriptCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	services := map[string]*seckill.Service{
-		"SaleWindow": seckill.NewService(seckill.ServiceConfig{Inventory: e, Clock: clock, AuthSecret: []byte("s")}),
-		"Sale":       seckill.NewService(seckill.ServiceConfig{Inventory: saleOnly{e}, Clock: clock, AuthSecret: []byte("s")}),
+	services := map[string]*service.Service{
+		"SaleWindow": service.New(service.Config{Inventory: e, Clock: clock, AuthSecret: []byte("s")}),
+		"Sale":       service.New(service.Config{Inventory: saleOnly{e}, Clock: clock, AuthSecret: []byte("s")}),
 	}
-	paths := func(svc *seckill.Service, sale string, n int) {
+	paths := func(svc *service.Service, sale string, n int) {
 		t.Helper()
 		for i := range n {
 			if _, err := svc.PurchasePath(t.Context(), sale, "u"+itoa(i)); err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/seckill-go/seckill/pipeline"
 	"github.com/seckill-go/seckill/redisinv"
 	"github.com/seckill-go/seckill/refund"
+	"github.com/seckill-go/seckill/service"
 	"github.com/seckill-go/seckill/sqlstore"
 )
 
@@ -38,7 +39,7 @@ type app struct {
 	log      *slog.Logger
 	store    *sqlstore.Store
 	inv      seckill.Inventory
-	svc      *seckill.Service
+	svc      *service.Service
 	gateway  *payment.MockGateway // the mock, when it is the gateway (its webhooks call our HTTP)
 	payGW    payment.Gateway      // the gateway that starts payments (gatewayName)
 	api      *httpapi.Server
@@ -68,7 +69,7 @@ type engine struct {
 	// services builds the engine's other background services, in dependency order, once the
 	// seckill.Service exists (memory: the sweeper; redis: the stream consumers and the
 	// leader-elected sweeper).
-	services func(svc *seckill.Service) []background.Service
+	services func(svc *service.Service) []background.Service
 	// recover: the engine starts empty and is rebuilt from the database before it serves
 	// (memory). The Redis engine's state is shared and lives in Redis; a sale missing there is
 	// rebuilt on first use.
@@ -132,7 +133,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 		a.inv = opts.wrapInventory(a.inv)
 	}
 	if opts.noHTTP {
-		a.svc = seckill.NewService(seckill.ServiceConfig{Inventory: a.inv, Store: a.store, AuthSecret: []byte(cfg.AuthSecret)})
+		a.svc = service.New(service.Config{Inventory: a.inv, Store: a.store, AuthSecret: []byte(cfg.AuthSecret)})
 		a.bg.Start(a.services(cfg)...)
 		return a, nil
 	}
@@ -150,7 +151,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	}
 	// A provider's "too many requests" is honoured by every caller of this instance at once.
 	a.payGW = payment.WithBackoff(a.payGW, seckill.SystemClock{})
-	a.svc = seckill.NewService(seckill.ServiceConfig{
+	a.svc = service.New(service.Config{
 		Inventory: a.inv, Store: a.store, Payments: payment.ForService(a.payGW), AuthSecret: []byte(cfg.AuthSecret),
 	})
 	if a.engine.recover {
@@ -262,7 +263,7 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 		return engine{
 			inv:      memory.New(seckill.SystemClock{}, memory.WithEvents(engineEvents), memory.WithArchive(a.store)),
 			feed:     []background.Service{a.pipe},
-			services: func(svc *seckill.Service) []background.Service { return []background.Service{svc.Sweeper(sweepEvery)} },
+			services: func(svc *service.Service) []background.Service { return []background.Service{svc.Sweeper(sweepEvery)} },
 			recover:  true,
 		}, nil
 	case "redis":
@@ -284,7 +285,7 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 		}
 		return engine{
 			inv: eng,
-			services: func(svc *seckill.Service) []background.Service {
+			services: func(svc *service.Service) []background.Service {
 				return eng.Services(redisinv.ServicesConfig{List: svc.LiveSaleIDs, Locks: locks, Sink: sink,
 					SweepEvery: sweepEvery, Consumer: redisinv.ConsumerConfig{Logger: log}})
 			},

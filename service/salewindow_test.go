@@ -1,4 +1,4 @@
-package seckill_test
+package service_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/seckilltest"
+	"github.com/seckill-go/seckill/service"
 )
 
 // windowed is an inventory with SaleWindow (the definition from Sale, its counts dropped) that
@@ -45,8 +46,8 @@ func TestPurchasePathUsesSaleWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := &windowed{Inventory: m}
-	with := seckill.NewService(seckill.ServiceConfig{Inventory: w, Clock: clock, AuthSecret: []byte("k")})
-	without := seckill.NewService(seckill.ServiceConfig{Inventory: m, Clock: clock, AuthSecret: []byte("k")})
+	with := service.New(service.Config{Inventory: w, Clock: clock, AuthSecret: []byte("k")})
+	without := service.New(service.Config{Inventory: m, Clock: clock, AuthSecret: []byte("k")})
 	for _, c := range []struct {
 		at   time.Time
 		sale string

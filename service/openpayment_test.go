@@ -1,4 +1,4 @@
-package seckill_test
+package service_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/seckill-go/seckill/memory"
 	"github.com/seckill-go/seckill/payment"
 	"github.com/seckill-go/seckill/seckilltest"
+	"github.com/seckill-go/seckill/service"
 	"github.com/seckill-go/seckill/sqlstore"
 )
 
@@ -56,7 +57,7 @@ type openPayRig struct {
 	clock *seckilltest.ManualClock
 	store *openPayStore
 	gw    *payment.MockGateway
-	svc   *seckill.Service
+	svc   *service.Service
 }
 
 var openPayT0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -82,7 +83,7 @@ func newOpenPayRigThrough(t *testing.T, through func(seckill.Payments) seckill.P
 		Deliver: func(context.Context, []byte, string) (int, error) { return 200, nil },
 	})
 	t.Cleanup(func() { _ = gw.Stop() })
-	svc := seckill.NewService(seckill.ServiceConfig{
+	svc := service.New(service.Config{
 		Inventory: memory.New(clock, memory.WithArchive(store)), Store: store, Payments: through(payment.ForService(gw)),
 		Clock: clock, AuthSecret: []byte("k"),
 	})
