@@ -68,9 +68,8 @@ type RefundCounts struct {
 	OldestOpen time.Time
 }
 
-// RefundStore is the durable record of refunds owed, which an OrderStore may also implement
-// (sqlstore does). Every refund_required payment has one refund, created with it in the
-// payment transaction.
+// RefundStore is the durable record of refunds owed, part of every OrderStore. Every
+// refund_required payment has one refund, created with it in the payment transaction.
 type RefundStore interface {
 	// ClaimRefunds atomically takes up to limit refunds that are due — refund_required, or
 	// refund_pending whose lease has expired and whose next attempt is due — of payments the

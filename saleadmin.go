@@ -2,9 +2,8 @@ package seckill
 
 import "context"
 
-// SaleAdmin is what an Inventory offers for listing a sale on and off the storefront and for
-// deleting one nobody has reserved in. Both engines implement it; Service.SetListed and
-// Service.DeleteSale answer internal on an engine that does not.
+// SaleAdmin is the part of an Inventory for listing a sale on and off the storefront and for
+// deleting one nobody has reserved in (service.Service.SetListed and DeleteSale).
 type SaleAdmin interface {
 	// SetListed sets the sale's listed flag and returns the sale as it is now; not_found for an
 	// unknown sale. Nothing else of the sale changes.

@@ -205,7 +205,8 @@ func newContractStack(t *testing.T, engine string) *contractStack {
 		t.Fatalf("open store: %v", err)
 	}
 	var inv seckill.Inventory
-	var stop []func() // in order, after HTTP is closed
+	var windows seckill.SaleWindows // the Redis engine's, as cmd/seckill wires it
+	var stop []func()               // in order, after HTTP is closed
 	switch engine {
 	case "memory":
 		events := make(chan seckill.Event, 1<<16)
@@ -226,7 +227,7 @@ func newContractStack(t *testing.T, engine string) *contractStack {
 		}
 		prefix := fmt.Sprintf("seckill-contract-%d-%d:", os.Getpid(), time.Now().UnixNano())
 		eng := redisinv.New(clients.Inventory, redisinv.WithTestClock(st.clock), redisinv.WithPrefix(prefix))
-		inv = eng
+		inv, windows = eng, eng
 		// Every sale is consumed until the end, however far the test clock has moved past it,
 		// so that the audits compare a fully stored database.
 		all := func(ctx context.Context) ([]string, error) {
@@ -252,7 +253,7 @@ func newContractStack(t *testing.T, engine string) *contractStack {
 		t.Fatalf("unknown engine %q", engine)
 	}
 	svc := service.New(service.Config{
-		Inventory: inv, Store: store, Payments: &stubGateway{intents: map[string]seckill.Reservation{}},
+		Inventory: inv, Windows: windows, Store: store, Payments: &stubGateway{intents: map[string]seckill.Reservation{}},
 		Clock: st.clock, AuthSecret: []byte(authSecret),
 	})
 	api := httpapi.New(httpapi.Config{

@@ -156,7 +156,7 @@ type stubGateway struct {
 	intents map[string]seckill.Reservation
 }
 
-func (g *stubGateway) CreatePayment(_ context.Context, r seckill.Reservation) (seckill.PaymentIntent, error) {
+func (g *stubGateway) CreatePaymentFor(_ context.Context, r seckill.Reservation, _ seckill.Sale) (seckill.PaymentIntent, error) {
 	id := "pay_" + seckill.NewID()
 	g.mu.Lock()
 	g.intents[id] = r

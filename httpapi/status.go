@@ -47,4 +47,3 @@ func titleOf(c seckill.Code) string {
 	}
 	return "Internal error"
 }
-

@@ -219,7 +219,7 @@ func TestWebhookFromMockGateway(t *testing.T) {
 	})
 	t.Cleanup(func() { _ = gw.Stop() })
 	svc := service.New(service.Config{
-		Inventory: e.engine, Store: e.store, Payments: gw, Clock: e.clock, AuthSecret: []byte(authSecret),
+		Inventory: e.engine, Store: e.store, Payments: payment.ForService(gw), Clock: e.clock, AuthSecret: []byte(authSecret),
 	})
 	// A second server on the same engine and store, with the gateway: pay goes through it.
 	api := httpapi.New(httpapi.Config{Service: svc, AuthSecret: []byte(authSecret), AdminToken: adminToken, PaymentSecret: []byte(paySecret), Clock: e.clock})

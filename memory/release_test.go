@@ -92,7 +92,7 @@ func newReleaseRig(t *testing.T, clock *seckilltest.ManualClock, store *sqlstore
 		close(ch)
 		<-done
 	})
-	r.svc = service.New(service.Config{Inventory: r.e, Store: store, Clock: clock})
+	r.svc = service.New(service.Config{Inventory: r.e, Settled: r.e, Store: store, Clock: clock})
 	return r
 }
 

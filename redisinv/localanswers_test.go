@@ -88,7 +88,7 @@ func newLAInstance(t *testing.T, rdb rueidis.Client, prefix string, clock seckil
 	t.Helper()
 	e := New(rdb, append([]Option{WithTestClock(clock), WithPrefix(prefix)}, opts...)...)
 	store := sqliteStoreT(t)
-	svc := service.New(service.Config{Inventory: e, Store: store, Clock: clock, AuthSecret: []byte(laSecret)})
+	svc := service.New(service.Config{Inventory: e, Windows: e, Store: store, Clock: clock, AuthSecret: []byte(laSecret)})
 	api := httpapi.New(httpapi.Config{Service: svc, AuthSecret: []byte(laSecret), AdminToken: laAdmin, Clock: clock, BuyRate: -1})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(func() {

@@ -144,10 +144,6 @@ func scriptCalls(t *testing.T, rdb rueidis.Client) int64 {
 	return n
 }
 
-// saleOnly hides every method of the engine but seckill.Inventory's (its SaleWindow): the
-// purchase path as it was, through Sale.
-type saleOnly struct{ seckill.Inventory }
-
 // TestPurchasePathScriptCalls counts, on a private Redis that nothing else uses, the script
 // calls of Service.PurchasePath on a 6-segment sale: 1 per path (segment 0's sale.lua), where
 // the same path through Sale (the negative control) costs 12 (sale.lua and segment.lua
@@ -168,8 +164,8 @@ func TestPurchasePathScriptCalls(t *testing.T) {
 		}
 	}
 	services := map[string]*service.Service{
-		"SaleWindow": service.New(service.Config{Inventory: e, Clock: clock, AuthSecret: []byte("s")}),
-		"Sale":       service.New(service.Config{Inventory: saleOnly{e}, Clock: clock, AuthSecret: []byte("s")}),
+		"SaleWindow": service.New(service.Config{Inventory: e, Windows: e, Clock: clock, AuthSecret: []byte("s")}),
+		"Sale":       service.New(service.Config{Inventory: e, Clock: clock, AuthSecret: []byte("s")}),
 	}
 	paths := func(svc *service.Service, sale string, n int) {
 		t.Helper()

@@ -97,7 +97,7 @@ func newSegServices(t *testing.T, url string, n, stock, streams int, rebuild boo
 		worker.streamCounts.Store(def.ID, streams)
 	}
 	r := &segServices{t: t, e: e, worker: worker, store: store, locks: locks, def: def, stored: &recorder{store: store},
-		svc: service.New(service.Config{Inventory: e, Store: store})}
+		svc: service.New(service.Config{Inventory: e, Windows: e, Store: store})}
 	list := func(context.Context) ([]string, error) { return []string{def.ID}, nil }
 	cons := worker.NewConsumer(r.stored, ConsumerConfig{List: list, Block: 100 * time.Millisecond, Linger: -1})
 	r.cons = cons

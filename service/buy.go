@@ -29,11 +29,11 @@ func (s *Service) PurchasePath(ctx context.Context, saleID, userID string) (Purc
 	}, nil
 }
 
-// saleWindow is the sale's definition for a caller that needs no counts: the inventory's
-// SaleWindow when it has one (cheaper), else Sale.
+// saleWindow is the sale's definition for a caller that needs no counts: Config.Windows when
+// the service has it (cheaper), else the inventory's Sale.
 func (s *Service) saleWindow(ctx context.Context, saleID string) (seckill.Sale, error) {
-	if w, ok := s.inv.(seckill.SaleWindows); ok {
-		return w.SaleWindow(ctx, saleID)
+	if s.windows != nil {
+		return s.windows.SaleWindow(ctx, saleID)
 	}
 	sale, _, err := s.inv.Sale(ctx, saleID)
 	return sale, err
@@ -94,8 +94,6 @@ func (s *Service) Cancel(ctx context.Context, id, userID string) (seckill.Reserv
 	if err != nil {
 		return r, err
 	}
-	if ops, ok := s.store.(seckill.OpenPaymentStore); ok {
-		_ = ops.CloseSoon(ctx, id, s.clock.Now())
-	}
+	_ = s.store.CloseSoon(ctx, id, s.clock.Now())
 	return r, nil
 }

@@ -205,14 +205,9 @@ type countingPayments struct {
 	starts atomic.Int64
 }
 
-func (c *countingPayments) CreatePayment(ctx context.Context, r seckill.Reservation) (seckill.PaymentIntent, error) {
-	c.starts.Add(1)
-	return c.Payments.CreatePayment(ctx, r)
-}
-
 func (c *countingPayments) CreatePaymentFor(ctx context.Context, r seckill.Reservation, sale seckill.Sale) (seckill.PaymentIntent, error) {
 	c.starts.Add(1)
-	return c.Payments.(seckill.SalePayments).CreatePaymentFor(ctx, r, sale)
+	return c.Payments.CreatePaymentFor(ctx, r, sale)
 }
 
 // A hold has one payment: while it is open, Pay answers its recorded page again without
@@ -261,7 +256,7 @@ func (g *gatedPayments) CreatePaymentFor(ctx context.Context, r seckill.Reservat
 	case <-ctx.Done():
 		return seckill.PaymentIntent{}, ctx.Err()
 	}
-	return g.Payments.(seckill.SalePayments).CreatePaymentFor(ctx, r, sale)
+	return g.Payments.CreatePaymentFor(ctx, r, sale)
 }
 
 // TestPayJoinedSurvivesTheFirstCallerLeaving: two /pay calls of one hold share one gateway

@@ -35,20 +35,17 @@ func (s *Service) Pay(ctx context.Context, id, userID string) (seckill.PaymentIn
 	if s.payments == nil {
 		return seckill.PaymentIntent{}, seckill.Errorf(seckill.CodeUnavailable, "no payment gateway is configured")
 	}
-	ops, _ := s.store.(seckill.OpenPaymentStore)
-	if ops != nil {
-		// A hold has one payment: while it is open its page is answered again, and the gateway
-		// (whose rate limit is the whole shop's) is not asked. Only calls that find no record
-		// reach the gateway: the first, joined with those of this instance that come while it
-		// runs (paying), and the first of each other instance; the gateway's idempotency key
-		// (the reservation id) makes them one payment.
-		p, err := ops.OpenPaymentOf(ctx, r.ID)
-		if err == nil {
-			return seckill.PaymentIntent{PaymentID: p.PaymentID, RedirectURL: p.RedirectURL, Gateway: p.Gateway}, nil
-		}
-		if seckill.ErrorCode(err) != seckill.CodeNotFound {
-			return seckill.PaymentIntent{}, unavailable(err)
-		}
+	// A hold has one payment: while it is open its page is answered again, and the gateway
+	// (whose rate limit is the whole shop's) is not asked. Only calls that find no record reach
+	// the gateway: the first, joined with those of this instance that come while it runs
+	// (paying), and the first of each other instance; the gateway's idempotency key (the
+	// reservation id) makes them one payment.
+	p, err := s.store.OpenPaymentOf(ctx, r.ID)
+	if err == nil {
+		return seckill.PaymentIntent{PaymentID: p.PaymentID, RedirectURL: p.RedirectURL, Gateway: p.Gateway}, nil
+	}
+	if seckill.ErrorCode(err) != seckill.CodeNotFound {
+		return seckill.PaymentIntent{}, unavailable(err)
 	}
 	v, err, _ := s.paying.Do(r.ID, func() (any, error) {
 		// The call is shared by every caller that joined it, so it must not end with the first
@@ -56,7 +53,7 @@ func (s *Service) Pay(ctx context.Context, id, userID string) (seckill.PaymentIn
 		// values but not its cancellation, bounded by paymentStartWait.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), paymentStartWait)
 		defer cancel()
-		return s.startPayment(sctx, r, ops)
+		return s.startPayment(sctx, r)
 	})
 	if err != nil {
 		return seckill.PaymentIntent{}, err
@@ -65,28 +62,20 @@ func (s *Service) Pay(ctx context.Context, id, userID string) (seckill.PaymentIn
 }
 
 // startPayment asks the gateway for the hold's payment and records it (Pay).
-func (s *Service) startPayment(ctx context.Context, r seckill.Reservation, ops seckill.OpenPaymentStore) (seckill.PaymentIntent, error) {
-	var (
-		intent seckill.PaymentIntent
-		err    error
-	)
-	if sp, ok := s.payments.(seckill.SalePayments); ok {
-		sale, serr := s.saleWindow(ctx, r.SaleID) // currency, name and hold_seconds
-		if serr != nil {
-			return seckill.PaymentIntent{}, serr
-		}
-		intent, err = sp.CreatePaymentFor(ctx, r, sale)
-	} else {
-		intent, err = s.payments.CreatePayment(ctx, r)
+func (s *Service) startPayment(ctx context.Context, r seckill.Reservation) (seckill.PaymentIntent, error) {
+	sale, err := s.saleWindow(ctx, r.SaleID) // currency, name and hold_seconds
+	if err != nil {
+		return seckill.PaymentIntent{}, err
 	}
+	intent, err := s.payments.CreatePaymentFor(ctx, r, sale)
 	if err != nil {
 		return seckill.PaymentIntent{}, fmt.Errorf("create payment: %w", err)
 	}
 	// The payment page is handed out only once the payment is recorded for closing when the
 	// hold ends; if that fails the buyer is answered 503 and retries, and the gateway, asked
 	// again with the same idempotency key, starts no second payment.
-	if ops != nil && intent.Gateway != "" && r.ExpiresAt != nil {
-		err := ops.RecordOpenPayment(ctx, seckill.OpenPayment{PaymentID: intent.PaymentID, ReservationID: r.ID,
+	if intent.Gateway != "" && r.ExpiresAt != nil {
+		err := s.store.RecordOpenPayment(ctx, seckill.OpenPayment{PaymentID: intent.PaymentID, ReservationID: r.ID,
 			Gateway: intent.Gateway, RedirectURL: intent.RedirectURL, Status: seckill.PaymentOpen, CloseAt: *r.ExpiresAt}, s.clock.Now())
 		if err != nil {
 			return seckill.PaymentIntent{}, unavailable(err)

@@ -6,15 +6,6 @@ import (
 	"github.com/seckill-go/seckill"
 )
 
-// refunds returns the order store as a RefundStore, or an unavailable error if it keeps none.
-func (s *Service) refunds() (seckill.RefundStore, error) {
-	rs, ok := s.store.(seckill.RefundStore)
-	if !ok {
-		return nil, seckill.Errorf(seckill.CodeUnavailable, "this order store keeps no refund records")
-	}
-	return rs, nil
-}
-
 // Refunds lists up to limit refunds with the given status, oldest first (the operator's list
 // of refund_failed ones). An unknown status or a limit outside 1..MaxRefundList is invalid_argument.
 func (s *Service) Refunds(ctx context.Context, status seckill.RefundStatus, limit int) ([]seckill.Refund, error) {
@@ -25,11 +16,7 @@ func (s *Service) Refunds(ctx context.Context, status seckill.RefundStatus, limi
 	if limit < 1 || limit > seckill.MaxRefundList {
 		return nil, seckill.Errorf(seckill.CodeInvalidArgument, "limit %d; want 1..%d", limit, seckill.MaxRefundList)
 	}
-	rs, err := s.refunds()
-	if err != nil {
-		return nil, err
-	}
-	list, err := rs.Refunds(ctx, status, limit)
+	list, err := s.store.Refunds(ctx, status, limit)
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -38,11 +25,7 @@ func (s *Service) Refunds(ctx context.Context, status seckill.RefundStatus, limi
 
 // RefundCounts counts refunds by status (for /metrics).
 func (s *Service) RefundCounts(ctx context.Context) (seckill.RefundCounts, error) {
-	rs, err := s.refunds()
-	if err != nil {
-		return seckill.RefundCounts{}, err
-	}
-	c, err := rs.RefundCounts(ctx)
+	c, err := s.store.RefundCounts(ctx)
 	if err != nil {
 		return seckill.RefundCounts{}, unavailable(err)
 	}

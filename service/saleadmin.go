@@ -11,11 +11,7 @@ import (
 // SetListed lists the sale on the storefront or takes it off (PATCH /api/v1/sales/{id}). The
 // engine is changed first, then the order store, which the list is read from.
 func (s *Service) SetListed(ctx context.Context, saleID string, listed bool) (SaleView, error) {
-	adm, ok := s.inv.(seckill.SaleAdmin)
-	if !ok {
-		return SaleView{}, seckill.Errorf(seckill.CodeInternal, "this inventory engine cannot change a sale's listing")
-	}
-	sale, st, err := adm.SetListed(ctx, saleID, listed)
+	sale, st, err := s.inv.SetListed(ctx, saleID, listed)
 	if err != nil {
 		return SaleView{}, err
 	}
@@ -43,15 +39,11 @@ func (s *Service) SetListed(ctx context.Context, saleID string, listed bool) (Sa
 // ended already is left as it is), and the error is returned. If step 4 fails the sale is gone from the store but its closed copy is still in the
 // engine; the same DELETE, sent again, finishes it (the store's not_found then counts as done).
 func (s *Service) DeleteSale(ctx context.Context, saleID string) error {
-	adm, ok := s.inv.(seckill.SaleAdmin)
-	if !ok {
-		return seckill.Errorf(seckill.CodeInternal, "this inventory engine cannot delete a sale")
-	}
 	orig, _, err := s.inv.Sale(ctx, saleID)
 	if err != nil {
 		return err
 	}
-	closed, err := adm.CloseUnreserved(ctx, saleID)
+	closed, err := s.inv.CloseUnreserved(ctx, saleID)
 	if err != nil {
 		return err
 	}
@@ -65,7 +57,7 @@ func (s *Service) DeleteSale(ctx context.Context, saleID string) error {
 			// memory engine is not reloaded as a fresh one).
 			return errors.Join(errs...)
 		}
-		if derr := adm.DropSale(ctx, saleID); derr != nil && seckill.ErrorCode(derr) != seckill.CodeNotFound {
+		if derr := s.inv.DropSale(ctx, saleID); derr != nil && seckill.ErrorCode(derr) != seckill.CodeNotFound {
 			errs = append(errs, fmt.Errorf("undo delete sale %s: drop the closed copy: %w", saleID, derr))
 		} else if lerr := s.inv.LoadSale(ctx, orig, 0); lerr != nil && seckill.ErrorCode(lerr) != seckill.CodeConflict {
 			errs = append(errs, fmt.Errorf("undo delete sale %s: reload it: %w", saleID, lerr))
@@ -82,7 +74,7 @@ func (s *Service) DeleteSale(ctx context.Context, saleID string) error {
 	// another time. (Other instances keep theirs until they restart: reuse a deleted sale's id
 	// only once they have, or their buyers' purchase paths are refused.)
 	s.starts.Delete(saleID)
-	if err := adm.DropSale(ctx, saleID); err != nil && seckill.ErrorCode(err) != seckill.CodeNotFound {
+	if err := s.inv.DropSale(ctx, saleID); err != nil && seckill.ErrorCode(err) != seckill.CodeNotFound {
 		return err
 	}
 	return nil

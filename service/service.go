@@ -23,6 +23,8 @@ type Service struct {
 	inv      seckill.Inventory
 	store    seckill.OrderStore
 	payments seckill.Payments
+	windows  seckill.SaleWindows  // nil: inv.Sale
+	settled  seckill.SettledSales // nil: every sale restored whole
 	clock    seckill.Clock
 	pathKey  []byte
 	// starts caches each known sale's starts_at (sale id → time.Time) for the purchase-token
@@ -35,12 +37,21 @@ type Service struct {
 	paying singleflight.Group
 }
 
-// Config wires a Service.
+// Config wires a Service. Inventory and Store are required; Payments may be nil (POST /pay then
+// answers unavailable). Windows and Settled are the engine's optional capabilities, given
+// explicitly where the engine has them (cmd/seckill wires them): each only makes a call cheaper,
+// and the service answers the same without it.
 type Config struct {
 	Inventory seckill.Inventory
 	Store     seckill.OrderStore
 	Payments  seckill.Payments
-	Clock     seckill.Clock
+	// Windows reads a sale's definition without its counts, for the purchase path, the payment
+	// start and the refund reason (the Redis engine); nil: Inventory.Sale.
+	Windows seckill.SaleWindows
+	// Settled loads a settled sale as released on Recover (the memory engine with an archive);
+	// nil: Recover restores every sale whole.
+	Settled seckill.SettledSales
+	Clock   seckill.Clock
 	// AuthSecret is SECKILL_AUTH_SECRET; the purchase-path key is derived from it, so every
 	// instance that shares the secret accepts every other's purchase tokens.
 	AuthSecret []byte
@@ -51,7 +62,8 @@ func New(cfg Config) *Service {
 	if cfg.Clock == nil {
 		cfg.Clock = seckill.SystemClock{}
 	}
-	return &Service{inv: cfg.Inventory, store: cfg.Store, payments: cfg.Payments, clock: cfg.Clock, pathKey: purchasetoken.Key(cfg.AuthSecret)}
+	return &Service{inv: cfg.Inventory, store: cfg.Store, payments: cfg.Payments, windows: cfg.Windows, settled: cfg.Settled,
+		clock: cfg.Clock, pathKey: purchasetoken.Key(cfg.AuthSecret)}
 }
 
 // Now is the service's clock.
@@ -86,17 +98,14 @@ func (s *Service) Recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recover: list sales: %w", err)
 	}
-	settled, _ := s.inv.(interface {
-		LoadSettledSale(ctx context.Context, sale seckill.Sale, sold int) (bool, error)
-	})
 	for i, sale := range sales {
-		if settled != nil && !s.clock.Now().Before(sale.EndsAt) {
+		if s.settled != nil && !s.clock.Now().Before(sale.EndsAt) {
 			live, err := s.store.Reservations(ctx, sale.ID, seckill.StatusHeld, seckill.StatusQueued)
 			if err != nil {
 				return fmt.Errorf("recover: reservations of %s: %w", sale.ID, err)
 			}
 			if len(live) == 0 {
-				loaded, err := settled.LoadSettledSale(ctx, sale, sold[i])
+				loaded, err := s.settled.LoadSettledSale(ctx, sale, sold[i])
 				if err != nil {
 					return fmt.Errorf("recover: load sale %s: %w", sale.ID, err)
 				}

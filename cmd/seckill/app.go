@@ -63,11 +63,15 @@ type app struct {
 // asks which engine it is.
 type engine struct {
 	inv seckill.Inventory
+	// windows and settled are the engine's optional capabilities the service is given
+	// (service.Config): redis reads a sale's window alone, memory loads settled sales released.
+	windows seckill.SaleWindows
+	settled seckill.SettledSales
 	// feed are the background services that must run before anything uses the engine (memory:
 	// the pipeline that stores its events, which recovery already emits).
 	feed []background.Service
 	// services builds the engine's other background services, in dependency order, once the
-	// seckill.Service exists (memory: the sweeper; redis: the stream consumers and the
+	// service.Service exists (memory: the sweeper; redis: the stream consumers and the
 	// leader-elected sweeper).
 	services func(svc *service.Service) []background.Service
 	// recover: the engine starts empty and is rebuilt from the database before it serves
@@ -131,9 +135,11 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	a.bg.Start(a.engine.feed...)
 	if opts.wrapInventory != nil {
 		a.inv = opts.wrapInventory(a.inv)
+		// The wrapper stands for the whole engine: capabilities that would bypass it are not used.
+		a.engine.windows, a.engine.settled = nil, nil
 	}
 	if opts.noHTTP {
-		a.svc = service.New(service.Config{Inventory: a.inv, Store: a.store, AuthSecret: []byte(cfg.AuthSecret)})
+		a.svc = a.newService(cfg, nil)
 		a.bg.Start(a.services(cfg)...)
 		return a, nil
 	}
@@ -151,9 +157,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	}
 	// A provider's "too many requests" is honoured by every caller of this instance at once.
 	a.payGW = payment.WithBackoff(a.payGW, seckill.SystemClock{})
-	a.svc = service.New(service.Config{
-		Inventory: a.inv, Store: a.store, Payments: payment.ForService(a.payGW), AuthSecret: []byte(cfg.AuthSecret),
-	})
+	a.svc = a.newService(cfg, payment.ForService(a.payGW))
 	if a.engine.recover {
 		if err := a.svc.Recover(ctx); err != nil {
 			return nil, err
@@ -201,6 +205,13 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	a.serveDone = make(chan error, 1)
 	go func() { a.serveDone <- a.http.Serve(httpapi.LimitListener(a.listener, lim.MaxConns)) }()
 	return a, nil
+}
+
+// newService is the service over the engine and the store, starting payments with payments
+// (nil: a worker, which starts none).
+func (a *app) newService(cfg config, payments seckill.Payments) *service.Service {
+	return service.New(service.Config{Inventory: a.inv, Store: a.store, Payments: payments,
+		Windows: a.engine.windows, Settled: a.engine.settled, AuthSecret: []byte(cfg.AuthSecret)})
 }
 
 // newGateway builds the configured payment gateway (docs/PAYMENTS.md): the mock posts our signed
@@ -260,8 +271,10 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 		}
 		engineEvents := make(chan seckill.Event, 1<<16)
 		a.pipe = pipeline.New(a.store, engineEvents, pipeline.Config{Logger: log})
+		eng := memory.New(seckill.SystemClock{}, memory.WithEvents(engineEvents), memory.WithArchive(a.store))
 		return engine{
-			inv:      memory.New(seckill.SystemClock{}, memory.WithEvents(engineEvents), memory.WithArchive(a.store)),
+			inv:      eng,
+			settled:  eng,
 			feed:     []background.Service{a.pipe},
 			services: func(svc *service.Service) []background.Service { return []background.Service{svc.Sweeper(sweepEvery)} },
 			recover:  true,
@@ -284,7 +297,8 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 			sink = a.store
 		}
 		return engine{
-			inv: eng,
+			inv:     eng,
+			windows: eng,
 			services: func(svc *service.Service) []background.Service {
 				return eng.Services(redisinv.ServicesConfig{List: svc.LiveSaleIDs, Locks: locks, Sink: sink,
 					SweepEvery: sweepEvery, Consumer: redisinv.ConsumerConfig{Logger: log}})

@@ -34,8 +34,8 @@ func NewWithStore(t testing.TB, clock seckill.Clock, payments seckill.Payments) 
 		t.Fatalf("open sqlite: %v", err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
+	inv := memory.New(clock, memory.WithArchive(store))
 	return service.New(service.Config{
-		Inventory: memory.New(clock, memory.WithArchive(store)), Store: store, Payments: payments,
-		Clock: clock, AuthSecret: []byte(AuthSecret),
+		Inventory: inv, Settled: inv, Store: store, Payments: payments, Clock: clock, AuthSecret: []byte(AuthSecret),
 	}), store
 }
