@@ -1,4 +1,4 @@
-// Package httpapi serves the HTTP API of docs/API.md: JSON handlers over seckill.Service, user
+// Package httpapi serves the HTTP API of docs/API.md: JSON handlers over service.Service, user
 // JWT and admin-token auth, the dynamic purchase path, a per-user rate limit on buys, body size
 // limits, problem+json errors, Prometheus metrics, the OpenAPI document and the storefront.
 package httpapi

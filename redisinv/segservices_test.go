@@ -16,7 +16,7 @@ import (
 )
 
 // segServices is a segmented sale served by one engine (e: buys, payments, the audit through a
-// seckill.Service), with the background work on another, as in a `seckill worker` process
+// service.Service), with the background work on another, as in a `seckill worker` process
 // (worker: it never sees the sale's calls, so it finds the segments as a worker does): the
 // consumer storing into the order store (SQLite, through recorder, which keeps what the consumer
 // stored) and a reader of the sale's export log. Both engines rebuild from the order store.

@@ -317,7 +317,7 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 	return engine{}, fmt.Errorf("unknown engine %q: use memory or redis", cfg.Engine)
 }
 
-// services are the background services that need the seckill.Service, in dependency order:
+// services are the background services that need the service.Service, in dependency order:
 // the engine's, then the closer and the refunders (with a gateway). More services go at the
 // end of the list: the runner stops the last one first.
 func (a *app) services(cfg config) []background.Service {

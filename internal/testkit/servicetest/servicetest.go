@@ -1,4 +1,4 @@
-// Package servicetest builds a real seckill.Service for tests outside the root package: the
+// Package servicetest builds a real service.Service for tests outside package service: the
 // memory engine and a private in-memory SQLite store, both reading the test's clock. The gateway
 // suite (seckilltest.TestGateway) runs its payment stories through it; seckilltest itself cannot
 // import the engine and the store (their own tests import seckilltest).
