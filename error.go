@@ -3,10 +3,10 @@ package seckill
 import (
 	"errors"
 	"fmt"
-	"net/http"
 )
 
-// Code is a machine-readable error code; it is the `code` field of problem+json responses.
+// Code is a machine-readable error code; it is the `code` field of problem+json responses. Its
+// HTTP status and title are the HTTP API's (httpapi's table).
 type Code string
 
 // Error codes (docs/API.md).
@@ -29,46 +29,6 @@ const (
 	CodeUnavailable      Code = "unavailable"
 	CodeInvalidSignature Code = "invalid_signature"
 )
-
-// codeInfo is the one table that maps codes to HTTP statuses and titles.
-var codeInfo = map[Code]struct {
-	status int
-	title  string
-}{
-	CodeInternal:         {http.StatusInternalServerError, "Internal error"},
-	CodeInvalidArgument:  {http.StatusBadRequest, "Invalid argument"},
-	CodeNotFound:         {http.StatusNotFound, "Not found"},
-	CodeConflict:         {http.StatusConflict, "Conflict"},
-	CodeSoldOut:          {http.StatusConflict, "Sold out"},
-	CodeLimitExceeded:    {http.StatusConflict, "Limit exceeded"},
-	CodeQueueFull:        {http.StatusConflict, "Queue full"},
-	CodeNotStarted:       {http.StatusTooEarly, "Not started"},
-	CodeEnded:            {http.StatusGone, "Ended"},
-	CodeInvalidToken:     {http.StatusForbidden, "Invalid token"},
-	CodeHoldExpired:      {http.StatusConflict, "Hold expired"},
-	CodeRateLimited:      {http.StatusTooManyRequests, "Rate limited"},
-	CodeUnauthorized:     {http.StatusUnauthorized, "Unauthorized"},
-	CodeForbidden:        {http.StatusForbidden, "Forbidden"},
-	CodeTooLarge:         {http.StatusRequestEntityTooLarge, "Too large"},
-	CodeUnavailable:      {http.StatusServiceUnavailable, "Unavailable"},
-	CodeInvalidSignature: {http.StatusUnauthorized, "Invalid signature"},
-}
-
-// HTTPStatus is the HTTP status for a code (500 for unknown codes).
-func (c Code) HTTPStatus() int {
-	if i, ok := codeInfo[c]; ok {
-		return i.status
-	}
-	return http.StatusInternalServerError
-}
-
-// Title is the short human title for a code.
-func (c Code) Title() string {
-	if i, ok := codeInfo[c]; ok {
-		return i.title
-	}
-	return "Internal error"
-}
 
 // Error is the one domain error type: a code and a message meant for the client.
 type Error struct {

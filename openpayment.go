@@ -43,9 +43,9 @@ type CloseOutcome struct {
 	At            time.Time
 }
 
-// OpenPaymentStore is the durable record of payments started at a gateway, which an OrderStore
-// may also implement (sqlstore does). A payment page is handed out only after its payment is
-// recorded here, so that no payable page outlives its hold unnoticed.
+// OpenPaymentStore is the durable record of payments started at a gateway, part of every
+// OrderStore. A payment page is handed out only after its payment is recorded here, so that no
+// payable page outlives its hold unnoticed.
 type OpenPaymentStore interface {
 	// RecordOpenPayment records a payment started for a hold that ends at closeAt. Recording a
 	// payment id again changes nothing (a retried POST /pay starts the same payment).

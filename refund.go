@@ -68,9 +68,8 @@ type RefundCounts struct {
 	OldestOpen time.Time
 }
 
-// RefundStore is the durable record of refunds owed, which an OrderStore may also implement
-// (sqlstore does). Every refund_required payment has one refund, created with it in the
-// payment transaction.
+// RefundStore is the durable record of refunds owed, part of every OrderStore. Every
+// refund_required payment has one refund, created with it in the payment transaction.
 type RefundStore interface {
 	// ClaimRefunds atomically takes up to limit refunds that are due — refund_required, or
 	// refund_pending whose lease has expired and whose next attempt is due — of payments the
@@ -90,46 +89,3 @@ type RefundStore interface {
 
 // MaxRefundList bounds one listing of refunds (GET /api/v1/refunds).
 const MaxRefundList = 1000
-
-// refunds returns the order store as a RefundStore, or an unavailable error if it keeps none.
-func (s *Service) refunds() (RefundStore, error) {
-	rs, ok := s.store.(RefundStore)
-	if !ok {
-		return nil, Errorf(CodeUnavailable, "this order store keeps no refund records")
-	}
-	return rs, nil
-}
-
-// Refunds lists up to limit refunds with the given status, oldest first (the operator's list
-// of refund_failed ones). An unknown status or a limit outside 1..MaxRefundList is invalid_argument.
-func (s *Service) Refunds(ctx context.Context, status RefundStatus, limit int) ([]Refund, error) {
-	if !status.Valid() {
-		return nil, Errorf(CodeInvalidArgument,
-			"refund status %q; want refund_required, refund_pending, refunded or refund_failed", status)
-	}
-	if limit < 1 || limit > MaxRefundList {
-		return nil, Errorf(CodeInvalidArgument, "limit %d; want 1..%d", limit, MaxRefundList)
-	}
-	rs, err := s.refunds()
-	if err != nil {
-		return nil, err
-	}
-	list, err := rs.Refunds(ctx, status, limit)
-	if err != nil {
-		return nil, unavailable(err)
-	}
-	return list, nil
-}
-
-// RefundCounts counts refunds by status (for /metrics).
-func (s *Service) RefundCounts(ctx context.Context) (RefundCounts, error) {
-	rs, err := s.refunds()
-	if err != nil {
-		return RefundCounts{}, err
-	}
-	c, err := rs.RefundCounts(ctx)
-	if err != nil {
-		return RefundCounts{}, unavailable(err)
-	}
-	return c, nil
-}

@@ -1,7 +1,9 @@
 // Package seckill is the vocabulary of the flash-sale backend: sales, reservations, the coded
 // error type, and the interfaces (Inventory, OrderStore, Payments, Clock) that adapters implement.
-// It also holds Service, which applies the domain rules across those interfaces. It imports only
-// the standard library so that every adapter can depend on it without depending on each other.
+// The rules that work across those interfaces are package service; the HTTP statuses of the error
+// codes are httpapi's. It imports only the standard library (and golang.org/x/text's currency
+// table for validation) so that every adapter can depend on it without depending on each other,
+// and without a transport.
 package seckill
 
 import (
@@ -128,12 +130,17 @@ type Inventory interface {
 	Reclaim(ctx context.Context, saleID string) (int, error)
 	// RestoreReservation puts back a reservation that the order store knew (restart).
 	RestoreReservation(ctx context.Context, r Reservation) error
+	// SaleAdmin lists a sale on and off the storefront and deletes one nobody has reserved in:
+	// every engine has it (the inventory suite's SaleAdmin cases).
+	SaleAdmin
 }
 
-// SaleWindows is an Inventory that can read a sale's definition without its live counts, for
-// the callers that need only the window (the purchase path, asked once per buyer). Sale must
-// count every unit: on a segmented Redis sale that is two script calls per segment, where the
-// definition alone is one (segment 0's). Service uses it when the inventory has it, else Sale.
+// SaleWindows reads a sale's definition without its live counts, for the callers that need only
+// the window (the purchase path, asked once per buyer). Inventory.Sale must count every unit: on
+// a segmented Redis sale that is two script calls per segment, where the definition alone is one
+// (segment 0's). It is optional, for the engines where the difference counts (the Redis engine
+// has it; the memory engine's Sale is as cheap): the service is given it (service.Config.Windows)
+// and uses Inventory.Sale without it.
 type SaleWindows interface {
 	// SaleWindow returns the sale's definition exactly as Sale returns it (starts_at, ends_at
 	// as a close left it, so WindowError answers the same), with Sale's errors; it has no
@@ -141,6 +148,18 @@ type SaleWindows interface {
 	// bounded, documented time old (the Redis engine with local answers, for a segmented
 	// sale: 100 ms), never older than the caller's own changes.
 	SaleWindow(ctx context.Context, saleID string) (Sale, error)
+}
+
+// SettledSales is an Inventory that can load a settled sale (ended, none of its stored
+// reservations held or queued) as released, with its definition and sold units only, and
+// answer for its reservations from the order store: the memory engine with an archive. It is
+// optional: the service is given it (service.Config.Settled) and, without it, restores every
+// sale whole on Recover.
+type SettledSales interface {
+	// LoadSettledSale makes the sale known as released with sold units sold. It loads nothing
+	// and reports false when it cannot (no archive, or the sale has not ended): the caller then
+	// loads the sale with LoadSale and RestoreReservation.
+	LoadSettledSale(ctx context.Context, sale Sale, sold int) (bool, error)
 }
 
 // Event is a reservation change, sent from the engine to the order store asynchronously.
@@ -243,6 +262,11 @@ type OrderStore interface {
 	Ping(ctx context.Context) error
 	// Close releases the connection.
 	Close() error
+	// RefundStore keeps the refunds owed for refund_required payments, and OpenPaymentStore the
+	// payments started at a gateway, for closing when their holds end: every order store keeps
+	// both (sqlstore does, in the payment transaction), and the service relies on them.
+	RefundStore
+	OpenPaymentStore
 }
 
 // PaymentIntent is what a gateway returns when a payment is started, and what POST /pay
@@ -260,15 +284,10 @@ type PaymentIntent struct {
 }
 
 // Payments starts payments with a third-party gateway. The gateway reports the outcome later,
-// asynchronously, through the signed webhook.
+// asynchronously, through the signed webhook. payment.ForService adapts every gateway to it.
 type Payments interface {
-	CreatePayment(ctx context.Context, r Reservation) (PaymentIntent, error)
-}
-
-// SalePayments is Payments that is told the reservation's sale (the adapter of
-// payment.ForService is one): it charges in the sale's currency, names the sale on the payment
-// page, sends the buyer back to the sale's page, and bounds the payment by when the hold began
-// (expires_at − hold_seconds). A Payments without it charges its default currency.
-type SalePayments interface {
+	// CreatePaymentFor starts the payment of hold r of sale: it charges in the sale's currency,
+	// names the sale on the payment page, sends the buyer back to the sale's page, and bounds
+	// the payment by when the hold began (expires_at − hold_seconds).
 	CreatePaymentFor(ctx context.Context, r Reservation, sale Sale) (PaymentIntent, error)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/payment"
+	"github.com/seckill-go/seckill/service"
 )
 
 // TestBuyCheckOrder pins docs/API.md's order of buy checks, so that the cheapest refusal wins:
@@ -479,7 +480,7 @@ func TestConcurrentBuysAndPayments(t *testing.T) {
 		}
 	}
 	e.drain(t)
-	var a seckill.Audit
+	var a service.Audit
 	e.do(t, "GET", "/api/v1/sales/hot/audit", admin(), nil).decode(t, &a)
 	if !a.OK || a.Database.Sold != 10 || a.Database.PaidOrders != 10 {
 		t.Fatalf("audit: %+v", a)

@@ -44,6 +44,7 @@ import (
 	"github.com/seckill-go/seckill/pipeline"
 	"github.com/seckill-go/seckill/redisinv"
 	"github.com/seckill-go/seckill/seckilltest"
+	"github.com/seckill-go/seckill/service"
 	"github.com/seckill-go/seckill/sqlstore"
 )
 
@@ -204,7 +205,8 @@ func newContractStack(t *testing.T, engine string) *contractStack {
 		t.Fatalf("open store: %v", err)
 	}
 	var inv seckill.Inventory
-	var stop []func() // in order, after HTTP is closed
+	var windows seckill.SaleWindows // the Redis engine's, as cmd/seckill wires it
+	var stop []func()               // in order, after HTTP is closed
 	switch engine {
 	case "memory":
 		events := make(chan seckill.Event, 1<<16)
@@ -225,7 +227,7 @@ func newContractStack(t *testing.T, engine string) *contractStack {
 		}
 		prefix := fmt.Sprintf("seckill-contract-%d-%d:", os.Getpid(), time.Now().UnixNano())
 		eng := redisinv.New(clients.Inventory, redisinv.WithTestClock(st.clock), redisinv.WithPrefix(prefix))
-		inv = eng
+		inv, windows = eng, eng
 		// Every sale is consumed until the end, however far the test clock has moved past it,
 		// so that the audits compare a fully stored database.
 		all := func(ctx context.Context) ([]string, error) {
@@ -250,8 +252,8 @@ func newContractStack(t *testing.T, engine string) *contractStack {
 	default:
 		t.Fatalf("unknown engine %q", engine)
 	}
-	svc := seckill.NewService(seckill.ServiceConfig{
-		Inventory: inv, Store: store, Payments: &stubGateway{intents: map[string]seckill.Reservation{}},
+	svc := service.New(service.Config{
+		Inventory: inv, Windows: windows, Store: store, Payments: &stubGateway{intents: map[string]seckill.Reservation{}},
 		Clock: st.clock, AuthSecret: []byte(authSecret),
 	})
 	api := httpapi.New(httpapi.Config{
@@ -811,7 +813,7 @@ func (m *model) purchasePath() {
 	x := m.send(call{op: "purchasePath", method: "GET", target: "/api/v1/sales/" + url.PathEscape(id) + "/path",
 		auth: auth, valid: verdict(ok && present)})
 	if x.Status == http.StatusOK && good {
-		var p seckill.PurchasePath
+		var p service.PurchasePath
 		_ = json.Unmarshal(x.RespBody, &p)
 		m.paths[user+" "+id] = p.Path
 	}
@@ -836,7 +838,7 @@ func (m *model) buy() {
 		x := m.send(call{op: "purchasePath", method: "GET", target: "/api/v1/sales/" + url.PathEscape(id) + "/path",
 			auth: m.jwt(user, m.h.st.clock.Now(), time.Hour, authSecret), valid: verdict(true)})
 		if x.Status == http.StatusOK {
-			var p seckill.PurchasePath
+			var p service.PurchasePath
 			_ = json.Unmarshal(x.RespBody, &p)
 			m.paths[user+" "+id] = p.Path
 			keys = append(keys, user+" "+id)
@@ -1081,7 +1083,7 @@ func (m *model) closeSale() {
 	auth, present := m.adminAuth()
 	x := m.send(call{op: "closeSale", method: "POST", target: "/api/v1/sales/" + url.PathEscape(id) + "/close", auth: auth, valid: verdict(ok && present)})
 	if x.Status == http.StatusOK {
-		var v seckill.SaleView
+		var v service.SaleView
 		_ = json.Unmarshal(x.RespBody, &v)
 		if v.Status != seckill.SaleEnded {
 			m.rt.Fatalf("[%s engine] a closed sale is %q, want ended: %s", m.h.st.name, v.Status, x)
@@ -1178,7 +1180,7 @@ func (m *model) auditAll() {
 		for {
 			x := m.send(call{op: "audit", method: "GET", target: "/api/v1/sales/" + url.PathEscape(id) + "/audit",
 				auth: "Bearer " + adminToken, valid: verdict(true)})
-			var a seckill.Audit
+			var a service.Audit
 			if x.Status == http.StatusOK {
 				_ = json.Unmarshal(x.RespBody, &a)
 				if a.OK {

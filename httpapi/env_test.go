@@ -23,6 +23,7 @@ import (
 	"github.com/seckill-go/seckill/payment"
 	"github.com/seckill-go/seckill/pipeline"
 	"github.com/seckill-go/seckill/seckilltest"
+	"github.com/seckill-go/seckill/service"
 	"github.com/seckill-go/seckill/sqlstore"
 )
 
@@ -45,7 +46,7 @@ type env struct {
 	store  *sqlstore.Store
 	engine *memory.Engine
 	pipe   *pipeline.Pipeline
-	svc    *seckill.Service
+	svc    *service.Service
 	api    *httpapi.Server
 	srv    *httptest.Server
 	client *http.Client
@@ -120,7 +121,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 		e.flaky = &flakyStore{Store: e.store}
 		store = e.flaky
 	}
-	e.svc = seckill.NewService(seckill.ServiceConfig{
+	e.svc = service.New(service.Config{
 		Inventory: e.engine, Store: store, Payments: payments, Clock: e.clock, AuthSecret: []byte(authSecret),
 	})
 	sc := httpapi.Config{
@@ -155,7 +156,7 @@ type stubGateway struct {
 	intents map[string]seckill.Reservation
 }
 
-func (g *stubGateway) CreatePayment(_ context.Context, r seckill.Reservation) (seckill.PaymentIntent, error) {
+func (g *stubGateway) CreatePaymentFor(_ context.Context, r seckill.Reservation, _ seckill.Sale) (seckill.PaymentIntent, error) {
 	id := "pay_" + seckill.NewID()
 	g.mu.Lock()
 	g.intents[id] = r
@@ -333,7 +334,7 @@ func admin() string { return "Bearer " + adminToken }
 // createSale creates a sale through the admin API. The defaults are a small active sale
 // (10 units at 10.00, one per user, 60 s holds, one hour long); fields override them and a
 // nil value removes a default.
-func (e *env) createSale(t testing.TB, id string, fields map[string]any) seckill.SaleView {
+func (e *env) createSale(t testing.TB, id string, fields map[string]any) service.SaleView {
 	t.Helper()
 	now := e.clock.Now()
 	in := map[string]any{
@@ -349,17 +350,17 @@ func (e *env) createSale(t testing.TB, id string, fields map[string]any) seckill
 	}
 	r := e.do(t, "POST", "/api/v1/sales", admin(), in)
 	wantStatus(t, r, http.StatusCreated)
-	var v seckill.SaleView
+	var v service.SaleView
 	r.decode(t, &v)
 	return v
 }
 
 // sale reads a sale's live view.
-func (e *env) sale(t testing.TB, id string) seckill.SaleView {
+func (e *env) sale(t testing.TB, id string) service.SaleView {
 	t.Helper()
 	r := e.do(t, "GET", "/api/v1/sales/"+id, "", nil)
 	wantStatus(t, r, http.StatusOK)
-	var v seckill.SaleView
+	var v service.SaleView
 	r.decode(t, &v)
 	return v
 }
@@ -374,7 +375,7 @@ func (e *env) path(t testing.TB, user, saleID string) string {
 	t.Helper()
 	r := e.do(t, "GET", "/api/v1/sales/"+saleID+"/path", e.user(t, user), nil)
 	wantStatus(t, r, http.StatusOK)
-	var p seckill.PurchasePath
+	var p service.PurchasePath
 	r.decode(t, &p)
 	return p.Path
 }
@@ -519,7 +520,7 @@ func (e *env) drain(t testing.TB) {
 // snapshot is everything a refused request must leave alone: every sale (definition, status
 // and stock_state), every known user's /orders and every tracked reservation.
 type snapshot struct {
-	Sales        []seckill.SaleView
+	Sales        []service.SaleView
 	Orders       map[string]string
 	Reservations map[string]string
 }
@@ -529,7 +530,7 @@ func (e *env) snapshot(t testing.TB) snapshot {
 	var s snapshot
 	r := e.do(t, "GET", "/api/v1/sales", "", nil)
 	wantStatus(t, r, http.StatusOK)
-	var list struct{ Sales []seckill.SaleView }
+	var list struct{ Sales []service.SaleView }
 	r.decode(t, &list)
 	for i := range list.Sales {
 		list.Sales[i].ServerTime = time.Time{}

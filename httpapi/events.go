@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/service"
 )
 
 // Live updates: GET /api/v1/sales/{id}/events, a text/event-stream of
@@ -58,7 +59,7 @@ const (
 
 // feeds holds the live feed of every sale that has listeners on this instance.
 type feeds struct {
-	svc      *seckill.Service
+	svc      *service.Service
 	interval time.Duration
 
 	mu      sync.Mutex
@@ -100,7 +101,7 @@ type event struct {
 	data []byte
 }
 
-func newFeeds(svc *seckill.Service, interval time.Duration, dropped func()) *feeds {
+func newFeeds(svc *service.Service, interval time.Duration, dropped func()) *feeds {
 	return &feeds{svc: svc, interval: interval, sales: map[string]*feed{}, done: make(chan struct{}), dropped: dropped}
 }
 
@@ -108,7 +109,7 @@ func newFeeds(svc *seckill.Service, interval time.Duration, dropped func()) *fee
 // the sale as the listener was just sent it, so that a new feed does not send it again, and
 // follow are the caller's reservations (checked, as just sent) to follow. ok is false once the
 // server is closing.
-func (f *feeds) subscribe(saleID string, seen seckill.SaleView, follow map[string]seckill.Reservation) (*listener, bool) {
+func (f *feeds) subscribe(saleID string, seen service.SaleView, follow map[string]seckill.Reservation) (*listener, bool) {
 	l := &listener{events: make(chan event, listenerBuffer), gone: make(chan struct{})}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -290,7 +291,7 @@ type saleState struct {
 	stock  seckill.StockState
 }
 
-func stateOf(v seckill.SaleView) saleState {
+func stateOf(v service.SaleView) saleState {
 	return saleState{status: v.Status, stock: v.StockState}
 }
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/service"
 )
 
 // TestSlowListenerIsDropped: a listener that does not read is disconnected once its buffer is
@@ -15,8 +15,8 @@ func TestSlowListenerIsDropped(t *testing.T) {
 	var dropped atomic.Int64
 	f := newFeeds(nil, time.Hour, func() { dropped.Add(1) }) // the ticker never fires: broadcasts by hand
 	defer f.close()
-	slow, _ := f.subscribe("s", seckill.SaleView{}, nil)
-	fast, _ := f.subscribe("s", seckill.SaleView{}, nil)
+	slow, _ := f.subscribe("s", service.SaleView{}, nil)
+	fast, _ := f.subscribe("s", service.SaleView{}, nil)
 	fd := f.sales["s"]
 	got := make(chan int, 100)
 	go func() {

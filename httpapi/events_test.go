@@ -14,6 +14,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/httpapi"
+	"github.com/seckill-go/seckill/service"
 )
 
 // sse is one open event stream, read by a goroutine of its own into events.
@@ -111,9 +112,9 @@ func (s *sse) next(t testing.TB, name string, ok func(data string) bool) string 
 	}
 }
 
-func saleData(t testing.TB, data string) seckill.SaleView {
+func saleData(t testing.TB, data string) service.SaleView {
 	t.Helper()
-	var v seckill.SaleView
+	var v service.SaleView
 	if err := json.Unmarshal([]byte(data), &v); err != nil {
 		t.Fatalf("sale event %s: %v", data, err)
 	}

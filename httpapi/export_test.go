@@ -10,11 +10,11 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/delivery"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/memory"
 	"github.com/seckill-go/seckill/seckilltest"
+	"github.com/seckill-go/seckill/service"
 	"github.com/seckill-go/seckill/sqlstore"
 )
 
@@ -28,7 +28,7 @@ func TestExportStatusAndReadyz(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	clock := seckilltest.NewManualClock(t0)
-	svc := seckill.NewService(seckill.ServiceConfig{Inventory: memory.New(clock), Store: store, Clock: clock, AuthSecret: []byte(authSecret)})
+	svc := service.New(service.Config{Inventory: memory.New(clock), Store: store, Clock: clock, AuthSecret: []byte(authSecret)})
 	var behind atomic.Bool
 	api := httpapi.New(httpapi.Config{Service: svc, AuthSecret: []byte(authSecret), AdminToken: adminToken,
 		PaymentSecret: []byte(paySecret), Clock: clock,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/payment"
+	"github.com/seckill-go/seckill/service"
 )
 
 // wantQueued fails unless the reservation is queued at pos, with no expires_at.
@@ -100,7 +101,7 @@ func TestAdminStock(t *testing.T) {
 
 	r := add("s1", map[string]int{"add": 1})
 	wantStatus(t, r, http.StatusOK)
-	var v seckill.SaleView
+	var v service.SaleView
 	r.decode(t, &v)
 	if v.Stock != 2 || v.StockState != (seckill.StockState{Sellable: 2, Held: 2, Queued: 1}) {
 		t.Fatalf("after adding a unit: %s", r.Body)
@@ -136,7 +137,7 @@ func TestAdminClose(t *testing.T) {
 	e.clock.Advance(5 * time.Second)
 	r := e.do(t, "POST", "/api/v1/sales/s1/close", admin(), nil)
 	wantStatus(t, r, http.StatusOK)
-	var v seckill.SaleView
+	var v service.SaleView
 	r.decode(t, &v)
 	if v.Status != seckill.SaleEnded || !v.EndsAt.Equal(e.clock.Now()) || v.StockState != (seckill.StockState{Sellable: 2, Held: 2}) {
 		t.Fatalf("closed sale: %s", r.Body)
@@ -150,7 +151,7 @@ func TestAdminClose(t *testing.T) {
 	e.clock.Advance(time.Second)
 	r = e.do(t, "POST", "/api/v1/sales/s1/close", admin(), nil)
 	wantStatus(t, r, http.StatusOK)
-	var again seckill.SaleView
+	var again service.SaleView
 	r.decode(t, &again)
 	if !again.EndsAt.Equal(v.EndsAt) {
 		t.Fatalf("second close moved ends_at from %s to %s", v.EndsAt, again.EndsAt)
@@ -172,7 +173,7 @@ func TestAudit(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.createSale(t, "s1", map[string]any{"stock": 5, "holdback": 1, "per_user_limit": 2, "hold_seconds": 20, "price_cents": 700})
-	audit := func() (a seckill.Audit) {
+	audit := func() (a service.Audit) {
 		t.Helper()
 		r := e.do(t, "GET", "/api/v1/sales/s1/audit", admin(), nil)
 		wantStatus(t, r, http.StatusOK)

@@ -96,7 +96,7 @@ func checkResponse(t *testing.T, r response) {
 		t.Fatalf("error is %q, not problem+json: %s", ct, r)
 	}
 	var p httpapi.Problem
-	if err := json.Unmarshal(r.Body, &p); err != nil || p.Status != r.Status || p.Code == "" || p.Code.HTTPStatus() != r.Status {
+	if err := json.Unmarshal(r.Body, &p); err != nil || p.Status != r.Status || p.Code == "" || httpapi.StatusOf(p.Code) != r.Status {
 		t.Fatalf("bad problem document (%v): %s", err, r)
 	}
 }

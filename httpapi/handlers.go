@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/payment"
+	"github.com/seckill-go/seckill/service"
 )
 
 func (s *Server) createSale(w http.ResponseWriter, r *http.Request) error {
@@ -284,7 +285,7 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) error {
 // payments (Config.Gateways[0]), so that a load generator pays as the shop's buyers do: through
 // POST /pay, on Stripe's page, or, for the built-in webhook scheme, by signed webhooks.
 type auditAnswer struct {
-	seckill.Audit
+	service.Audit
 	Gateway string `json:"gateway,omitempty"`
 }
 

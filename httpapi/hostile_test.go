@@ -14,6 +14,7 @@ import (
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/memory"
+	"github.com/seckill-go/seckill/service"
 	"github.com/seckill-go/seckill/sqlstore"
 )
 
@@ -107,7 +108,7 @@ func TestCloseBeforeStartEnds(t *testing.T) {
 	wantProblem(t, e.do(t, "GET", "/api/v1/sales/later/path", e.user(t, "alice"), nil), http.StatusTooEarly, seckill.CodeNotStarted)
 	r := e.do(t, "POST", "/api/v1/sales/later/close", admin(), nil)
 	wantStatus(t, r, http.StatusOK)
-	var v seckill.SaleView
+	var v service.SaleView
 	r.decode(t, &v)
 	if v.Status != seckill.SaleEnded {
 		t.Fatalf("closed before its start: status %s, want ended", v.Status)
@@ -155,7 +156,7 @@ func TestBodiesAndIDsRefused(t *testing.T) {
 	// An omitted id is chosen: 16 random hex digits.
 	r := e.do(t, "POST", "/api/v1/sales", admin(), map[string]any{"price_cents": 1, "stock": 1})
 	wantStatus(t, r, http.StatusCreated)
-	var v seckill.SaleView
+	var v service.SaleView
 	if err := json.Unmarshal(r.Body, &v); err != nil || len(v.ID) != 16 || strings.Trim(v.ID, "0123456789abcdef") != "" {
 		t.Fatalf("a sale created without an id: %s (%v); want 16 hex digits", r.Body, err)
 	}
@@ -185,7 +186,7 @@ func TestCreateSaleAllOrNothing(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	eng := &refusingEngine{Inventory: memory.New(seckill.SystemClock{}), refuse: true}
-	svc := seckill.NewService(seckill.ServiceConfig{Inventory: eng, Store: store, AuthSecret: []byte(authSecret)})
+	svc := service.New(service.Config{Inventory: eng, Store: store, AuthSecret: []byte(authSecret)})
 	in := seckill.SaleInput{ID: "once", PriceCents: ptrTo(int64(1)), Stock: ptrTo(1)}
 	if _, err := svc.CreateSale(t.Context(), in); err == nil {
 		t.Fatal("CreateSale succeeded although the engine refused the sale")

@@ -42,12 +42,12 @@ const (
 // refuse writes a problem+json refusal with a Retry-After. It does not go through writeError:
 // a refusal for load is expected under load, and logging each one would add to it.
 func refuse(w http.ResponseWriter, code seckill.Code, retryAfter, detail string) {
-	b := mustJSON(Problem{Type: "about:blank", Title: code.Title(), Status: code.HTTPStatus(), Detail: detail, Code: code})
+	b := mustJSON(Problem{Type: "about:blank", Title: titleOf(code), Status: statusOf(code), Detail: detail, Code: code})
 	h := w.Header()
 	h.Set("Retry-After", retryAfter)
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(code.HTTPStatus())
+	w.WriteHeader(statusOf(code))
 	_, _ = w.Write(b)
 }
 
@@ -158,7 +158,7 @@ type limitListener struct {
 
 // refusal is the whole answer to a connection over the bound.
 var refusal = func() []byte {
-	body := mustJSON(Problem{Type: "about:blank", Title: seckill.CodeUnavailable.Title(), Status: http.StatusServiceUnavailable,
+	body := mustJSON(Problem{Type: "about:blank", Title: titleOf(seckill.CodeUnavailable), Status: http.StatusServiceUnavailable,
 		Detail: "the server is busy: too many connections", Code: seckill.CodeUnavailable})
 	return []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\nRetry-After: " + requestRetryAfter +
 		"\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + string(body))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/memory"
+	"github.com/seckill-go/seckill/service"
 )
 
 // countingInventory counts the reservation reads of the engine, by id.
@@ -46,7 +47,7 @@ func TestWatchedReservationReadsStayFlat(t *testing.T) {
 	const streams, changes = 12, 10
 	inv := &countingInventory{Inventory: memory.New(seckill.SystemClock{}), reads: map[string]int{}}
 	secret := []byte("test-auth-secret-0123456789abcdef")
-	svc := seckill.NewService(seckill.ServiceConfig{Inventory: inv, AuthSecret: secret})
+	svc := service.New(service.Config{Inventory: inv, AuthSecret: secret})
 	api := New(Config{Service: svc, AuthSecret: secret, AdminToken: "admin", EventInterval: 10 * time.Millisecond, MaxStreamsPerUser: streams})
 	ts := httptest.NewServer(api.Handler())
 	t.Cleanup(func() {

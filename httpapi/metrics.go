@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/service"
 )
 
 // metrics holds the Prometheus series: requests by route and status, reservation and payment
@@ -25,7 +26,7 @@ type metrics struct {
 	streamsDropped prometheus.Counter
 }
 
-func newMetrics(reg *prometheus.Registry, svc *seckill.Service) *metrics {
+func newMetrics(reg *prometheus.Registry, svc *service.Service) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_http_requests_total", Help: "HTTP requests by route and status.",
@@ -84,7 +85,7 @@ func (s *Server) MetricsHandler() http.Handler {
 
 // stockCollector reports each sale's stock state when Prometheus scrapes, so the gauges are
 // never stale and cost nothing between scrapes.
-type stockCollector struct{ svc *seckill.Service }
+type stockCollector struct{ svc *service.Service }
 
 var stockDesc = prometheus.NewDesc("seckill_stock_units", "Units of a sale by state (sellable, available, held, sold, queued).", []string{"sale", "state"}, nil)
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/httpapi"
+	"github.com/seckill-go/seckill/service"
 )
 
 // TestSegmentsOnMemoryEngine: a sale split into segments is refused by the memory engine with
@@ -53,7 +54,7 @@ func TestCreateAndReadSales(t *testing.T) {
 			t.Fatalf("sale JSON lacks %q: %s", k, r.Body)
 		}
 	}
-	var v seckill.SaleView
+	var v service.SaleView
 	r.decode(t, &v)
 	if v.Status != seckill.SaleActive || v.PerUserLimit != 1 || v.HoldSeconds != 60 || v.QueueLimit != 80 || v.Segments != 1 ||
 		!v.StartsAt.Equal(t0) || !v.EndsAt.Equal(t0.Add(time.Hour)) || !v.ServerTime.Equal(t0) ||
@@ -102,7 +103,7 @@ func TestCreateAndReadSales(t *testing.T) {
 	r = e.do(t, "GET", "/api/v1/sales", "", nil)
 	wantStatus(t, r, http.StatusOK)
 	var list struct {
-		Sales      []seckill.SaleView
+		Sales      []service.SaleView
 		ServerTime time.Time `json:"server_time"`
 	}
 	r.decode(t, &list)

@@ -23,7 +23,7 @@ type Problem struct {
 	Code   seckill.Code `json:"code"`
 }
 
-// writeError renders err as problem+json using the one code → status table of the root package.
+// writeError renders err as problem+json using the one code → status table (status.go).
 // The log line names the route pattern the request matched, never its path or query: a buy's
 // path carries the buyer's purchase token. A route's failures are summarised (logsummary): the
 // first is logged, then one line per period with how many more there were, so that an outage
@@ -36,7 +36,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case seckill.CodeUnavailable:
 		s.troubles.Log(r.Context(), slog.LevelWarn, "unavailable "+r.Pattern, "dependency unavailable", "route", r.Pattern, "err", err)
 	}
-	p := Problem{Type: "about:blank", Title: code.Title(), Status: code.HTTPStatus(), Detail: seckill.ErrorMessage(err), Code: code}
+	p := Problem{Type: "about:blank", Title: titleOf(code), Status: statusOf(code), Detail: seckill.ErrorMessage(err), Code: code}
 	if code == seckill.CodeUnavailable || code == seckill.CodeRateLimited {
 		w.Header().Set("Retry-After", retryAfter(err))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/memory"
 	"github.com/seckill-go/seckill/seckilltest"
+	"github.com/seckill-go/seckill/service"
 	"github.com/seckill-go/seckill/sqlstore"
 )
 
@@ -51,7 +52,7 @@ func TestReadyzFollowsTheEngine(t *testing.T) {
 	t.Cleanup(func() { _ = real.Close() })
 	store := &pingStore{Store: real}
 	clock := seckilltest.NewManualClock(t0)
-	svc := seckill.NewService(seckill.ServiceConfig{Inventory: memory.New(clock), Store: store, Clock: clock, AuthSecret: []byte(authSecret)})
+	svc := service.New(service.Config{Inventory: memory.New(clock), Store: store, Clock: clock, AuthSecret: []byte(authSecret)})
 	var redisDown atomic.Bool
 	api := httpapi.New(httpapi.Config{Service: svc, AuthSecret: []byte(authSecret), AdminToken: adminToken,
 		PaymentSecret: []byte(paySecret), Clock: clock,

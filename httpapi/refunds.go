@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/service"
 )
 
 // defaultRefundList is how many refunds GET /api/v1/refunds lists without a limit parameter.
@@ -42,7 +43,7 @@ func (s *Server) refunds(w http.ResponseWriter, r *http.Request) error {
 
 // refundCollector reports the refunds by status, and the age of the oldest one not yet
 // settled, when Prometheus scrapes. A store that keeps no refunds reports nothing.
-type refundCollector struct{ svc *seckill.Service }
+type refundCollector struct{ svc *service.Service }
 
 var (
 	refundsDesc = prometheus.NewDesc("seckill_refunds",

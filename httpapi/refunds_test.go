@@ -8,6 +8,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/payment"
+	"github.com/seckill-go/seckill/service"
 )
 
 // TestRefundsVisible: a refund_required payment's refund shows on the buyer's order, in the
@@ -70,7 +71,7 @@ func TestRefundsVisible(t *testing.T) {
 	if o := e.orders(t, "alice"); o[0].RefundStatus+o[1].RefundStatus != seckill.RefundFailed {
 		t.Fatalf("orders after the failure %+v", o)
 	}
-	var a seckill.Audit
+	var a service.Audit
 	r = e.do(t, "GET", "/api/v1/sales/s1/audit", admin(), nil)
 	wantStatus(t, r, http.StatusOK)
 	r.decode(t, &a)

@@ -31,7 +31,7 @@ func (s *Server) updateSale(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, v)
 }
 
-// deleteSale deletes a sale nobody has reserved in (seckill.Service.DeleteSale).
+// deleteSale deletes a sale nobody has reserved in (service.Service.DeleteSale).
 func (s *Server) deleteSale(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkAdmin(r); err != nil {
 		return err

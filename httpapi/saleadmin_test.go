@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/service"
 )
 
 // listIDs is the ids GET path lists, in order.
@@ -15,7 +16,7 @@ func (e *env) listIDs(t *testing.T, path, auth string) []string {
 	r := e.do(t, "GET", path, auth, nil)
 	wantStatus(t, r, http.StatusOK)
 	var list struct {
-		Sales []seckill.SaleView `json:"sales"`
+		Sales []service.SaleView `json:"sales"`
 	}
 	r.decode(t, &list)
 	ids := []string{}
@@ -73,7 +74,7 @@ func TestUnlistedSalesLeftOffTheList(t *testing.T) {
 
 	r := e.do(t, "PATCH", "/api/v1/sales/shown", admin(), map[string]any{"listed": false})
 	wantStatus(t, r, http.StatusOK)
-	var v seckill.SaleView
+	var v service.SaleView
 	r.decode(t, &v)
 	if v.Listed || v.ID != "shown" || v.StockState.Sellable != 10 {
 		t.Fatalf("PATCH listed false = %+v", v)

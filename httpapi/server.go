@@ -1,4 +1,4 @@
-// Package httpapi serves the HTTP API of docs/API.md: JSON handlers over seckill.Service, user
+// Package httpapi serves the HTTP API of docs/API.md: JSON handlers over service.Service, user
 // JWT and admin-token auth, the dynamic purchase path, a per-user rate limit on buys, body size
 // limits, problem+json errors, Prometheus metrics, the OpenAPI document and the storefront.
 package httpapi
@@ -16,6 +16,7 @@ import (
 	"github.com/seckill-go/seckill/delivery"
 	"github.com/seckill-go/seckill/internal/logsummary"
 	"github.com/seckill-go/seckill/payment"
+	"github.com/seckill-go/seckill/service"
 )
 
 //go:embed web openapi.json
@@ -23,7 +24,7 @@ var assets embed.FS
 
 // Config configures a Server.
 type Config struct {
-	Service       *seckill.Service
+	Service       *service.Service
 	AuthSecret    []byte // HS256 key for user JWTs (and, via the service, purchase tokens)
 	AdminToken    string
 	PaymentSecret []byte // webhook signature key of the built-in scheme (the "webhook" gateway); nil: the scheme is off
@@ -81,7 +82,7 @@ type Config struct {
 // Server is the HTTP API. Build it with New and serve Handler().
 type Server struct {
 	cfg      Config
-	svc      *seckill.Service
+	svc      *service.Service
 	log      *slog.Logger
 	troubles *logsummary.Summarizer // writeError's lines: a route's 503s during an outage are a line per period
 	limiter  *rateLimiter           // buys

@@ -13,6 +13,7 @@ import (
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/payment"
+	"github.com/seckill-go/seckill/service"
 )
 
 // TestWebhookSignature: unsigned, wrongly signed, tampered, stale and future deliveries are all
@@ -217,8 +218,8 @@ func TestWebhookFromMockGateway(t *testing.T) {
 		Deliver: payment.DeliverToHandler(e.api.Handler(), webhookURL),
 	})
 	t.Cleanup(func() { _ = gw.Close() })
-	svc := seckill.NewService(seckill.ServiceConfig{
-		Inventory: e.engine, Store: e.store, Payments: gw, Clock: e.clock, AuthSecret: []byte(authSecret),
+	svc := service.New(service.Config{
+		Inventory: e.engine, Store: e.store, Payments: payment.ForService(gw), Clock: e.clock, AuthSecret: []byte(authSecret),
 	})
 	// A second server on the same engine and store, with the gateway: pay goes through it.
 	api := httpapi.New(httpapi.Config{Service: svc, AuthSecret: []byte(authSecret), AdminToken: adminToken, PaymentSecret: []byte(paySecret), Clock: e.clock})
@@ -301,7 +302,7 @@ func TestWebhookRetryAfterStoreFailure(t *testing.T) {
 	e.wantResult(t, succeeded(pid, res), seckill.PaymentDuplicate)
 	e.drain(t)
 	wantOrders(t, e, "alice", map[string]seckill.ReservationStatus{pid: seckill.StatusPaid})
-	var a seckill.Audit
+	var a service.Audit
 	e.do(t, "GET", "/api/v1/sales/s1/audit", admin(), nil).decode(t, &a)
 	if !a.OK || a.Database.Sold != 1 || a.Engine.Sold != 1 {
 		t.Fatalf("audit after the retry: %+v", a)

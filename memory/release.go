@@ -131,6 +131,8 @@ func (s *sale) drop() {
 	s.rel.done = true
 }
 
+var _ seckill.SettledSales = (*Engine)(nil)
+
 // LoadSettledSale makes a sale known as released, with sold units already sold: the restart
 // path for a sale that has ended and whose stored reservations are all finished (none held or
 // queued), so that they are not read into memory. It loads nothing and reports false when the

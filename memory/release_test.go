@@ -10,6 +10,7 @@ import (
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/pipeline"
 	"github.com/seckill-go/seckill/seckilltest"
+	"github.com/seckill-go/seckill/service"
 	"github.com/seckill-go/seckill/sqlstore"
 )
 
@@ -73,7 +74,7 @@ type releaseRig struct {
 	clock *seckilltest.ManualClock
 	store *sqlstore.Store
 	e     *Engine
-	svc   *seckill.Service
+	svc   *service.Service
 	pipe  *pipeline.Pipeline
 }
 
@@ -91,7 +92,7 @@ func newReleaseRig(t *testing.T, clock *seckilltest.ManualClock, store *sqlstore
 		close(ch)
 		<-done
 	})
-	r.svc = seckill.NewService(seckill.ServiceConfig{Inventory: r.e, Store: store, Clock: clock})
+	r.svc = service.New(service.Config{Inventory: r.e, Settled: r.e, Store: store, Clock: clock})
 	return r
 }
 

@@ -25,7 +25,7 @@ func (e *Engine) SetListed(_ context.Context, id string, listed bool) (seckill.S
 // unreserved reports whether nobody has reserved in s: every reservation, restored ones
 // included, has a seq of at least 1. A released sale's reservations are in the order store,
 // not here: it reports true for one with nothing sold, and the store's own guard decides
-// (seckill.Service.DeleteSale deletes from the store before dropping the sale here).
+// (service.Service.DeleteSale deletes from the store before dropping the sale here).
 func (s *sale) unreserved() bool {
 	if s.sold > 0 {
 		return false

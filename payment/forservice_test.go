@@ -33,18 +33,14 @@ func (g *startRecorder) State(context.Context, string) (State, error) { return S
 func TestForServiceChargesTheSaleCurrency(t *testing.T) {
 	g := &startRecorder{}
 	p := ForService(g)
-	sp, ok := p.(seckill.SalePayments)
-	if !ok {
-		t.Fatal("ForService's adapter does not take the sale")
-	}
 	exp := time.Unix(1_800_000_000, 0)
 	r := seckill.Reservation{ID: "s-r1", SaleID: "s", UserID: "u", AmountCents: 700, ExpiresAt: &exp}
 	sale := seckill.Sale{ID: "s", Name: "Desk lamp", Currency: "eur", HoldSeconds: 90}
-	intent, err := sp.CreatePaymentFor(context.Background(), r, sale)
+	intent, err := p.CreatePaymentFor(context.Background(), r, sale)
 	if err != nil || intent.Gateway != "recorder" || intent.PaymentID != "p-s-r1" {
 		t.Fatalf("CreatePaymentFor: %+v, %v", intent, err)
 	}
-	if _, err := p.CreatePayment(context.Background(), r); err != nil {
+	if _, err := p.CreatePaymentFor(context.Background(), r, seckill.Sale{ID: "s"}); err != nil { // a sale of no currency or name
 		t.Fatal(err)
 	}
 	want := []StartRequest{

@@ -11,6 +11,7 @@ import (
 	"github.com/seckill-go/seckill/internal/testkit/servicetest"
 	"github.com/seckill-go/seckill/payment"
 	"github.com/seckill-go/seckill/seckilltest"
+	"github.com/seckill-go/seckill/service"
 )
 
 const (
@@ -78,7 +79,7 @@ func testGatewayMock(t *testing.T, wrap func(payment.Gateway, seckill.Clock) pay
 				TryPay:  func(id string) bool { return g.Settle(id) == nil },
 			})
 		},
-		NewService: func(t *testing.T, clock seckill.Clock, payments seckill.Payments) (*seckill.Service, seckill.OrderStore) {
+		NewService: func(t *testing.T, clock seckill.Clock, payments seckill.Payments) (*service.Service, seckill.OrderStore) {
 			return servicetest.NewWithStore(t, clock, payments)
 		},
 	})
@@ -99,7 +100,7 @@ func TestGatewayWebhook(t *testing.T) {
 			t.Cleanup(func() { _ = shop.Close() })
 			return signedScheme(seckilltest.GatewayUnderTest{Gateway: shopStarted{payment.NewWebhookGateway([]byte(gwSecret)), shop}})
 		},
-		NewService: func(t *testing.T, clock seckill.Clock, payments seckill.Payments) (*seckill.Service, seckill.OrderStore) {
+		NewService: func(t *testing.T, clock seckill.Clock, payments seckill.Payments) (*service.Service, seckill.OrderStore) {
 			return servicetest.NewWithStore(t, clock, payments)
 		},
 		Skip: map[string]string{

@@ -133,8 +133,6 @@ type MockGateway struct {
 	created, succeeded, failed, delivered, deliveryFailures, retries, duplicates, closedUnsent, refunds atomic.Int64
 }
 
-var _ seckill.Payments = (*MockGateway)(nil)
-
 // NewMockGateway returns a running gateway. A configuration without a webhook target or without
 // a secret does not panic: it is logged, and every CreatePayment returns an internal error, so
 // the mistake surfaces at the first payment, with a message.

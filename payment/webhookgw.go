@@ -117,16 +117,11 @@ func StartRequestForSale(r seckill.Reservation, sale seckill.Sale) StartRequest 
 	return req
 }
 
-// ForService adapts a Gateway to seckill.Payments, the interface Service.Pay calls, so that the
-// root package imports nothing of this one.
+// ForService adapts a Gateway to seckill.Payments, the interface service.Service.Pay calls, so
+// that neither the vocabulary nor the service imports this package.
 func ForService(g Gateway) seckill.Payments { return servicePayments{g} }
 
 type servicePayments struct{ g Gateway }
-
-// CreatePayment starts the payment knowing the reservation alone (DefaultCurrency).
-func (p servicePayments) CreatePayment(ctx context.Context, r seckill.Reservation) (seckill.PaymentIntent, error) {
-	return p.start(ctx, StartRequestFor(r))
-}
 
 // CreatePaymentFor starts the payment for the reservation of sale (StartRequestForSale).
 func (p servicePayments) CreatePaymentFor(ctx context.Context, r seckill.Reservation, sale seckill.Sale) (seckill.PaymentIntent, error) {

@@ -20,7 +20,7 @@ import (
 // one.
 //
 // A sale's batcher stays in memory for the engine's life (it is a few words); buys reach it
-// only for sale ids the service has found (seckill.Service checks the purchase token, and so
+// only for sale ids the service has found (service.Service checks the purchase token, and so
 // the sale, first).
 const (
 	maxBatch    = 64 // buy.lua's limit; WithMaxBatch can lower it

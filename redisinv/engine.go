@@ -126,7 +126,7 @@ func (e *Engine) Close() error {
 
 // ServicesConfig says which background services of the engine to run, and with what.
 type ServicesConfig struct {
-	// List lists the sales to work on (seckill.Service.LiveSaleIDs); required.
+	// List lists the sales to work on (service.Service.LiveSaleIDs); required.
 	List SaleLister
 	// Locks elects the sweeper of each sale among the instances; required.
 	Locks *lock.Client

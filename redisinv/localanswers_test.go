@@ -18,8 +18,10 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/httpapi"
+	"github.com/seckill-go/seckill/internal/purchasetoken"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/seckilltest"
+	"github.com/seckill-go/seckill/service"
 )
 
 // watcherT connects a Watcher to c's deployment for the test's lifetime (closed after the
@@ -86,7 +88,7 @@ func newLAInstance(t *testing.T, rdb rueidis.Client, prefix string, clock seckil
 	t.Helper()
 	e := New(rdb, append([]Option{WithTestClock(clock), WithPrefix(prefix)}, opts...)...)
 	store := sqliteStoreT(t)
-	svc := seckill.NewService(seckill.ServiceConfig{Inventory: e, Store: store, Clock: clock, AuthSecret: []byte(laSecret)})
+	svc := service.New(service.Config{Inventory: e, Windows: e, Store: store, Clock: clock, AuthSecret: []byte(laSecret)})
 	api := httpapi.New(httpapi.Config{Service: svc, AuthSecret: []byte(laSecret), AdminToken: laAdmin, Clock: clock, BuyRate: -1})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(func() {
@@ -126,7 +128,7 @@ func (in *laInstance) buy(t *testing.T, clock seckill.Clock, b laBuy) laAnswer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := "/api/v1/sales/" + b.sale.ID + "/buy/" + seckill.PurchaseToken(seckill.PurchaseKey([]byte(laSecret)), b.sale.ID, b.user, b.sale.StartsAt)
+	path := "/api/v1/sales/" + b.sale.ID + "/buy/" + purchasetoken.New(purchasetoken.Key([]byte(laSecret)), b.sale.ID, b.user, b.sale.StartsAt)
 	req, _ := http.NewRequest("POST", in.url+path, strings.NewReader(fmt.Sprintf(`{"quantity":%d}`, b.quantity)))
 	req.Header.Set("Authorization", "Bearer "+tok)
 	if b.key != "" {

@@ -43,7 +43,7 @@ func (e *Engine) CloseUnreserved(ctx context.Context, saleID string) (seckill.Sa
 
 // DropSale deletes the keys of a closed sale nobody has reserved in. A call on the sale then
 // finds it missing, and answers not_found once the order store has no row for it either
-// (seckill.Service.DeleteSale deletes the row first).
+// (service.Service.DeleteSale deletes the row first).
 func (e *Engine) DropSale(ctx context.Context, saleID string) error {
 	var in *segInfo
 	if seckill.ValidID(saleID) {

@@ -14,6 +14,7 @@ import (
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/lock"
 	"github.com/seckill-go/seckill/seckilltest"
+	"github.com/seckill-go/seckill/service"
 )
 
 // sameWindow fails the test unless SaleWindow answers as Sale does on e: the same definition
@@ -143,10 +144,6 @@ func scriptCalls(t *testing.T, rdb rueidis.Client) int64 {
 	return n
 }
 
-// saleOnly hides every method of the engine but seckill.Inventory's (its SaleWindow): the
-// purchase path as it was, through Sale.
-type saleOnly struct{ seckill.Inventory }
-
 // TestPurchasePathScriptCalls counts, on a private Redis that nothing else uses, the script
 // calls of Service.PurchasePath on a 6-segment sale: 1 per path (segment 0's sale.lua), where
 // the same path through Sale (the negative control) costs 12 (sale.lua and segment.lua
@@ -166,11 +163,11 @@ func TestPurchasePathScriptCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	services := map[string]*seckill.Service{
-		"SaleWindow": seckill.NewService(seckill.ServiceConfig{Inventory: e, Clock: clock, AuthSecret: []byte("s")}),
-		"Sale":       seckill.NewService(seckill.ServiceConfig{Inventory: saleOnly{e}, Clock: clock, AuthSecret: []byte("s")}),
+	services := map[string]*service.Service{
+		"SaleWindow": service.New(service.Config{Inventory: e, Windows: e, Clock: clock, AuthSecret: []byte("s")}),
+		"Sale":       service.New(service.Config{Inventory: e, Clock: clock, AuthSecret: []byte("s")}),
 	}
-	paths := func(svc *seckill.Service, sale string, n int) {
+	paths := func(svc *service.Service, sale string, n int) {
 		t.Helper()
 		for i := range n {
 			if _, err := svc.PurchasePath(t.Context(), sale, "u"+itoa(i)); err != nil {

@@ -11,11 +11,12 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/lock"
+	"github.com/seckill-go/seckill/service"
 	"github.com/seckill-go/seckill/sqlstore"
 )
 
 // segServices is a segmented sale served by one engine (e: buys, payments, the audit through a
-// seckill.Service), with the background work on another, as in a `seckill worker` process
+// service.Service), with the background work on another, as in a `seckill worker` process
 // (worker: it never sees the sale's calls, so it finds the segments as a worker does): the
 // consumer storing into the order store (SQLite, through recorder, which keeps what the consumer
 // stored) and a reader of the sale's export log. Both engines rebuild from the order store.
@@ -25,7 +26,7 @@ type segServices struct {
 	worker *Engine
 	cons   *Consumer
 	store  *sqlstore.Store
-	svc    *seckill.Service
+	svc    *service.Service
 	locks  *lock.Client
 	def    seckill.Sale
 	stored *recorder // what the consumer stored
@@ -96,7 +97,7 @@ func newSegServices(t *testing.T, url string, n, stock, streams int, rebuild boo
 		worker.streamCounts.Store(def.ID, streams)
 	}
 	r := &segServices{t: t, e: e, worker: worker, store: store, locks: locks, def: def, stored: &recorder{store: store},
-		svc: seckill.NewService(seckill.ServiceConfig{Inventory: e, Store: store})}
+		svc: service.New(service.Config{Inventory: e, Windows: e, Store: store})}
 	list := func(context.Context) ([]string, error) { return []string{def.ID}, nil }
 	cons := worker.NewConsumer(r.stored, ConsumerConfig{List: list, Block: 100 * time.Millisecond, Linger: -1})
 	r.cons = cons

@@ -35,7 +35,7 @@ type Sink = pipeline.Sink
 
 // ConsumerConfig tunes a Consumer. Zero values mean the defaults.
 type ConsumerConfig struct {
-	// List lists the sales whose streams to consume (seckill.Service.LiveSaleIDs), looked up
+	// List lists the sales whose streams to consume (service.Service.LiveSaleIDs), looked up
 	// again every second; required.
 	List       SaleLister
 	Name       string        // consumer name in the group; default host-pid-random, unique per process

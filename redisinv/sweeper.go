@@ -13,7 +13,7 @@ import (
 )
 
 // SaleLister lists the ids of the sales to work on (the order store's sales, through
-// seckill.Service.LiveSaleIDs). The sweeper and the consumer call it about once a second.
+// service.Service.LiveSaleIDs). The sweeper and the consumer call it about once a second.
 type SaleLister func(ctx context.Context) ([]string, error)
 
 // listEvery is how often the sweeper and the consumer look for new sales.

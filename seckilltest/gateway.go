@@ -19,6 +19,7 @@ import (
 	"github.com/seckill-go/seckill/closer"
 	"github.com/seckill-go/seckill/payment"
 	"github.com/seckill-go/seckill/refund"
+	"github.com/seckill-go/seckill/service"
 )
 
 // GatewayHarness is what TestGateway needs to drive a gateway and to play its provider.
@@ -29,7 +30,7 @@ type GatewayHarness struct {
 	// NewService returns a real service (memory engine, SQLite store: the internal servicetest
 	// package) reading clock, whose Pay starts payments with payments, and its order store, on
 	// which the refunder and the payment closer run. Nil skips the service stories.
-	NewService func(t *testing.T, clock seckill.Clock, payments seckill.Payments) (*seckill.Service, seckill.OrderStore)
+	NewService func(t *testing.T, clock seckill.Clock, payments seckill.Payments) (*service.Service, seckill.OrderStore)
 	// Skip names the stories that the provider (or its local stand-in) cannot play, each with
 	// the reason; such a story is skipped with that reason. Keep it short and honest.
 	Skip map[string]string
@@ -121,7 +122,7 @@ func TestGateway(t *testing.T, h GatewayHarness) {
 type gatewayStory struct {
 	clock *ManualClock
 	ut    GatewayUnderTest
-	svc   *seckill.Service
+	svc   *service.Service
 	store seckill.OrderStore
 	n     int
 }

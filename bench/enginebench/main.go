@@ -50,6 +50,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/httpapi"
+	"github.com/seckill-go/seckill/internal/purchasetoken"
 	"github.com/seckill-go/seckill/loadgen"
 	"github.com/seckill-go/seckill/redisinv"
 )
@@ -543,12 +544,12 @@ func benchmarkHTTP(ctx context.Context, redisURL string) error {
 // client `seckill bench --calibrate` uses), each buy by a new user with its own JWT and
 // purchase token, and returns buys/s (answers with status want) and latencies.
 func drive(ctx context.Context, base, saleID string, startsAt time.Time, tag string, want int) (float64, *hdrhistogram.Histogram, error) {
-	key := seckill.PurchaseKey([]byte(benchAuth))
+	key := purchasetoken.Key([]byte(benchAuth))
 	res, err := loadgen.Flood(ctx, loadgen.FloodConfig{Target: base, SaleID: saleID, Clients: *clients, Duration: *duration, Want: want,
 		Buyer: func(i int) (string, string) {
 			user := fmt.Sprintf("%s-%d", tag, i)
 			tok, _ := httpapi.MintToken([]byte(benchAuth), user, time.Now(), time.Hour)
-			return "/api/v1/sales/" + saleID + "/buy/" + seckill.PurchaseToken(key, saleID, user, startsAt), tok
+			return "/api/v1/sales/" + saleID + "/buy/" + purchasetoken.New(key, saleID, user, startsAt), tok
 		}})
 	if err != nil {
 		return 0, nil, err

@@ -24,6 +24,7 @@ import (
 	"github.com/seckill-go/seckill/pipeline"
 	"github.com/seckill-go/seckill/redisinv"
 	"github.com/seckill-go/seckill/refund"
+	"github.com/seckill-go/seckill/service"
 	"github.com/seckill-go/seckill/sqlstore"
 )
 
@@ -38,7 +39,7 @@ type app struct {
 	log      *slog.Logger
 	store    *sqlstore.Store
 	inv      seckill.Inventory
-	svc      *seckill.Service
+	svc      *service.Service
 	gateway  *payment.MockGateway // the mock, when it is the gateway (its webhooks call our HTTP)
 	payGW    payment.Gateway      // the gateway that starts payments (gatewayName)
 	api      *httpapi.Server
@@ -62,13 +63,17 @@ type app struct {
 // asks which engine it is.
 type engine struct {
 	inv seckill.Inventory
+	// windows and settled are the engine's optional capabilities the service is given
+	// (service.Config): redis reads a sale's window alone, memory loads settled sales released.
+	windows seckill.SaleWindows
+	settled seckill.SettledSales
 	// feed are the background services that must run before anything uses the engine (memory:
 	// the pipeline that stores its events, which recovery already emits).
 	feed []background.Service
 	// services builds the engine's other background services, in dependency order, once the
-	// seckill.Service exists (memory: the sweeper; redis: the stream consumers and the
+	// service.Service exists (memory: the sweeper; redis: the stream consumers and the
 	// leader-elected sweeper).
-	services func(svc *seckill.Service) []background.Service
+	services func(svc *service.Service) []background.Service
 	// recover: the engine starts empty and is rebuilt from the database before it serves
 	// (memory). The Redis engine's state is shared and lives in Redis; a sale missing there is
 	// rebuilt on first use.
@@ -130,9 +135,11 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	a.bg.Start(a.engine.feed...)
 	if opts.wrapInventory != nil {
 		a.inv = opts.wrapInventory(a.inv)
+		// The wrapper stands for the whole engine: capabilities that would bypass it are not used.
+		a.engine.windows, a.engine.settled = nil, nil
 	}
 	if opts.noHTTP {
-		a.svc = seckill.NewService(seckill.ServiceConfig{Inventory: a.inv, Store: a.store, AuthSecret: []byte(cfg.AuthSecret)})
+		a.svc = a.newService(cfg, nil)
 		a.bg.Start(a.services(cfg)...)
 		return a, nil
 	}
@@ -150,9 +157,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	}
 	// A provider's "too many requests" is honoured by every caller of this instance at once.
 	a.payGW = payment.WithBackoff(a.payGW, seckill.SystemClock{})
-	a.svc = seckill.NewService(seckill.ServiceConfig{
-		Inventory: a.inv, Store: a.store, Payments: payment.ForService(a.payGW), AuthSecret: []byte(cfg.AuthSecret),
-	})
+	a.svc = a.newService(cfg, payment.ForService(a.payGW))
 	if a.engine.recover {
 		if err := a.svc.Recover(ctx); err != nil {
 			return nil, err
@@ -200,6 +205,13 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	a.serveDone = make(chan error, 1)
 	go func() { a.serveDone <- a.http.Serve(httpapi.LimitListener(a.listener, lim.MaxConns)) }()
 	return a, nil
+}
+
+// newService is the service over the engine and the store, starting payments with payments
+// (nil: a worker, which starts none).
+func (a *app) newService(cfg config, payments seckill.Payments) *service.Service {
+	return service.New(service.Config{Inventory: a.inv, Store: a.store, Payments: payments,
+		Windows: a.engine.windows, Settled: a.engine.settled, AuthSecret: []byte(cfg.AuthSecret)})
 }
 
 // newGateway builds the configured payment gateway (docs/PAYMENTS.md): the mock posts our signed
@@ -259,10 +271,12 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 		}
 		engineEvents := make(chan seckill.Event, 1<<16)
 		a.pipe = pipeline.New(a.store, engineEvents, pipeline.Config{Logger: log})
+		eng := memory.New(seckill.SystemClock{}, memory.WithEvents(engineEvents), memory.WithArchive(a.store))
 		return engine{
-			inv:      memory.New(seckill.SystemClock{}, memory.WithEvents(engineEvents), memory.WithArchive(a.store)),
+			inv:      eng,
+			settled:  eng,
 			feed:     []background.Service{a.pipe},
-			services: func(svc *seckill.Service) []background.Service { return []background.Service{svc.Sweeper(sweepEvery)} },
+			services: func(svc *service.Service) []background.Service { return []background.Service{svc.Sweeper(sweepEvery)} },
 			recover:  true,
 		}, nil
 	case "redis":
@@ -283,8 +297,9 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 			sink = a.store
 		}
 		return engine{
-			inv: eng,
-			services: func(svc *seckill.Service) []background.Service {
+			inv:     eng,
+			windows: eng,
+			services: func(svc *service.Service) []background.Service {
 				return eng.Services(redisinv.ServicesConfig{List: svc.LiveSaleIDs, Locks: locks, Sink: sink,
 					SweepEvery: sweepEvery, Consumer: redisinv.ConsumerConfig{Logger: log}})
 			},
@@ -302,7 +317,7 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 	return engine{}, fmt.Errorf("unknown engine %q: use memory or redis", cfg.Engine)
 }
 
-// services are the background services that need the seckill.Service, in dependency order:
+// services are the background services that need the service.Service, in dependency order:
 // the engine's, then the closer and the refunders (with a gateway). More services go at the
 // end of the list: the runner stops the last one first.
 func (a *app) services(cfg config) []background.Service {

@@ -21,10 +21,12 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/httpapi"
+	"github.com/seckill-go/seckill/internal/purchasetoken"
 	"github.com/seckill-go/seckill/internal/wait"
 	"github.com/seckill-go/seckill/loadgen"
 	"github.com/seckill-go/seckill/payment"
 	"github.com/seckill-go/seckill/payment/stripegw"
+	"github.com/seckill-go/seckill/service"
 )
 
 // benchOptions is one `seckill bench` run (and the demo's preset of it).
@@ -181,7 +183,7 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 		return call(ctx, method, o.targets[0]+path, o.adminToken, body, out)
 	}
 	start := time.Now().UTC().Add(time.Second).Truncate(time.Millisecond)
-	var sale seckill.SaleView
+	var sale service.SaleView
 	if err := admin("POST", "/api/v1/sales", map[string]any{
 		"id": o.saleID, "name": "seckill bench " + o.saleID, "price_cents": 999, "stock": o.units,
 		"starts_at": start, "ends_at": start.Add(10 * time.Minute),
@@ -382,10 +384,10 @@ func stripeRefundChecks(ctx context.Context, o benchOptions, res *loadgen.Result
 // left: the last holds expire, late payments land, the streams drain. It asks the targets in
 // turn, so one that died or answers 503 does not end the run; the last state read is
 // returned (the one from the sale's creation if no target answered).
-func settleSale(ctx context.Context, o benchOptions, sale seckill.SaleView) seckill.SaleView {
+func settleSale(ctx context.Context, o benchOptions, sale service.SaleView) service.SaleView {
 	settleBy := time.Now().Add(o.hold + 30*time.Second)
 	for i := 0; time.Now().Before(settleBy) && ctx.Err() == nil; i++ {
-		var s seckill.SaleView
+		var s service.SaleView
 		if err := call(ctx, "GET", o.targets[i%len(o.targets)]+"/api/v1/sales/"+o.saleID, o.adminToken, nil, &s); err == nil {
 			sale = s
 			if s.StockState.Held == 0 && s.StockState.Queued == 0 {
@@ -514,7 +516,7 @@ func writeReport(rp loadgen.Report, mdPath string) error {
 // body of the same size, alternately, and prints the rates and their ratio: once for buys
 // that get a hold (201) and once for a sold-out sale (409).
 func calibrate(ctx context.Context, o benchOptions, d time.Duration, rounds, clients int, stdout, stderr io.Writer) error {
-	key := seckill.PurchaseKey([]byte(o.authSecret))
+	key := purchasetoken.Key([]byte(o.authSecret))
 	fmt.Fprintf(stdout, "calibrate: %s against a bare net/http handler; %d connections, every buy a new user, %v per flood, %d rounds\n",
 		o.targets[0], clients, d, rounds)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
@@ -525,7 +527,7 @@ func calibrate(ctx context.Context, o benchOptions, d time.Duration, rounds, cli
 		want  int
 	}{{"hold (201)", seckill.MaxQuantity, 201}, {"sold out (409)", 0, 409}} {
 		id := fmt.Sprintf("%s-cal%d", o.saleID, path.want)
-		var sale seckill.SaleView
+		var sale service.SaleView
 		if err := call(ctx, "POST", o.targets[0]+"/api/v1/sales", o.adminToken, map[string]any{
 			"id": id, "price_cents": 1, "stock": path.stock, "hold_seconds": 3600, "queue_limit": 0,
 			"listed": false,
@@ -536,7 +538,7 @@ func calibrate(ctx context.Context, o benchOptions, d time.Duration, rounds, cli
 			return func(i int) (string, string) {
 				user := fmt.Sprintf("cal-%s-%d", tag, i)
 				tok, _ := httpapi.MintToken([]byte(o.authSecret), user, time.Now(), time.Hour)
-				return "/api/v1/sales/" + id + "/buy/" + seckill.PurchaseToken(key, id, user, sale.StartsAt), tok
+				return "/api/v1/sales/" + id + "/buy/" + purchasetoken.New(key, id, user, sale.StartsAt), tok
 			}
 		}
 		// One real answer fixes the reference's body (same status, same size).

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/service"
 )
 
 // rawWords are what a shopper must never read: the API's codes and statuses as they are on the
@@ -47,7 +47,7 @@ func TestBrowserSalesOnStorefront(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, out)
 	}
-	var bench seckill.SaleView
+	var bench service.SaleView
 	if err := call(context.Background(), "GET", a.url+"/api/v1/sales/benchrun", "", nil, &bench); err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestBrowserSalesOnStorefront(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`[data-testid=create-listed]`)),
 		chromedp.Click(chromedp.CSS(`[data-testid=create-button]`)))
 	adm.wait("the yen sale is shown", `document.getElementById('d-terms').textContent.startsWith('¥500 ')`)
-	var yen seckill.SaleView
+	var yen service.SaleView
 	if err := call(context.Background(), "GET", a.url+"/api/v1/sales/yen", "", nil, &yen); err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
+	"github.com/seckill-go/seckill/service"
 )
 
 // The browser tests drive the storefront (/) and the dashboard (/admin) in headless Chromium
@@ -255,9 +256,9 @@ func (tb *tab) noOverflow(what string) {
 }
 
 // createSale creates a sale through the API.
-func createSale(t *testing.T, a *app, cfg config, body map[string]any) seckill.SaleView {
+func createSale(t *testing.T, a *app, cfg config, body map[string]any) service.SaleView {
 	t.Helper()
-	var sale seckill.SaleView
+	var sale service.SaleView
 	if err := call(context.Background(), "POST", a.url+"/api/v1/sales", cfg.AdminToken, body, &sale); err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +446,7 @@ func TestBrowserDashboard(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`[data-testid=create-button]`)))
 	tb.wait("the new sale is shown", jsQ(`[data-testid=detail-status]`)+`.dataset.status === 'active' && `+jsQ(`[data-testid=gauge-available]`)+`.dataset.value === '150'`)
 	tb.wait("the audit is ok", jsQ(`[data-testid=audit-status]`)+`.dataset.ok === 'true'`)
-	var sale seckill.SaleView
+	var sale service.SaleView
 	if err := call(context.Background(), "GET", a.url+"/api/v1/sales/dash", "", nil, &sale); err != nil {
 		t.Fatal(err)
 	}

@@ -30,9 +30,11 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/httpapi"
+	"github.com/seckill-go/seckill/internal/purchasetoken"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/loadgen"
 	"github.com/seckill-go/seckill/payment"
+	"github.com/seckill-go/seckill/service"
 )
 
 // The tests in this file are the distributed deployment's acceptance runs, as a new user
@@ -660,15 +662,15 @@ func runRush(t *testing.T, c *cluster, buyers int, during func(r *rush)) *rush {
 
 // settle waits until every live instance's audit is ok, nothing is held or queued and the
 // stream has nothing pending, and returns the last audit.
-func (r *rush) settle(t *testing.T) seckill.Audit {
+func (r *rush) settle(t *testing.T) service.Audit {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		var sale seckill.SaleView
+		var sale service.SaleView
 		r.c.admin("GET", "/api/v1/sales/"+r.sale, nil, &sale)
 		pending := r.pending(t)
 		allOK := true
-		var last seckill.Audit
+		var last service.Audit
 		for i, in := range r.c.insts {
 			if !in.alive.Load() {
 				continue
@@ -678,7 +680,7 @@ func (r *rush) settle(t *testing.T) seckill.Audit {
 				allOK = false
 				continue
 			}
-			var a seckill.Audit
+			var a service.Audit
 			_ = json.Unmarshal(b, &a)
 			if !a.OK {
 				allOK = false
@@ -722,7 +724,7 @@ func (r *rush) pending(t *testing.T) int64 {
 
 // checkPayments: every payment an instance answered 200 for is in the database exactly once,
 // as a paid order or a refund owed (invariant 4).
-func (r *rush) checkPayments(t *testing.T, a seckill.Audit) {
+func (r *rush) checkPayments(t *testing.T, a service.Audit) {
 	t.Helper()
 	if got := a.Database.PaidOrders + a.Database.Refunds; got != len(r.payments) {
 		t.Errorf("the gateway got 200 for %d payments; the database records %d paid + %d refunds",
@@ -758,7 +760,7 @@ func (r *rush) midRush(n int) seckill.StockState {
 		applied := r.stats["webhook applied"]
 		r.mu.Unlock()
 		if applied >= n {
-			var sale seckill.SaleView
+			var sale service.SaleView
 			r.c.admin("GET", "/api/v1/sales/"+r.sale, nil, &sale)
 			return sale.StockState
 		}
@@ -934,12 +936,12 @@ func TestEventsAcrossInstances(t *testing.T) {
 	start := time.Now().Add(-time.Second)
 	c.admin("POST", "/api/v1/sales", map[string]any{"id": "live", "price_cents": 100, "stock": 2, "hold_seconds": 60,
 		"queue_limit": 10, "starts_at": start, "ends_at": start.Add(time.Hour)}, nil)
-	key := seckill.PurchaseKey([]byte(clusterAuth))
+	key := purchasetoken.Key([]byte(clusterAuth))
 	buy := func(in *instance, user string, want int) seckill.Reservation {
 		tok, _ := httpapi.MintToken([]byte(clusterAuth), user, time.Now(), time.Hour)
-		var sale seckill.SaleView
+		var sale service.SaleView
 		c.admin("GET", "/api/v1/sales/live", nil, &sale)
-		st, code, b, err := c.do(in, "POST", "/api/v1/sales/live/buy/"+seckill.PurchaseToken(key, "live", user, sale.StartsAt), tok, nil, nil)
+		st, code, b, err := c.do(in, "POST", "/api/v1/sales/live/buy/"+purchasetoken.New(key, "live", user, sale.StartsAt), tok, nil, nil)
 		if err != nil || st != want {
 			t.Fatalf("buy by %s: %d %s %v %s", user, st, code, err, b)
 		}
@@ -948,7 +950,7 @@ func TestEventsAcrossInstances(t *testing.T) {
 		return r
 	}
 	type stream struct {
-		sales chan seckill.SaleView
+		sales chan service.SaleView
 		res   chan seckill.Reservation
 	}
 	open := func(in *instance, query, token string) stream {
@@ -962,7 +964,7 @@ func TestEventsAcrossInstances(t *testing.T) {
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("events on %s: %v %v", in.url, resp, err)
 		}
-		s := stream{sales: make(chan seckill.SaleView, 256), res: make(chan seckill.Reservation, 256)}
+		s := stream{sales: make(chan service.SaleView, 256), res: make(chan seckill.Reservation, 256)}
 		go func() {
 			defer resp.Body.Close()
 			sc := bufio.NewScanner(resp.Body)
@@ -973,7 +975,7 @@ func TestEventsAcrossInstances(t *testing.T) {
 				case strings.HasPrefix(line, "event: "):
 					name = line[7:]
 				case strings.HasPrefix(line, "data: ") && name == "sale":
-					var v seckill.SaleView
+					var v service.SaleView
 					_ = json.Unmarshal([]byte(line[6:]), &v)
 					s.sales <- v
 				case strings.HasPrefix(line, "data: ") && name == "reservation":
@@ -985,7 +987,7 @@ func TestEventsAcrossInstances(t *testing.T) {
 		}()
 		return s
 	}
-	waitFor := func(what string, ch <-chan seckill.SaleView, ok func(seckill.StockState) bool) {
+	waitFor := func(what string, ch <-chan service.SaleView, ok func(seckill.StockState) bool) {
 		deadline := time.After(15 * time.Second)
 		for {
 			select {

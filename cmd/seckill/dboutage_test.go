@@ -23,6 +23,7 @@ import (
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/loadgen"
+	"github.com/seckill-go/seckill/service"
 )
 
 // The database outage test: three Redis-engine instances on a private Redis and a private
@@ -394,7 +395,7 @@ func TestClusterRushDatabaseOutage(t *testing.T) {
 	go func() {
 		defer close(outage)
 		for {
-			var v seckill.SaleView
+			var v service.SaleView
 			c.admin("GET", "/api/v1/sales/"+sale, nil, &v)
 			if before = v.StockState; before.Sold >= 25 {
 				break

@@ -18,9 +18,10 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/httpapi"
+	"github.com/seckill-go/seckill/internal/purchasetoken"
 	"github.com/seckill-go/seckill/loadgen"
+	"github.com/seckill-go/seckill/service"
 )
 
 // TestLocalAnswersBenchmark measures the Redis engine's local answers (docs/BENCHMARKS.md,
@@ -152,13 +153,13 @@ func localAnswersRun(t *testing.T, local bool, units, buyers int) []string {
 	t.Log(lines[0])
 
 	// 2. After the sell-out: new buyers flood the sold-out sale through every instance.
-	var sv seckill.SaleView
+	var sv service.SaleView
 	if st, _, body, err := c.do(c.insts[0], "GET", "/api/v1/sales/"+sale, "", nil, nil); err != nil || st != 200 {
 		t.Fatalf("read the sale: %d %s %v", st, body, err)
 	} else if err := json.Unmarshal(body, &sv); err != nil {
 		t.Fatal(err)
 	}
-	key := seckill.PurchaseKey([]byte(clusterAuth))
+	key := purchasetoken.Key([]byte(clusterAuth))
 	before = commandStats(t, c.rdb)
 	results := make([]loadgen.FloodResult, len(urls))
 	var wg sync.WaitGroup
@@ -168,7 +169,7 @@ func localAnswersRun(t *testing.T, local bool, units, buyers int) []string {
 				Buyer: func(j int) (string, string) {
 					user := fmt.Sprintf("after-%d-%d", i, j)
 					tok, _ := httpapi.MintToken([]byte(clusterAuth), user, time.Now(), time.Hour)
-					return "/api/v1/sales/" + sale + "/buy/" + seckill.PurchaseToken(key, sale, user, sv.StartsAt), tok
+					return "/api/v1/sales/" + sale + "/buy/" + purchasetoken.New(key, sale, user, sv.StartsAt), tok
 				}})
 			if err != nil {
 				t.Errorf("flood %s: %v", u, err)

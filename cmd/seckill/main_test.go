@@ -14,6 +14,7 @@ import (
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/loadgen"
+	"github.com/seckill-go/seckill/service"
 )
 
 func noEnv(string) string { return "" }
@@ -191,7 +192,7 @@ func TestAcceptanceRush(t *testing.T) {
 	if err := a.gateway.WaitIdle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var sale seckill.SaleView
+	var sale service.SaleView
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		admin("GET", "/api/v1/sales/rush", nil, &sale)
 		if sale.StockState.Held == 0 && sale.StockState.Queued == 0 && a.pipe.Backlog() == 0 {
@@ -205,7 +206,7 @@ func TestAcceptanceRush(t *testing.T) {
 		t.Fatalf("sold %d units, want exactly 100 (state %+v, %s)", sale.StockState.Sold, sale.StockState, crowd)
 	}
 	// The pipeline's last batch may still be on its way to the database: the audit is awaited.
-	var audit seckill.Audit
+	var audit service.Audit
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		admin("GET", "/api/v1/sales/rush/audit", nil, &audit)
 		if audit.OK && audit.Database.Sold == 100 && audit.Database.PaidUnits == 100 {

@@ -11,9 +11,9 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/redisinv"
+	"github.com/seckill-go/seckill/service"
 )
 
 // TestBenchSegmentedOnRedisCluster: `seckill bench --segments 4` against three instances on a
@@ -50,7 +50,7 @@ func TestBenchSegmentedOnRedisCluster(t *testing.T) {
 		t.Fatalf("bench --segments 4 on a Redis Cluster: %v\n%s", err, out.String())
 	}
 	for _, in := range c.insts {
-		var v seckill.SaleView
+		var v service.SaleView
 		if st, _, body, err := c.do(in, "GET", "/api/v1/sales/"+sale, "", nil, nil); err != nil || st != 200 {
 			t.Fatalf("GET the sale on %s: %d %v %s", in.url, st, err, body)
 		} else if err := json.Unmarshal(body, &v); err != nil || v.Segments != 4 || v.StockState.Sold != 300 {

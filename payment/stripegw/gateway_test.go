@@ -12,6 +12,7 @@ import (
 	"github.com/seckill-go/seckill/payment/stripegw"
 	"github.com/seckill-go/seckill/payment/stripegw/stripetest"
 	"github.com/seckill-go/seckill/seckilltest"
+	"github.com/seckill-go/seckill/service"
 )
 
 const (
@@ -51,7 +52,7 @@ func TestGatewayStripe(t *testing.T) {
 				Refunds: func(_ *testing.T, id string) int { return api.Refunds(id) },
 			}
 		},
-		NewService: func(t *testing.T, clock seckill.Clock, payments seckill.Payments) (*seckill.Service, seckill.OrderStore) {
+		NewService: func(t *testing.T, clock seckill.Clock, payments seckill.Payments) (*service.Service, seckill.OrderStore) {
 			return servicetest.NewWithStore(t, clock, payments)
 		},
 	})

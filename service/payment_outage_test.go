@@ -1,4 +1,4 @@
-package seckill_test
+package service_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/seckill-go/seckill/memory"
 	"github.com/seckill-go/seckill/redisinv"
 	"github.com/seckill-go/seckill/seckilltest"
+	"github.com/seckill-go/seckill/service"
 	"github.com/seckill-go/seckill/sqlstore"
 )
 
@@ -131,7 +132,7 @@ func (s *outageStore) Counts(ctx context.Context, saleID string) (seckill.DBCoun
 type outageRig struct {
 	clock *seckilltest.ManualClock
 	store *outageStore
-	svc   *seckill.Service
+	svc   *service.Service
 	inv   seckill.Inventory
 	flush func()
 }
@@ -158,7 +159,7 @@ func openOutageStore(t *testing.T) *outageStore {
 }
 
 func newRig(t *testing.T, inv seckill.Inventory, store *outageStore, clock *seckilltest.ManualClock, flush func()) *outageRig {
-	svc := seckill.NewService(seckill.ServiceConfig{Inventory: inv, Store: store, Clock: clock, AuthSecret: []byte("k")})
+	svc := service.New(service.Config{Inventory: inv, Store: store, Clock: clock, AuthSecret: []byte("k")})
 	return &outageRig{clock: clock, store: store, svc: svc, inv: inv, flush: flush}
 }
 

@@ -1,4 +1,4 @@
-package seckill_test
+package service_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/seckilltest"
+	"github.com/seckill-go/seckill/service"
 )
 
 // windowed is an inventory with SaleWindow (the definition from Sale, its counts dropped) that
@@ -29,8 +30,8 @@ func (w *windowed) Sale(ctx context.Context, id string) (seckill.Sale, seckill.S
 }
 
 // TestPurchasePathUsesSaleWindow: Service.PurchasePath reads the sale through SaleWindow when
-// the inventory has it, and never through Sale; without it (the model alone) it answers the
-// same: the same path, not_started before the start, ended after the end, not_found.
+// the service is given one (Config.Windows), and never through Sale; without it (the model
+// alone) it answers the same: the same path, not_started before the start, ended after the end, not_found.
 func TestPurchasePathUsesSaleWindow(t *testing.T) {
 	ctx := t.Context()
 	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -45,8 +46,8 @@ func TestPurchasePathUsesSaleWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := &windowed{Inventory: m}
-	with := seckill.NewService(seckill.ServiceConfig{Inventory: w, Clock: clock, AuthSecret: []byte("k")})
-	without := seckill.NewService(seckill.ServiceConfig{Inventory: m, Clock: clock, AuthSecret: []byte("k")})
+	with := service.New(service.Config{Inventory: w, Windows: w, Clock: clock, AuthSecret: []byte("k")})
+	without := service.New(service.Config{Inventory: m, Clock: clock, AuthSecret: []byte("k")})
 	for _, c := range []struct {
 		at   time.Time
 		sale string

@@ -1,4 +1,4 @@
-package seckill_test
+package service_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/memory"
 	"github.com/seckill-go/seckill/seckilltest"
+	"github.com/seckill-go/seckill/service"
 	"github.com/seckill-go/seckill/sqlstore"
 )
 
@@ -38,7 +39,7 @@ func TestDeleteSaleAllOrNothing(t *testing.T) {
 	}
 	defer real.Close()
 	store := &failingDelete{OrderStore: real, fail: true}
-	svc := seckill.NewService(seckill.ServiceConfig{Inventory: memory.New(clock), Store: store, Clock: clock, AuthSecret: []byte("k")})
+	svc := service.New(service.Config{Inventory: memory.New(clock), Store: store, Clock: clock, AuthSecret: []byte("k")})
 	price, stock := int64(100), 2
 	created, err := svc.CreateSale(ctx, seckill.SaleInput{ID: "s", PriceCents: &price, Stock: &stock})
 	if err != nil {
@@ -92,7 +93,7 @@ func TestSetListedAndListedSales(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	svc := seckill.NewService(seckill.ServiceConfig{Inventory: memory.New(clock), Store: store, Clock: clock, AuthSecret: []byte("k")})
+	svc := service.New(service.Config{Inventory: memory.New(clock), Store: store, Clock: clock, AuthSecret: []byte("k")})
 	price, stock, no := int64(100), 2, false
 	for _, in := range []seckill.SaleInput{{ID: "a", PriceCents: &price, Stock: &stock}, {ID: "b", PriceCents: &price, Stock: &stock, Listed: &no}} {
 		if _, err := svc.CreateSale(ctx, in); err != nil {
@@ -100,7 +101,7 @@ func TestSetListedAndListedSales(t *testing.T) {
 		}
 		clock.Advance(time.Second)
 	}
-	ids := func(f func(context.Context) ([]seckill.SaleView, error)) []string {
+	ids := func(f func(context.Context) ([]service.SaleView, error)) []string {
 		vs, err := f(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -165,7 +166,7 @@ func TestCreateSaleWhileARebuildLoadsIt(t *testing.T) {
 	}
 	defer store.Close()
 	inv := &rebuildingOnCreate{Inventory: memory.New(clock), busy: 3}
-	svc := seckill.NewService(seckill.ServiceConfig{Inventory: inv, Store: store, Clock: clock, AuthSecret: []byte("k")})
+	svc := service.New(service.Config{Inventory: inv, Store: store, Clock: clock, AuthSecret: []byte("k")})
 	price, stock := int64(100), 2
 	v, err := svc.CreateSale(ctx, seckill.SaleInput{ID: "r", PriceCents: &price, Stock: &stock})
 	if err != nil || v.ID != "r" || inv.busy != 0 {

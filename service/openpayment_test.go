@@ -1,4 +1,4 @@
-package seckill_test
+package service_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/seckill-go/seckill/memory"
 	"github.com/seckill-go/seckill/payment"
 	"github.com/seckill-go/seckill/seckilltest"
+	"github.com/seckill-go/seckill/service"
 	"github.com/seckill-go/seckill/sqlstore"
 )
 
@@ -56,7 +57,7 @@ type openPayRig struct {
 	clock *seckilltest.ManualClock
 	store *openPayStore
 	gw    *payment.MockGateway
-	svc   *seckill.Service
+	svc   *service.Service
 }
 
 var openPayT0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -82,7 +83,7 @@ func newOpenPayRigThrough(t *testing.T, through func(seckill.Payments) seckill.P
 		Deliver: func(context.Context, []byte, string) (int, error) { return 200, nil },
 	})
 	t.Cleanup(func() { _ = gw.Close() })
-	svc := seckill.NewService(seckill.ServiceConfig{
+	svc := service.New(service.Config{
 		Inventory: memory.New(clock, memory.WithArchive(store)), Store: store, Payments: through(payment.ForService(gw)),
 		Clock: clock, AuthSecret: []byte("k"),
 	})
@@ -204,14 +205,9 @@ type countingPayments struct {
 	starts atomic.Int64
 }
 
-func (c *countingPayments) CreatePayment(ctx context.Context, r seckill.Reservation) (seckill.PaymentIntent, error) {
-	c.starts.Add(1)
-	return c.Payments.CreatePayment(ctx, r)
-}
-
 func (c *countingPayments) CreatePaymentFor(ctx context.Context, r seckill.Reservation, sale seckill.Sale) (seckill.PaymentIntent, error) {
 	c.starts.Add(1)
-	return c.Payments.(seckill.SalePayments).CreatePaymentFor(ctx, r, sale)
+	return c.Payments.CreatePaymentFor(ctx, r, sale)
 }
 
 // A hold has one payment: while it is open, Pay answers its recorded page again without
@@ -260,7 +256,7 @@ func (g *gatedPayments) CreatePaymentFor(ctx context.Context, r seckill.Reservat
 	case <-ctx.Done():
 		return seckill.PaymentIntent{}, ctx.Err()
 	}
-	return g.Payments.(seckill.SalePayments).CreatePaymentFor(ctx, r, sale)
+	return g.Payments.CreatePaymentFor(ctx, r, sale)
 }
 
 // TestPayJoinedSurvivesTheFirstCallerLeaving: two /pay calls of one hold share one gateway

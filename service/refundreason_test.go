@@ -1,4 +1,4 @@
-package seckill_test
+package service_test
 
 import (
 	"strings"

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# compare.sh: the buy path of two commits, side by side in one run (docs/BENCHMARKS.md).
+#
+#   bench/compare.sh BASE [HEAD] [ROUNDS]
+#
+# For each commit, alternating (BASE, HEAD, BASE, HEAD … so that a noisy hour of the shared
+# machine lands on both): the memory engine's buy benchmark on one core, then the HTTP buy
+# path of `seckill serve` against a bare net/http handler (`seckill bench --calibrate`), on
+# the embedded default (memory engine, SQLite) and, when redis-server and MariaDB are here,
+# on the Redis engine (a private redis-server on :6390, a fresh MariaDB database). The load
+# comes from HEAD's `seckill bench` in every case, so both servers meet the same client.
+# Only loopback is used. Prints each measurement as it comes and a summary at the end.
+set -euo pipefail
+
+base=${1:?usage: bench/compare.sh BASE [HEAD] [ROUNDS]}
+head=${2:-HEAD}
+rounds=${3:-2}
+repo=$(git rev-parse --show-toplevel)
+work=$(mktemp -d /tmp/seckill-compare.XXXXXX)
+secret=compare-auth-secret-0123456789abcdef-0123456789
+admin=compare-admin-token-0123456789abcdef-0123456789
+mysql_url=${SECKILL_COMPARE_MYSQL:-mysql://root@127.0.0.1:3306}
+pids=()
+
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for ref in base head; do git -C "$repo" worktree remove --force "$work/$ref" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+for ref in base head; do
+  rev=$([ $ref = base ] && echo "$base" || echo "$head")
+  git -C "$repo" worktree add -q --detach "$work/$ref" "$rev"
+  (cd "$work/$ref" && go build -o "$work/seckill-$ref" ./cmd/seckill && go test -c -o "$work/memory-$ref.test" ./memory/)
+  echo "$ref = $(git -C "$repo" rev-parse --short "$rev")"
+done
+
+# wait_up URL: until the server answers /readyz.
+wait_up() {
+  for _ in $(seq 1 100); do curl -fsS -o /dev/null "$1/readyz" 2>/dev/null && return 0; sleep 0.2; done
+  echo "no answer from $1" >&2
+  return 1
+}
+
+# calibrate REF NAME ARGS…: serve REF's binary with ARGS, flood it with HEAD's client.
+calibrate() {
+  local ref=$1 name=$2
+  shift 2
+  SECKILL_AUTH_SECRET=$secret SECKILL_ADMIN_TOKEN=$admin "$work/seckill-$ref" serve --addr 127.0.0.1:18080 "$@" \
+    >"$work/serve-$ref-$name.log" 2>&1 &
+  pids+=($!)
+  local pid=$!
+  wait_up http://127.0.0.1:18080
+  "$work/seckill-head" bench --calibrate --target http://127.0.0.1:18080 --auth-secret "$secret" \
+    --admin-token "$admin" --rounds 3 --duration 4s 2>&1 | tee -a "$work/calibrate-$ref-$name.txt" |
+    grep -E "^(hold|sold)" | sed "s/^/  $ref $name: /"
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+}
+
+redis_ok=false
+if command -v redis-server >/dev/null && mysql -uroot -h127.0.0.1 -e 'select 1' >/dev/null 2>&1; then
+  redis_ok=true
+fi
+
+for i in $(seq 1 "$rounds"); do
+  for ref in base head; do
+    echo "== round $i, $ref"
+    (cd "$work/$ref/memory" && taskset -c 0 "$work/memory-$ref.test" -test.run '^$' -test.bench '^BenchmarkBuy$' \
+      -test.cpu 1 -test.benchmem -test.count 3) | grep -E '^BenchmarkBuy' | sed "s/^/  $ref memory: /" |
+      tee -a "$work/memory-$ref.txt"
+    rm -f "$work/embedded.db"*
+    calibrate $ref embedded --db "sqlite://$work/embedded.db" --gateway webhook --payment-secret compare-webhook-secret-0123456789abcdef-0123456789
+    if $redis_ok; then
+      redis-server --port 6390 --bind 127.0.0.1 --save "" --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
+      pids+=($!)
+      rpid=$!
+      sleep 0.3
+      mysql -uroot -h127.0.0.1 -e 'drop database if exists seckill_compare; create database seckill_compare'
+      calibrate $ref redis --engine redis --redis-url redis://127.0.0.1:6390/0 --db "$mysql_url/seckill_compare" \
+        --gateway webhook --payment-secret compare-webhook-secret-0123456789abcdef-0123456789
+      kill "$rpid"
+      wait "$rpid" 2>/dev/null || true
+    fi
+  done
+done
+
+echo "== summary (ns/op, B/op of BenchmarkBuy -cpu 1; calibrate lines as printed)"
+for ref in base head; do
+  echo "-- $ref"
+  cat "$work/memory-$ref.txt" | awk '{print "  " $0}'
+  for name in embedded redis; do
+    [ -f "$work/calibrate-$ref-$name.txt" ] && grep -E "^(hold|sold).*median" "$work/calibrate-$ref-$name.txt" | sed "s/^/  $name: /"
+  done
+done
