@@ -14,6 +14,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/internal/purchasetoken"
+	"github.com/seckill-go/seckill/internal/wait"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -156,11 +157,9 @@ func (s *Service) CreateSale(ctx context.Context, in seckill.SaleInput) (SaleVie
 	// answers unavailable for a moment. The creation succeeded, so wait that moment out rather
 	// than answer 503 for a sale that was created (a client retrying would get 409).
 	view, err := s.Sale(ctx, sale.ID)
-	for wait := time.Duration(0); seckill.ErrorCode(err) == seckill.CodeUnavailable && wait < createSettle; wait += createSettleStep {
-		select {
-		case <-ctx.Done():
+	for waited := time.Duration(0); seckill.ErrorCode(err) == seckill.CodeUnavailable && waited < createSettle; waited += createSettleStep {
+		if !wait.Sleep(ctx, createSettleStep) {
 			return SaleView{}, err
-		case <-time.After(createSettleStep):
 		}
 		view, err = s.Sale(ctx, sale.ID)
 	}

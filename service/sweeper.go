@@ -7,6 +7,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/internal/background"
+	"github.com/seckill-go/seckill/internal/wait"
 )
 
 // Sweeper returns the memory engine's sweeper, a background.Service named "sweeper": every
@@ -28,23 +29,17 @@ type sweeper struct {
 func (w *sweeper) Name() string { return "sweeper" }
 
 func (w *sweeper) Run(ctx context.Context) error {
-	t := time.NewTicker(w.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	wait.Every(ctx, w.interval, func(ctx context.Context) {
 		ids, err := w.s.LiveSaleIDs(ctx)
 		if err != nil {
 			background.Report(ctx, fmt.Errorf("list sales: %w", err))
-			continue
+			return
 		}
 		for _, id := range ids {
 			if _, err := w.s.inv.Reclaim(ctx, id); err != nil && seckill.ErrorCode(err) != seckill.CodeNotFound {
 				background.Report(ctx, fmt.Errorf("sweep sale %s: %w", id, err))
 			}
 		}
-	}
+	})
+	return nil
 }
