@@ -51,9 +51,9 @@ const (
 )
 
 // WithBackoff wraps g so that, once a call answers *RateLimitedError, no call of Start,
-// ClosePayment, Refund or State reaches the provider until the provider's Retry-After (DefaultRateLimitWait
-// when it named none, at most MaxRateLimitWait) has passed on clock: each answers *BackedOffError at
-// once. Name and Parse (local work, no provider call) pass through.
+// ClosePayment, Refund or State reaches the provider until the provider's Retry-After
+// (DefaultRateLimitWait when it named none, at most MaxRateLimitWait) has passed on clock: each
+// answers *BackedOffError at once. Name and Parse (local work, no provider call) pass through.
 func WithBackoff(g Gateway, clock seckill.Clock) Gateway {
 	if clock == nil {
 		clock = seckill.SystemClock{}

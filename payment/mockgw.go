@@ -8,8 +8,9 @@ import (
 	"github.com/seckill-go/seckill"
 )
 
-// This file is the MockGateway's side of the Gateway seam: Start, Parse, ClosePayment, Refund and State
-// over the per-payment record that CreatePayment makes and the delivery goroutine settles.
+// This file is the MockGateway's side of the Gateway seam: Start, Parse, ClosePayment, Refund
+// and State over the per-payment record that CreatePayment makes and the delivery goroutine
+// settles.
 
 var _ Gateway = (*MockGateway)(nil)
 
@@ -74,9 +75,9 @@ func (g *MockGateway) settle(id string, succeeded bool) bool {
 }
 
 // Settle makes an open payment succeed now, as if the buyer had just paid, ahead of its webhook
-// (which, when it is sent, reports the success). Tests use it to reach the states that ClosePayment and
-// Refund answer differently. Settling a closed payment is a conflict; an unknown one is
-// not_found.
+// (which, when it is sent, reports the success). Tests use it to reach the states that
+// ClosePayment and Refund answer differently. Settling a closed payment is a conflict; an
+// unknown one is not_found.
 func (g *MockGateway) Settle(paymentID string) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()

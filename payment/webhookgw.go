@@ -22,8 +22,9 @@ var ErrNoStart = seckill.Errorf(seckill.CodeUnavailable, "no payment gateway her
 
 // WebhookGateway is the built-in signed-webhook scheme, for shops with an in-house payment
 // service: that service takes the money and posts our signed webhook (Sign, Event). Seckill
-// cannot call the service, so the gateway only verifies and parses notifications; Start, ClosePayment,
-// Refund and State answer what a gateway without an API can honestly answer (docs/PAYMENTS.md).
+// cannot call the service, so the gateway only verifies and parses notifications; Start,
+// ClosePayment, Refund and State answer what a gateway without an API can honestly answer
+// (docs/PAYMENTS.md).
 //
 // It is safe for concurrent use and holds no state but the secret.
 type WebhookGateway struct {
@@ -52,9 +53,9 @@ func (g *WebhookGateway) Parse(header http.Header, body []byte, now time.Time) (
 	return parseSigned(g.secret, header, body, now)
 }
 
-// ClosePayment answers nil and does nothing: there is no provider API to call. The shop's service must
-// stop taking money once the hold has ended; a payment that comes in anyway follows the late
-// rule of docs/MODEL.md (paid if a unit is free, else refund_required).
+// ClosePayment answers nil and does nothing: there is no provider API to call. The shop's
+// service must stop taking money once the hold has ended; a payment that comes in anyway
+// follows the late rule of docs/MODEL.md (paid if a unit is free, else refund_required).
 func (g *WebhookGateway) ClosePayment(context.Context, string) error { return nil }
 
 // Refund answers RefundFailed without an error: seckill cannot pay back through a service it
