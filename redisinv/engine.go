@@ -22,10 +22,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -168,132 +166,6 @@ func (e *Engine) Ping(ctx context.Context) error {
 	return nil
 }
 
-// keyParts are the suffixes of a sale's keys, in the order of the scripts' KEYS.
-var keyParts = [...]string{"sale", "res", "holds", "queue", "users", "idem", "events"}
-
-// keys returns the seven keys of a sale (common.lua).
-func (e *Engine) keys(saleID string) []string {
-	base := e.prefix + "{sale:" + saleID + "}:"
-	ks := make([]string, len(keyParts))
-	for i, p := range keyParts {
-		ks[i] = base + p
-	}
-	return ks
-}
-
-// streamKey is the sale's event stream.
-func (e *Engine) streamKey(saleID string) string { return e.prefix + "{sale:" + saleID + "}:events" }
-
-// clockArg is ARGV[1] of every script: empty for Redis TIME, or the test clock in ms.
-func (e *Engine) clockArg() string {
-	if e.clock == nil {
-		return ""
-	}
-	return strconv.FormatInt(e.clock.Now().UnixMilli(), 10)
-}
-
-// reply is a script's answer: its first element is "ok" or a domain code.
-type reply []rueidis.RedisMessage
-
-func (r reply) code() string { return r.str(0) }
-
-func (r reply) str(i int) string {
-	if i >= len(r) {
-		return ""
-	}
-	s, _ := r[i].ToString()
-	return s
-}
-
-func (r reply) int(i int) int64 {
-	if i >= len(r) {
-		return 0
-	}
-	n, _ := r[i].AsInt64()
-	return n
-}
-
-// errUnavailable is the client-facing error for a Redis that does not answer.
-func errUnavailable(cause error) error {
-	return fmt.Errorf("%w: %w", seckill.Errorf(seckill.CodeUnavailable, "the inventory is unavailable; retry shortly"), cause)
-}
-
-// exec runs s for one sale with args after the clock. A sale that is missing is handed to the
-// rebuilder (not_found, or unavailable while it is rebuilt); one being rebuilt is unavailable.
-// Transport failures and timeouts are unavailable; a Redis error reply means a script refused
-// its arguments, which is a bug on this side, and is internal.
-func (e *Engine) exec(ctx context.Context, s *script, saleID string, args ...string) (reply, error) {
-	r, err := e.execRaw(ctx, s, saleID, args...)
-	if err != nil {
-		return nil, err
-	}
-	switch r.code() {
-	case "not_loaded":
-		return nil, e.missing(ctx, saleID)
-	case "loading":
-		if e.rebuild != nil {
-			// A rebuild may have stopped half way (its instance died, it lost its lock): if
-			// nobody holds the lock any more, this instance takes over.
-			e.rebuild.start(saleID)
-		}
-		return nil, seckill.Errorf(seckill.CodeUnavailable, "sale %q is being restored from the database; retry shortly", saleID)
-	}
-	return r, nil
-}
-
-// execRaw is exec without the handling of missing and loading sales.
-func (e *Engine) execRaw(ctx context.Context, s *script, saleID string, args ...string) (reply, error) {
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
-	argv := make([]string, 0, 1+len(args))
-	argv = append(argv, e.clockArg())
-	argv = append(argv, args...)
-	floor := e.versionFloor(saleID)                  // version.go
-	msgs, err := e.run(ctx, s, e.keys(saleID), argv) // replicas.go
-	if err != nil {
-		wrapped := fmt.Errorf("redisinv: %s script for sale %s: %w", s.name, saleID, err)
-		if transient(err) {
-			return nil, errUnavailable(wrapped)
-		}
-		return nil, wrapped
-	}
-	r, v, err := splitVersion(msgs)
-	if err != nil {
-		return nil, fmt.Errorf("redisinv: %s script for sale %s: %w", s.name, saleID, err)
-	}
-	e.noteVersion(saleID, s.name, v) // localanswers.go: a view older than this call is stale
-	if err := e.checkVersion(ctx, saleID, floor, v); err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
-// transientReplies are the error replies of a Redis that cannot serve now but will: out of
-// memory, busy with a long script, a replica or a node without its master, a cluster
-// reconfiguring, a server loading its data set.
-var transientReplies = []string{"OOM", "BUSY", "READONLY", "MASTERDOWN", "NOREPLICAS", "CLUSTERDOWN",
-	"LOADING", "TRYAGAIN", "MOVED", "ASK"}
-
-// transient reports whether err is worth a retry later (unavailable, 503): a failure to reach
-// Redis or one of transientReplies. Other error replies mean a script refused its keys or
-// arguments, or found a key of the wrong type: a bug or a corrupted key, internal.
-func transient(err error) bool {
-	re, ok := rueidis.IsRedisErr(err)
-	if !ok {
-		return true // transport, timeout
-	}
-	word, _, _ := strings.Cut(re.Error(), " ")
-	return slices.Contains(transientReplies, word)
-}
-
-// missing decides what a call on a sale whose keys are missing answers.
-func (e *Engine) missing(ctx context.Context, saleID string) error {
-	if e.rebuild == nil {
-		return seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
-	}
-	return e.rebuild.missing(ctx, saleID)
-}
-
 // random returns 16 lowercase hex digits from crypto/rand, the random half of a reservation
 // id. It reads 4 KiB at a time, so a buy pays for one system call per 512 reservations.
 func (e *Engine) random() string {
@@ -322,21 +194,4 @@ func splitID(id string) (saleID, suffix string, ok bool) {
 		}
 	}
 	return saleID, suffix, true
-}
-
-func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
-
-func itoa(n int) string { return strconv.Itoa(n) }
-
-func i64toa(n int64) string { return strconv.FormatInt(n, 10) }
-
-// errNotFound is the not_found error for a reservation id.
-func errNotFound(id string) error {
-	return seckill.Errorf(seckill.CodeNotFound, "reservation %q not found", id)
-}
-
-// isCode reports whether err is a domain error with code c.
-func isCode(err error, c seckill.Code) bool {
-	var de *seckill.Error
-	return errors.As(err, &de) && de.Code == c
 }

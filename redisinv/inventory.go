@@ -60,14 +60,6 @@ func loadArgs(def seckill.Sale, sold int, mode, token string) []string {
 	}
 }
 
-// boolArg is a flag as the scripts take it: "1" or "0".
-func boolArg(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
-}
-
 // Sale returns the definition and live counts, after reclaiming expired holds.
 func (e *Engine) Sale(ctx context.Context, id string) (seckill.Sale, seckill.StockState, error) {
 	return e.sale(ctx, id, true)
@@ -124,36 +116,6 @@ func (e *Engine) sale(ctx context.Context, id string, counts bool) (seckill.Sale
 		e.keepWindow(id, w, s)
 	}
 	return s, st, nil
-}
-
-// saleOf decodes a sale_reply (common.lua).
-func saleOf(id string, r reply) (seckill.Sale, seckill.StockState) {
-	s := seckill.Sale{
-		ID: id, Name: r.str(1), PriceCents: r.int(2), Stock: int(r.int(3)), Holdback: int(r.int(4)),
-		StartsAt: fromMillis(r.int(5)), EndsAt: fromMillis(r.int(6)), PerUserLimit: int(r.int(7)),
-		HoldSeconds: int(r.int(8)), QueueLimit: int(r.int(9)), CreatedAt: fromMillis(r.int(10)),
-		Currency: r.str(15), Listed: r.str(16) != "0", Segments: max(int(r.int(17)), 1),
-	}
-	st := seckill.StockState{
-		Sellable: s.Sellable(), Available: int(r.int(11)), Held: int(r.int(12)), Sold: int(r.int(13)),
-		Queued: int(r.int(14)),
-	}
-	return s, st
-}
-
-// reservationOf decodes a res_reply (common.lua) of sale saleID.
-func reservationOf(saleID string, r reply) seckill.Reservation {
-	v := seckill.Reservation{
-		ID: saleID + "-" + r.str(2), SaleID: saleID, Status: seckill.ReservationStatus(r.str(3)),
-		UserID: r.str(4), Quantity: int(r.int(5)), Seq: uint64(r.int(7)), AmountCents: r.int(8),
-		CreatedAt: fromMillis(r.int(9)), PaymentID: r.str(10), IdempotencyKey: r.str(11),
-		Position: int(r.int(12)),
-	}
-	if v.Status == seckill.StatusHeld {
-		t := fromMillis(r.int(6))
-		v.ExpiresAt = &t
-	}
-	return v
 }
 
 // Buy runs buy.lua: docs/MODEL.md "Buy" in one script.
@@ -215,10 +177,6 @@ func buyAnswer(req seckill.BuyRequest, r reply) (seckill.BuyResult, error) {
 		return seckill.BuyResult{}, sig // segment.go acts on it
 	}
 	return seckill.BuyResult{}, unexpected("buy", r)
-}
-
-func unexpected(script string, r reply) error {
-	return fmt.Errorf("redisinv: %s script: unexpected reply %q", script, r.code())
 }
 
 // Reservation returns a reservation as it is now.

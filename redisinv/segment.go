@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,23 +135,6 @@ func (e *Engine) execSeg(ctx context.Context, s *script, saleID string, i int, a
 		return nil, &segSignal{code: "moved"}
 	}
 	return e.execTag(ctx, s, in.tag(i), args...)
-}
-
-// execTag is exec for an id that may be a segment's tag ("X#i.k", segTag).
-func (e *Engine) execTag(ctx context.Context, s *script, tag string, args ...string) (reply, error) {
-	saleID, _, seg := strings.Cut(tag, "#")
-	if !seg {
-		return e.exec(ctx, s, tag, args...)
-	}
-	r, err := e.execRaw(ctx, s, tag, args...)
-	if err != nil {
-		return nil, err
-	}
-	switch r.code() {
-	case "not_loaded", "loading":
-		return nil, e.segmentMissing(ctx, saleID)
-	}
-	return r, nil
 }
 
 // segmentMissing answers a call that found a segment of a segmented sale missing (its keys

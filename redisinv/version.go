@@ -2,14 +2,10 @@ package redisinv
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/rueidis"
 
 	"github.com/seckill-go/seckill"
 )
@@ -249,16 +245,4 @@ func (rb *rebuilder) recordVersion(ctx context.Context, saleID string, v uint64)
 		return vs.RaiseSaleVersion(ctx, saleID, v)
 	}
 	return nil
-}
-
-// splitVersion takes the version off the end of a script's reply (with_version in common.lua).
-func splitVersion(msgs []rueidis.RedisMessage) (reply, uint64, error) {
-	if len(msgs) < 2 {
-		return nil, 0, errors.New("reply too short: want a code and a version")
-	}
-	v, err := msgs[len(msgs)-1].AsInt64()
-	if err != nil || v < 0 {
-		return nil, 0, fmt.Errorf("reply does not end with a version: %v", err)
-	}
-	return reply(msgs[:len(msgs)-1]), uint64(v), nil
 }
