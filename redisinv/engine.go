@@ -20,8 +20,6 @@ package redisinv
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -164,20 +162,6 @@ func (e *Engine) Ping(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// random returns 16 lowercase hex digits from crypto/rand, the random half of a reservation
-// id. It reads 4 KiB at a time, so a buy pays for one system call per 512 reservations.
-func (e *Engine) random() string {
-	e.randMu.Lock()
-	defer e.randMu.Unlock()
-	if len(e.randBuf) < 8 {
-		e.randBuf = make([]byte, 4096)
-		_, _ = rand.Read(e.randBuf)
-	}
-	s := hex.EncodeToString(e.randBuf[:8])
-	e.randBuf = e.randBuf[8:]
-	return s
 }
 
 // splitID returns the sale id and the 32-hex suffix of a reservation id made by

@@ -118,67 +118,6 @@ func (e *Engine) sale(ctx context.Context, id string, counts bool) (seckill.Sale
 	return s, st, nil
 }
 
-// Buy runs buy.lua: docs/MODEL.md "Buy" in one script.
-func (e *Engine) Buy(ctx context.Context, req seckill.BuyRequest) (seckill.BuyResult, error) {
-	if !seckill.ValidID(req.SaleID) {
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", req.SaleID)
-	}
-	if !seckill.ValidID(req.UserID) {
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "user id must be 1–64 of [A-Za-z0-9_.-]")
-	}
-	if len(req.IdempotencyKey) > maxIdempotencyKey {
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "idempotency key is longer than %d bytes", maxIdempotencyKey)
-	}
-	q := min(max(req.Quantity, 0), maxExact) // the script answers invalid_argument for 0
-	if in := e.segmentsOf(req.SaleID); in != nil {
-		return e.buySegmented(ctx, in, req, q)
-	}
-	res, err := e.buyGuarded(ctx, req, q)
-	if sig := signalOf(err); sig != nil { // a segmented sale this instance had not seen yet
-		var in *segInfo
-		if sig.code == "segments" {
-			in = e.learnSegments(req.SaleID, int(sig.n))
-		} else if in, err = e.discoverSegments(ctx, req.SaleID); err != nil {
-			return seckill.BuyResult{}, err
-		}
-		return e.buySegmented(ctx, in, req, q)
-	}
-	return res, err
-}
-
-// buyAnswer decodes one buyer's answer of buy.lua.
-func buyAnswer(req seckill.BuyRequest, r reply) (seckill.BuyResult, error) {
-	switch r.code() {
-	case "ok":
-		return seckill.BuyResult{Reservation: reservationOf(req.SaleID, r), Replayed: r.int(1) == 1}, nil
-	case "invalid_argument":
-		if req.Quantity < 1 {
-			return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "quantity must be at least 1")
-		}
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "quantity %d × price is too large", req.Quantity)
-	case "not_started":
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeNotStarted, "sale %s has not started", req.SaleID)
-	case "ended":
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeEnded, "sale %s has ended", req.SaleID)
-	case "limit_exceeded":
-		if r.str(1) == "quantity" {
-			return seckill.BuyResult{}, seckill.Errorf(seckill.CodeLimitExceeded, "quantity %d is over the per-user limit %d", req.Quantity, r.int(2))
-		}
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeLimitExceeded, "user %q would hold more than %s", req.UserID, seckill.Units(r.int(2)))
-	case "sold_out":
-		if left := r.int(1); left > 0 {
-			return seckill.BuyResult{}, seckill.Errorf(seckill.CodeSoldOut, "only %s left unsold, fewer than the %d asked for", seckill.Units(left), req.Quantity)
-		}
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeSoldOut, "sold out")
-	case "queue_full":
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeQueueFull, "every unit is held and the queue is full; try again later")
-	}
-	if sig := segSignalOf(r); sig != nil {
-		return seckill.BuyResult{}, sig // segment.go acts on it
-	}
-	return seckill.BuyResult{}, unexpected("buy", r)
-}
-
 // Reservation returns a reservation as it is now.
 func (e *Engine) Reservation(ctx context.Context, id string) (seckill.Reservation, error) {
 	saleID, suffix, ok := splitID(id)

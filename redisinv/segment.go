@@ -55,15 +55,6 @@ func (in *segInfo) seenSeq(s uint64) {
 	}
 }
 
-// seqFloor is the highest seq floor of a batch's buys.
-func seqFloor(batch []*buyCall) uint64 {
-	var fl uint64
-	for _, c := range batch {
-		fl = max(fl, c.floor)
-	}
-	return fl
-}
-
 // segmentsOf is the sale's segInfo, nil for a sale this instance takes for a one-segment sale.
 func (e *Engine) segmentsOf(saleID string) *segInfo {
 	if v, ok := e.segs.Load(saleID); ok {
@@ -248,6 +239,21 @@ func (e *Engine) LoadSaleSegments(ctx context.Context, def seckill.Sale, sold, n
 		in.avail[i].Store(int64(s))
 	}
 	return nil
+}
+
+// buyNewlySegmented is a Buy whose plain call a segment answered with sig: the sale is segmented
+// and this instance had not seen it yet.
+func (e *Engine) buyNewlySegmented(ctx context.Context, req seckill.BuyRequest, q int, sig *segSignal) (seckill.BuyResult, error) {
+	var in *segInfo
+	if sig.code == "segments" {
+		in = e.learnSegments(req.SaleID, int(sig.n))
+	} else {
+		var err error
+		if in, err = e.discoverSegments(ctx, req.SaleID); err != nil {
+			return seckill.BuyResult{}, err
+		}
+	}
+	return e.buySegmented(ctx, in, req, q)
 }
 
 // buySegmented runs a buy on a segmented sale: at the user's segment (segment 0 once

@@ -1,13 +1,107 @@
+// The buy room: Buy's checks, then its doors to the local answers (localanswers.go) and the
+// in-flight bound (inflight.go), the batching of one sale's buys into one buy.lua call, and the
+// decoding of each buyer's answer. A segmented sale leaves through one door (segment.go
+// buySegmented) and comes back through buy, one segment's buys batched as a sale's are.
+
 package redisinv
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"sync"
 	"time"
 
 	"github.com/seckill-go/seckill"
 )
+
+// Buy runs buy.lua: docs/MODEL.md "Buy" in one script.
+func (e *Engine) Buy(ctx context.Context, req seckill.BuyRequest) (seckill.BuyResult, error) {
+	if !seckill.ValidID(req.SaleID) {
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", req.SaleID)
+	}
+	if !seckill.ValidID(req.UserID) {
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "user id must be 1–64 of [A-Za-z0-9_.-]")
+	}
+	if len(req.IdempotencyKey) > maxIdempotencyKey {
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "idempotency key is longer than %d bytes", maxIdempotencyKey)
+	}
+	q := min(max(req.Quantity, 0), maxExact) // the script answers invalid_argument for 0
+	if in := e.segmentsOf(req.SaleID); in != nil {
+		return e.buySegmented(ctx, in, req, q)
+	}
+	res, err := e.buyGuarded(ctx, req, q)
+	var sig *segSignal
+	if errors.As(err, &sig) { // a segmented sale this instance had not seen yet (segment.go)
+		return e.buyNewlySegmented(ctx, req, q, sig)
+	}
+	return res, err
+}
+
+// buyAnswer decodes one buyer's answer of buy.lua.
+func buyAnswer(req seckill.BuyRequest, r reply) (seckill.BuyResult, error) {
+	switch r.code() {
+	case "ok":
+		return seckill.BuyResult{Reservation: reservationOf(req.SaleID, r), Replayed: r.int(1) == 1}, nil
+	case "invalid_argument":
+		if req.Quantity < 1 {
+			return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "quantity must be at least 1")
+		}
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "quantity %d × price is too large", req.Quantity)
+	case "not_started":
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeNotStarted, "sale %s has not started", req.SaleID)
+	case "ended":
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeEnded, "sale %s has ended", req.SaleID)
+	case "limit_exceeded":
+		if r.str(1) == "quantity" {
+			return seckill.BuyResult{}, seckill.Errorf(seckill.CodeLimitExceeded, "quantity %d is over the per-user limit %d", req.Quantity, r.int(2))
+		}
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeLimitExceeded, "user %q would hold more than %s", req.UserID, seckill.Units(r.int(2)))
+	case "sold_out":
+		if left := r.int(1); left > 0 {
+			return seckill.BuyResult{}, seckill.Errorf(seckill.CodeSoldOut, "only %s left unsold, fewer than the %d asked for", seckill.Units(left), req.Quantity)
+		}
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeSoldOut, "sold out")
+	case "queue_full":
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeQueueFull, "every unit is held and the queue is full; try again later")
+	}
+	if sig := segSignalOf(r); sig != nil {
+		return seckill.BuyResult{}, sig // segment.go acts on it
+	}
+	return seckill.BuyResult{}, unexpected("buy", r)
+}
+
+// buyGuarded is Buy after its checks: the local answer if the sale's view has one
+// (localanswers.go), else a place among the sale's buys in flight, else unavailable.
+func (e *Engine) buyGuarded(ctx context.Context, req seckill.BuyRequest, q int) (seckill.BuyResult, error) {
+	if ok, err := e.localAnswer(req, q); ok {
+		return seckill.BuyResult{}, err
+	}
+	c, ok := e.inflight.acquire(req.SaleID)
+	if !ok {
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeUnavailable,
+			"too many buys of sale %s are waiting for the inventory on this instance; retry shortly", req.SaleID)
+	}
+	if c != nil {
+		defer c.Add(-1)
+	}
+	return e.buy(ctx, &buyCall{req: req, q: q, random: e.random()})
+}
+
+// random returns 16 lowercase hex digits from crypto/rand, the random half of a reservation
+// id. It reads 4 KiB at a time, so a buy pays for one system call per 512 reservations.
+func (e *Engine) random() string {
+	e.randMu.Lock()
+	defer e.randMu.Unlock()
+	if len(e.randBuf) < 8 {
+		e.randBuf = make([]byte, 4096)
+		_, _ = rand.Read(e.randBuf)
+	}
+	s := hex.EncodeToString(e.randBuf[:8])
+	e.randBuf = e.randBuf[8:]
+	return s
+}
 
 // Buys of one sale that arrive together are sent together: one buy.lua call for up to
 // maxBatch buyers, which Redis runs as that many buys one after the other. The script's fixed
@@ -196,4 +290,13 @@ func (e *Engine) sendBatch(saleID string, batch []*buyCall) {
 		}
 		close(c.done)
 	}
+}
+
+// seqFloor is the highest seq floor of a batch's buys.
+func seqFloor(batch []*buyCall) uint64 {
+	var fl uint64
+	for _, c := range batch {
+		fl = max(fl, c.floor)
+	}
+	return fl
 }
