@@ -75,7 +75,7 @@ func buyAnswer(req seckill.BuyRequest, r reply) (seckill.BuyResult, error) {
 // buyGuarded is Buy after its checks: the local answer if the sale's view has one
 // (localanswers.go), else a place among the sale's buys in flight, else unavailable.
 func (e *Engine) buyGuarded(ctx context.Context, req seckill.BuyRequest, q int) (seckill.BuyResult, error) {
-	if ok, err := e.localAnswer(req, q); ok {
+	if ok, err := e.local.answer(req, q); ok {
 		return seckill.BuyResult{}, err
 	}
 	c, ok := e.inflight.acquire(req.SaleID)
@@ -300,3 +300,7 @@ func seqFloor(batch []*buyCall) uint64 {
 	}
 	return fl
 }
+
+// goSend runs f in a goroutine the engine owns (Close waits for it): the batches' senders, and
+// the local answers' reads of a view.
+func (e *Engine) goSend(f func()) { e.batches.goSend(f) }

@@ -2,7 +2,7 @@
 // Every operation of the engine reaches Redis through exec (execRaw, execTag): the sale's seven
 // keys (keys; common.lua's KEYS), the clock as ARGV[1] (clockArg), then the operation's own ARGV,
 // written next to each Go caller. Around the call, two other rooms are told, each through one
-// door: the versions (version.go: versionFloor before, checkVersion after) and the local answers
+// door: the versions (version.go: versions.mark before, versions.check after) and the local answers
 // (localanswers.go: noteVersion). A segment's missing keys are the segments' business
 // (segment.go segmentMissing); a missing sale, the rebuild's (rebuild.go).
 
@@ -82,7 +82,7 @@ func (e *Engine) execRaw(ctx context.Context, s *script, saleID string, args ...
 	argv := make([]string, 0, 1+len(args))
 	argv = append(argv, e.clockArg())
 	argv = append(argv, args...)
-	floor := e.versionFloor(saleID)                  // version.go
+	floor := e.versions.mark(saleID)                 // version.go
 	msgs, err := e.run(ctx, s, e.keys(saleID), argv) // replicas.go
 	if err != nil {
 		wrapped := fmt.Errorf("redisinv: %s script for sale %s: %w", s.name, saleID, err)
@@ -95,8 +95,8 @@ func (e *Engine) execRaw(ctx context.Context, s *script, saleID string, args ...
 	if err != nil {
 		return nil, fmt.Errorf("redisinv: %s script for sale %s: %w", s.name, saleID, err)
 	}
-	e.noteVersion(saleID, s.name, v) // localanswers.go: a view older than this call is stale
-	if err := e.checkVersion(ctx, saleID, floor, v); err != nil {
+	e.local.noteVersion(saleID, s.name, v) // localanswers.go: a view older than this call is stale
+	if err := e.versions.check(ctx, saleID, floor, v); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -105,6 +105,10 @@ func New(rdb rueidis.Client, opts ...Option) *Engine {
 	for _, o := range opts {
 		o(e)
 	}
+	e.versions.attach(e.rebuild, e.log)
+	if e.local != nil {
+		e.local.attach(e)
+	}
 	return e
 }
 

@@ -72,7 +72,7 @@ func (e *Engine) Sale(ctx context.Context, id string) (seckill.Sale, seckill.Sto
 // the sale is split is found by the calls that reach it (its users' buys, the sweeper's reclaim
 // of every segment), not here. With local answers, when the sale's exact view cannot answer,
 // the definition comes from the instance's copy, at most localWindowAge old (localanswers.go
-// localWindow).
+// window).
 func (e *Engine) SaleWindow(ctx context.Context, id string) (seckill.Sale, error) {
 	s, _, err := e.sale(ctx, id, false)
 	return s, err
@@ -88,20 +88,20 @@ func (e *Engine) sale(ctx context.Context, id string, counts bool) (seckill.Sale
 	}
 	in := e.segmentsOf(id)
 	if in == nil {
-		if s, st, ok := e.localSale(id); ok { // localanswers.go
+		if s, st, ok := e.local.saleState(id); ok { // localanswers.go
 			return s, st, nil
 		}
 	} else if counts && !in.collapsed.Load() {
 		return e.segSale(ctx, id, in)
 	}
 	if !counts {
-		if s, ok := e.localWindow(id); ok { // localanswers.go
+		if s, ok := e.local.window(id); ok { // localanswers.go
 			return s, seckill.StockState{}, nil
 		}
 	}
 	var w *windowCopy
 	if !counts {
-		w = e.windowRead(id)
+		w = e.local.windowRead(id)
 	}
 	r, err := e.exec(ctx, e.scripts.sale, id)
 	if err != nil {
@@ -113,7 +113,7 @@ func (e *Engine) sale(ctx context.Context, id string, counts bool) (seckill.Sale
 	}
 	s, st := saleOf(id, r)
 	if !counts && r.code() == "ok" {
-		e.keepWindow(id, w, s)
+		e.local.keepWindow(id, w, s)
 	}
 	return s, st, nil
 }

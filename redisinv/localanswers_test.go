@@ -297,7 +297,7 @@ func TestLocalAnswersEqualEngine(t *testing.T) {
 	// Negative control of that comparison: a view with one unit more available differs. (The
 	// view may be re-read meanwhile: the wrong one is put back until a read uses it.)
 	_, realSt, _ := b.e.Sale(t.Context(), "so")
-	sl := a.e.local.sale(a.e, "so")
+	sl := a.e.local.sale("so")
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("negative control: the wrong view was never used by Sale")
@@ -340,7 +340,7 @@ func TestLocalAnswersEqualEngine(t *testing.T) {
 	// says limit_exceeded, and the comparison sees it.
 	// The view is re-read now and then (localMaxAge), so the wrong one is put back before
 	// each try, until a try is answered from it.
-	sl = a.e.local.sale(a.e, "so")
+	sl = a.e.local.sale("so")
 	buy := laBuy{so, "u1", "k10", 1}
 	real := b.buy(t, clock, buy)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {

@@ -347,7 +347,7 @@ func (c *Consumer) store(ctx context.Context, saleID string, seg int, key string
 // same on each, and a segment found gone back rebuilds the whole sale (Engine.stale), without
 // the database's version (which is segment 0's: segmentEvent).
 func (c *Consumer) checkVersions(ctx context.Context, saleID string, seg int, tag string, highest *uint64, entries []rueidis.XRangeSlice) {
-	if !c.e.versionsOn() {
+	if !c.e.versions.on() {
 		return
 	}
 	var low, top uint64 = 0, *highest
@@ -370,17 +370,17 @@ func (c *Consumer) checkVersions(ctx context.Context, saleID string, seg int, ta
 	}
 	c.stale.Add(1)
 	if seg > 0 {
-		_ = c.e.stale(tag, want, low)
+		_ = c.e.versions.refuse(tag, want, low)
 		return
 	}
-	if vs := c.e.versionSource(); vs != nil {
+	if vs := c.e.versions.source(); vs != nil {
 		dctx, cancel := context.WithTimeout(ctx, dbTimeout)
 		if db, err := vs.SaleVersion(dctx, saleID); err == nil {
 			want = max(want, db)
 		}
 		cancel()
 	}
-	_ = c.e.stale(saleID, want, low) // logs once per rebuild, and starts it
+	_ = c.e.versions.refuse(saleID, want, low) // logs once per rebuild, and starts it
 }
 
 // Stale is the number of batches whose entries showed a stream gone back in time.
