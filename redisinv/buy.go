@@ -28,7 +28,7 @@ func (e *Engine) Buy(ctx context.Context, req seckill.BuyRequest) (seckill.BuyRe
 		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "idempotency key is longer than %d bytes", maxIdempotencyKey)
 	}
 	q := min(max(req.Quantity, 0), maxExact) // the script answers invalid_argument for 0
-	if in := e.segmentsOf(req.SaleID); in != nil {
+	if in := e.segs.of(req.SaleID); in != nil {
 		return e.buySegmented(ctx, in, req, q)
 	}
 	res, err := e.buyGuarded(ctx, req, q)

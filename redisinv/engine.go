@@ -51,9 +51,8 @@ type Engine struct {
 	stream       streamLimits // how the sales' streams are trimmed (events.go)
 	acks         replicaAcks  // WAIT after state-changing scripts (replicas.go); off by default
 	versions     versionBook  // the sales' highest versions seen (version.go)
-	segs         sync.Map     // sale id -> *segInfo, the segmented sales seen (segment.go)
+	segs         segBook      // the segmented sales seen (segbook.go)
 	streamCounts sync.Map     // sale id -> int, its event streams (stream.go saleStreams)
-	tagSets      sync.Map     // sale id -> []string, its segments' tags (segment.go segTags)
 	loadSegs     int          // withSegments: LoadSale splits every sale (tests)
 	noLend       bool         // tests: a segment short of units collapses the sale at once
 

@@ -132,7 +132,7 @@ type streamLog struct {
 func (l *streamLog) keys(ctx context.Context) []string {
 	n, _ := l.e.saleStreams(ctx, l.sale)
 	keys := make([]string, n)
-	for i, tag := range l.e.segTags(l.sale, n) {
+	for i, tag := range l.e.segs.tagsOf(l.sale, n) {
 		keys[i] = l.e.streamKey(tag)
 	}
 	return keys
@@ -552,7 +552,7 @@ func (r *EventReader) Done() bool { return r.lastRead == 0 }
 func (r *EventReader) read(ctx context.Context, count int) ([]segEntry, []string, error) {
 	rdb := r.e.rdb
 	cmds := make(rueidis.Commands, len(r.cursor))
-	tags := r.e.segTags(r.sale, len(r.cursor))
+	tags := r.e.segs.tagsOf(r.sale, len(r.cursor))
 	for seg, after := range r.cursor {
 		cmds[seg] = rdb.B().Xrange().Key(r.e.streamKey(tags[seg])).Start("(" + after).End(r.end).Count(int64(count)).Build()
 	}
@@ -578,7 +578,7 @@ func (r *EventReader) read(ctx context.Context, count int) ([]segEntry, []string
 func (e *Engine) streamLastIDs(ctx context.Context, saleID string, n int) ([]string, error) {
 	rdb := e.rdb
 	cmds := make(rueidis.Commands, n)
-	for seg, tag := range e.segTags(saleID, n) {
+	for seg, tag := range e.segs.tagsOf(saleID, n) {
 		cmds[seg] = rdb.B().Xrevrange().Key(e.streamKey(tag)).End("+").Start("-").Count(1).Build()
 	}
 	ids := make([]string, n)

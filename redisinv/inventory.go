@@ -86,7 +86,7 @@ func (e *Engine) sale(ctx context.Context, id string, counts bool) (seckill.Sale
 	if !seckill.ValidID(id) {
 		return seckill.Sale{}, seckill.StockState{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", id)
 	}
-	in := e.segmentsOf(id)
+	in := e.segs.of(id)
 	if in == nil {
 		if s, st, ok := e.local.saleState(id); ok { // localanswers.go
 			return s, st, nil
@@ -107,7 +107,7 @@ func (e *Engine) sale(ctx context.Context, id string, counts bool) (seckill.Sale
 	if err != nil {
 		return seckill.Sale{}, seckill.StockState{}, err
 	}
-	in = e.segmentsIn(id, r)
+	in = e.segs.in(id, r)
 	if counts && in != nil && !in.collapsed.Load() {
 		return e.segSale(ctx, id, in)
 	}
@@ -124,7 +124,7 @@ func (e *Engine) Reservation(ctx context.Context, id string) (seckill.Reservatio
 	if !ok {
 		return seckill.Reservation{}, errNotFound(id)
 	}
-	if in := e.segmentsOf(saleID); in != nil {
+	if in := e.segs.of(saleID); in != nil {
 		return e.segReservation(ctx, id, saleID, suffix, in)
 	}
 	r, err := e.exec(ctx, e.scripts.reservation, saleID, suffix)
@@ -140,7 +140,7 @@ func (e *Engine) Reservation(ctx context.Context, id string) (seckill.Reservatio
 	case "not_found":
 		return seckill.Reservation{}, errNotFound(id)
 	case "segments":
-		return e.segReservation(ctx, id, saleID, suffix, e.learnSegments(saleID, int(r.int(1))))
+		return e.segReservation(ctx, id, saleID, suffix, e.segs.learn(saleID, int(r.int(1))))
 	}
 	return seckill.Reservation{}, unexpected("reservation", r)
 }
@@ -151,7 +151,7 @@ func (e *Engine) Cancel(ctx context.Context, id, userID string) (seckill.Reserva
 	if !ok || !seckill.ValidID(userID) {
 		return seckill.Reservation{}, errNotFound(id)
 	}
-	if in := e.segmentsOf(saleID); in != nil {
+	if in := e.segs.of(saleID); in != nil {
 		return e.segCancel(ctx, id, userID, saleID, suffix, in)
 	}
 	r, err := e.exec(ctx, e.scripts.cancel, saleID, suffix, userID)
@@ -162,7 +162,7 @@ func (e *Engine) Cancel(ctx context.Context, id, userID string) (seckill.Reserva
 		return seckill.Reservation{}, err
 	}
 	if r.code() == "segments" {
-		return e.segCancel(ctx, id, userID, saleID, suffix, e.learnSegments(saleID, int(r.int(1))))
+		return e.segCancel(ctx, id, userID, saleID, suffix, e.segs.learn(saleID, int(r.int(1))))
 	}
 	return cancelResult(id, saleID, r)
 }
@@ -214,12 +214,12 @@ func (e *Engine) ConfirmPayment(ctx context.Context, p seckill.PaymentConfirmati
 	}
 	var r reply
 	var err error
-	if in := e.segmentsOf(saleID); in != nil {
+	if in := e.segs.of(saleID); in != nil {
 		r, err = e.segPay(ctx, p, saleID, suffix, amount, in)
 	} else {
 		r, err = e.exec(ctx, e.scripts.pay, saleID, suffix, p.PaymentID, i64toa(amount))
 		if err == nil && r.code() == "segments" {
-			r, err = e.segPay(ctx, p, saleID, suffix, amount, e.learnSegments(saleID, int(r.int(1))))
+			r, err = e.segPay(ctx, p, saleID, suffix, amount, e.segs.learn(saleID, int(r.int(1))))
 		}
 	}
 	if isCode(err, seckill.CodeNotFound) {
@@ -262,7 +262,7 @@ func (e *Engine) AddStock(ctx context.Context, saleID string, add int) (seckill.
 	}
 	switch r.code() {
 	case "ok":
-		if in := e.segmentsIn(saleID, r); in != nil && !in.collapsed.Load() {
+		if in := e.segs.in(saleID, r); in != nil && !in.collapsed.Load() {
 			return e.segSale(ctx, saleID, in) // added at segment 0, lent from there
 		}
 		s, st := saleOf(saleID, r)
@@ -322,7 +322,7 @@ func (e *Engine) Reclaim(ctx context.Context, saleID string) (int, error) {
 		total += int(r.int(1))
 		if r.int(2) == 0 {
 			if r.int(3) > 1 { // a segmented sale: the other segments too
-				in := e.learnSegments(saleID, int(r.int(3)))
+				in := e.segs.learn(saleID, int(r.int(3)))
 				if r.int(5) == modeSingle {
 					in.collapsed.Store(true)
 				}

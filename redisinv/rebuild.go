@@ -316,7 +316,7 @@ func (rb *rebuilder) rebuild(ctx context.Context, saleID string, stale uint64, l
 	if r.code() != "ok" {
 		return 0, fmt.Errorf("finish rebuild: %s", r.code())
 	}
-	rb.e.forgetSegments(saleID, true)
+	rb.e.segs.forget(saleID, true)
 	return len(rs), nil
 }
 
@@ -378,7 +378,7 @@ func (rb *rebuilder) stopSegments(ctx context.Context, saleID, token string, sta
 		return 1, false, nil // never segmented: the rebuild of a one-segment sale, as it always was
 	}
 	drop := make(rueidis.Commands, 0, streams-1)
-	for _, tag := range rb.e.segTags(saleID, streams)[1:] {
+	for _, tag := range rb.e.segs.tagsOf(saleID, streams)[1:] {
 		drop = append(drop, rdb.B().Unlink().Key(rb.e.keys(tag)[:6]...).Build())
 	}
 	for _, res := range rdb.DoMulti(ctx, drop...) {
@@ -400,7 +400,7 @@ func (rb *rebuilder) drainStreams(ctx context.Context, saleID string, streams in
 	ap := pipeline.Applier{Sink: sink}
 	rdb := rb.e.rdb
 	const page = 1000
-	for i, tag := range rb.e.segTags(saleID, streams) {
+	for i, tag := range rb.e.segs.tagsOf(saleID, streams) {
 		key := rb.e.streamKey(tag)
 		for from := "-"; ; {
 			entries, err := rdb.Do(ctx, rdb.B().Xrange().Key(key).Start(from).End("+").Count(page).Build()).AsXRangeSlices()

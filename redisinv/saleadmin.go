@@ -19,7 +19,7 @@ func (e *Engine) SetListed(ctx context.Context, saleID string, listed bool) (sec
 	if err != nil {
 		return seckill.Sale{}, seckill.StockState{}, err
 	}
-	if in := e.segmentsIn(saleID, r); in != nil && !in.collapsed.Load() {
+	if in := e.segs.in(saleID, r); in != nil && !in.collapsed.Load() {
 		return e.segSale(ctx, saleID, in) // listed is segment 0's; the counts are every segment's
 	}
 	s, st := saleOf(saleID, r)

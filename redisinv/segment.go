@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/seckill-go/seckill"
@@ -26,60 +25,10 @@ import (
 // one-segment sale (the conformance suite's model comparison runs on it).
 //
 // A one-segment sale never reaches this file: its scripts never answer the codes below, and
-// its calls cost one map look-up more than before (segmentsOf).
+// its calls cost one map look-up more than before (segBook.of).
 
 // maxSegments bounds a sale's segments: the API's bound (load.lua allows '#1' to '#99').
 const maxSegments = seckill.MaxSegments
-
-// segInfo is what this instance knows of a segmented sale: its number of segments, whether it
-// has collapsed into segment 0 (then every call goes there), and the free units each segment had
-// at its last reply (the choice of a donor; a hint, never trusted for a decision).
-type segInfo struct {
-	n         int
-	tags      []string // segTag of each segment
-	collapsed atomic.Bool
-	avail     []atomic.Int64
-	mu        sync.Mutex // one collapse at a time from this instance
-	maxSeq    atomic.Uint64
-}
-
-// seenSeq raises the highest seq this instance has seen of the sale: the floor of the next
-// buys' seqs, so that seq grows with arrival as far as this instance can tell (a buy answered
-// before another was sent has the lower seq), whichever segments made them.
-func (in *segInfo) seenSeq(s uint64) {
-	for {
-		cur := in.maxSeq.Load()
-		if cur >= s || in.maxSeq.CompareAndSwap(cur, s) {
-			return
-		}
-	}
-}
-
-// segmentsOf is the sale's segInfo, nil for a sale this instance takes for a one-segment sale.
-func (e *Engine) segmentsOf(saleID string) *segInfo {
-	if v, ok := e.segs.Load(saleID); ok {
-		return v.(*segInfo)
-	}
-	return nil
-}
-
-// learnSegments records that the sale has n segments (a script said so).
-func (e *Engine) learnSegments(saleID string, n int) *segInfo {
-	if n < 2 || n > maxSegments {
-		n = max(min(n, maxSegments), 2)
-	}
-	if in := e.segmentsOf(saleID); in != nil && in.n == n {
-		return in
-	}
-	in := &segInfo{n: n, avail: make([]atomic.Int64, n), tags: e.segTags(saleID, n)}
-	if v, loaded := e.segs.LoadOrStore(saleID, in); loaded {
-		if old := v.(*segInfo); old.n == n {
-			return old
-		}
-		e.segs.Store(saleID, in) // a sale made again under this id, with other segments
-	}
-	return in
-}
 
 // segSignal is a segment's answer that the engine acts on and never hands to a caller: the
 // sale has n segments ('segments'), the segment lacks units ('empty', n = its available), has
@@ -121,7 +70,7 @@ func (e *Engine) execSeg(ctx context.Context, s *script, saleID string, i int, a
 	if i == 0 {
 		return e.exec(ctx, s, saleID, args...)
 	}
-	in := e.segmentsOf(saleID)
+	in := e.segs.of(saleID)
 	if in == nil || i >= in.n {
 		return nil, &segSignal{code: "moved"}
 	}
@@ -142,12 +91,12 @@ func (e *Engine) segmentMissing(ctx context.Context, saleID string) error {
 		return err
 	}
 	if one := r.int(9) < 2; one || r.int(1) == modeSingle {
-		e.forgetSegments(saleID, one)
+		e.segs.forget(saleID, one)
 		return &segSignal{code: "moved"}
 	}
-	if in := e.segmentsOf(saleID); in != nil && int64(in.n) != r.int(9) {
+	if in := e.segs.of(saleID); in != nil && int64(in.n) != r.int(9) {
 		// The sale was dropped and made again with other segments: take it as it is now.
-		e.learnSegments(saleID, int(r.int(9)))
+		e.segs.learn(saleID, int(r.int(9)))
 		return seckill.Errorf(seckill.CodeUnavailable, "sale %q was made again with other segments; retry", saleID)
 	}
 	if e.rebuild == nil {
@@ -155,17 +104,6 @@ func (e *Engine) segmentMissing(ctx context.Context, saleID string) error {
 	}
 	e.rebuild.startLost(saleID)
 	return seckill.Errorf(seckill.CodeUnavailable, "a segment of sale %q is missing from Redis; the sale is being restored from the database; retry shortly", saleID)
-}
-
-// forgetSegments makes this instance send every call of the sale to segment 0: the sale
-// collapsed, or (one) a rebuild made it a one-segment sale, whose calls then take the plain path.
-func (e *Engine) forgetSegments(saleID string, one bool) {
-	if in := e.segmentsOf(saleID); in != nil {
-		in.collapsed.Store(true)
-		if one {
-			e.segs.CompareAndDelete(saleID, in)
-		}
-	}
 }
 
 // movedOn reports whether err is segmentMissing's 'moved': the caller goes on at segment 0.
@@ -233,7 +171,7 @@ func (e *Engine) LoadSaleSegments(ctx context.Context, def seckill.Sale, sold, n
 			return seckill.Errorf(seckill.CodeConflict, "sale %q already loaded", def.ID)
 		}
 	}
-	in := e.learnSegments(def.ID, n)
+	in := e.segs.learn(def.ID, n)
 	for i := range n {
 		s, _ := strconv.Atoi(share(i))
 		in.avail[i].Store(int64(s))
@@ -246,7 +184,7 @@ func (e *Engine) LoadSaleSegments(ctx context.Context, def seckill.Sale, sold, n
 func (e *Engine) buyNewlySegmented(ctx context.Context, req seckill.BuyRequest, q int, sig *segSignal) (seckill.BuyResult, error) {
 	var in *segInfo
 	if sig.code == "segments" {
-		in = e.learnSegments(req.SaleID, int(sig.n))
+		in = e.segs.learn(req.SaleID, int(sig.n))
 	} else {
 		var err error
 		if in, err = e.discoverSegments(ctx, req.SaleID); err != nil {
@@ -276,7 +214,7 @@ func (e *Engine) buySegmented(ctx context.Context, in *segInfo, req seckill.BuyR
 		}
 		switch sig.code {
 		case "segments":
-			in = e.learnSegments(req.SaleID, int(sig.n))
+			in = e.segs.learn(req.SaleID, int(sig.n))
 		case "moved":
 			in.collapsed.Store(true)
 		case "moving":
@@ -603,24 +541,10 @@ func (e *Engine) segReclaim(ctx context.Context, saleID string, in *segInfo, pen
 	return total, nil
 }
 
-// segmentsIn is the sale's segInfo when r, a sale_reply of segment 0, is of a segmented sale
-// (recording whether it has collapsed), else nil.
-func (e *Engine) segmentsIn(saleID string, r reply) *segInfo {
-	n := r.int(17)
-	if n < 2 {
-		return nil
-	}
-	in := e.learnSegments(saleID, int(n))
-	if r.int(18) == modeSingle {
-		in.collapsed.Store(true)
-	}
-	return in
-}
-
 // discoverSegments reads segment 0 to learn a sale's segments, for a call that met a segment's
 // answer without knowing the sale was segmented.
 func (e *Engine) discoverSegments(ctx context.Context, saleID string) (*segInfo, error) {
-	if in := e.segmentsOf(saleID); in != nil {
+	if in := e.segs.of(saleID); in != nil {
 		return in, nil
 	}
 	r, err := e.exec(ctx, e.scripts.sale, saleID)
@@ -630,21 +554,21 @@ func (e *Engine) discoverSegments(ctx context.Context, saleID string) (*segInfo,
 	if r.code() != "ok" || r.int(17) < 2 {
 		return nil, fmt.Errorf("redisinv: sale %s answered as a segmented sale but is not one", saleID)
 	}
-	return e.segmentsIn(saleID, r), nil
+	return e.segs.in(saleID, r), nil
 }
 
 // segmentsProbe is the sale's segInfo, read from segment 0 if this instance has not seen the
 // sale segmented; nil for a one-segment sale. It costs a read: for the rare calls (sale
 // administration, restores) that must know before they act.
 func (e *Engine) segmentsProbe(ctx context.Context, saleID string) (*segInfo, error) {
-	if in := e.segmentsOf(saleID); in != nil {
+	if in := e.segs.of(saleID); in != nil {
 		return in, nil
 	}
 	r, err := e.exec(ctx, e.scripts.sale, saleID)
 	if err != nil {
 		return nil, err
 	}
-	return e.segmentsIn(saleID, r), nil
+	return e.segs.in(saleID, r), nil
 }
 
 // oneSegment collapses a segmented sale into segment 0 (if it has not already), for the calls
@@ -672,7 +596,7 @@ func (e *Engine) dropSegments(ctx context.Context, saleID string, in *segInfo) e
 		}
 		e.versions.m.Delete(tag)
 	}
-	e.segs.Delete(saleID)
+	e.segs.sales.Delete(saleID)
 	return nil
 }
 

@@ -395,7 +395,7 @@ func collapseCopiedTwice(t *testing.T, url string, opts ...Option) string {
 		t.Fatalf("buy at segment 0 while collapsing: %+v, %v", res.Reservation, err)
 	}
 	copyOnce() // the second instance's copy
-	if err := r.e.collapse(ctx, r.sale.ID, r.e.segmentsOf(r.sale.ID)); err != nil {
+	if err := r.e.collapse(ctx, r.sale.ID, r.e.segs.of(r.sale.ID)); err != nil {
 		t.Fatal(err)
 	}
 	if st := r.state(); st.Available != 3 || st.Held != 1 || st.Sold != 0 {

@@ -150,7 +150,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 				if err != nil {
 					background.Report(ctx, fmt.Errorf("sale %s: finding its segments: %w", id, err))
 				}
-				for seg, tag := range c.e.segTags(id, n) {
+				for seg, tag := range c.e.segs.tagsOf(id, n) {
 					if running[tag] == nil {
 						sctx, stop := context.WithCancel(ctx)
 						running[tag] = stop
@@ -422,7 +422,7 @@ func segmentEvent(saleID string, seg int, field, value string) (seckill.Event, e
 // segment 0 (segment.lua 'counts') until the sale is loaded, then nothing (kept).
 func (e *Engine) saleStreams(ctx context.Context, saleID string) (int, error) {
 	n := 1
-	if in := e.segmentsOf(saleID); in != nil {
+	if in := e.segs.of(saleID); in != nil {
 		n = in.n
 	}
 	if v, ok := e.streamCounts.Load(saleID); ok {
