@@ -261,6 +261,15 @@ func (e *Engine) drain(saleID string, sb *saleBatcher) {
 
 // sendBatch runs buy.lua for the batch and hands each buyer its answer. The call is bounded by
 // the engine's timeout, not by any one buyer's context: it serves all of them.
+//
+// buy.lua (its header in lua/ is the whole contract):
+//
+//	KEYS   the sale's (or segment's) seven keys (keys)
+//	ARGV   [1] clock; then 4 per buyer, 1 to 64 buyers: user id, quantity, idempotency key
+//	       ('' for none), the random half of a new id (random); then, optionally, the seq
+//	       floor of a segmented sale (seqFloor)
+//	reply  {'ok', answer per buyer...} or {'not_loaded'} / {'loading'}; each answer {'ok',
+//	       replayed, res_reply...}, a refusal (buyAnswer) or a segment's signal (segSignalOf)
 func (e *Engine) sendBatch(saleID string, batch []*buyCall) {
 	args := make([]string, 0, 4*len(batch))
 	for _, c := range batch {

@@ -51,6 +51,14 @@ func (e *Engine) loadSale(ctx context.Context, def seckill.Sale, sold int) error
 }
 
 // loadArgs are load.lua's ARGV after the clock.
+//
+// load.lua: KEYS the sale's (or segment's) seven keys; ARGV [1] clock, [2] mode ('new',
+// 'rebuild', 'segment'), [3] the rebuild's token, [4] name, [5] price, [6] stock, [7] holdback,
+// [8] starts_at ms, [9] ends_at ms, [10] per-user limit, [11] hold seconds, [12] queue limit,
+// [13] created_at ms, [14] units sold, [15] currency, [16] listed; then, optionally, [17] the
+// starting version and [18] a stale version (rebuild.go), or for a segment [17] '1', [18] '0',
+// [19] segments, [20] its index, [21] its share of the free units (LoadSaleSegments). Reply
+// {'ok'} / {'conflict'} / {'fenced'}.
 func loadArgs(def seckill.Sale, sold int, mode, token string) []string {
 	return []string{
 		mode, token, def.Name, i64toa(def.PriceCents), itoa(def.Stock), itoa(def.Holdback),
@@ -82,6 +90,9 @@ var _ seckill.SaleWindows = (*Engine)(nil)
 
 // sale is Sale; without counts (SaleWindow) a segmented sale is read at segment 0 only, and the
 // counts returned are segment 0's alone.
+//
+// sale.lua: KEYS the sale's seven keys; ARGV [1] clock. Reply a sale_reply (saleOf; field 17 the
+// segments, 18 the mode) or {'not_loaded'} / {'loading'}; a segment also {'moving'} / {'moved'}.
 func (e *Engine) sale(ctx context.Context, id string, counts bool) (seckill.Sale, seckill.StockState, error) {
 	if !seckill.ValidID(id) {
 		return seckill.Sale{}, seckill.StockState{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", id)
@@ -119,6 +130,10 @@ func (e *Engine) sale(ctx context.Context, id string, counts bool) (seckill.Sale
 }
 
 // Reservation returns a reservation as it is now.
+//
+// reservation.lua: KEYS the sale's seven keys; ARGV [1] clock, [2] reservation suffix, [3]
+// segment flag (segmented sales only). Reply {'ok', 0, res_reply...} / {'not_found'} /
+// {'not_loaded'} / {'loading'}, or {'segments', n} for a sale this instance took for plain.
 func (e *Engine) Reservation(ctx context.Context, id string) (seckill.Reservation, error) {
 	saleID, suffix, ok := splitID(id)
 	if !ok {
@@ -146,6 +161,10 @@ func (e *Engine) Reservation(ctx context.Context, id string) (seckill.Reservatio
 }
 
 // Cancel cancels a held or queued reservation of userID.
+//
+// cancel.lua: KEYS the sale's seven keys; ARGV [1] clock, [2] reservation suffix, [3] user id,
+// [4] segment flag (segmented sales only). Reply {'ok', 0, res_reply...} / {'not_found'} /
+// {'conflict'} (paid) / {'not_loaded'} / {'loading'}, or {'segments', n}.
 func (e *Engine) Cancel(ctx context.Context, id, userID string) (seckill.Reservation, error) {
 	saleID, suffix, ok := splitID(id)
 	if !ok || !seckill.ValidID(userID) {
@@ -191,6 +210,12 @@ const noAmount = -1
 // a reservation no sale of this engine knows is refund_required; one for a sale that is being
 // rebuilt is unavailable, so the gateway retries once the reservation may be back. A payment in
 // another currency than the sale's is refund_required (seckill.PaymentConfirmation.InCurrency).
+//
+// pay.lua: KEYS the sale's seven keys; ARGV [1] clock, [2] reservation suffix, [3] payment id,
+// [4] amount in cents (noAmount for another currency), [5] segment flag (segmented sales only).
+// Reply {'ok', result, res_reply from its third element...} or {'ok', 'refund_required'} for an
+// unknown reservation, {'not_loaded'} / {'loading'}, or a segment's {'segments', n} / {'empty',
+// available, quantity} / {'adopt', stored reservation} (segPay).
 func (e *Engine) ConfirmPayment(ctx context.Context, p seckill.PaymentConfirmation) (seckill.PaymentResult, seckill.Reservation, error) {
 	if p.PaymentID == "" || len(p.PaymentID) > maxPaymentID {
 		return "", seckill.Reservation{}, seckill.Errorf(seckill.CodeInvalidArgument, "payment id must be 1 to %d bytes", maxPaymentID)
@@ -239,6 +264,10 @@ func (e *Engine) ConfirmPayment(ctx context.Context, p seckill.PaymentConfirmati
 }
 
 // AddStock adds units to a sale; queued buyers are served first.
+//
+// add_stock.lua: KEYS the sale's seven keys; ARGV [1] clock, [2] units to add ('0' for anything
+// out of range). Reply a sale_reply, {'invalid_argument', largest stock}, {'not_loaded'} /
+// {'loading'}, or {'moving'} while segment 0 of a segmented sale is collapsing.
 func (e *Engine) AddStock(ctx context.Context, saleID string, add int) (seckill.Sale, seckill.StockState, error) {
 	if !seckill.ValidID(saleID) {
 		return seckill.Sale{}, seckill.StockState{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
@@ -277,6 +306,9 @@ func (e *Engine) AddStock(ctx context.Context, saleID string, add int) (seckill.
 }
 
 // CloseSale ends a sale now.
+//
+// close.lua: KEYS the sale's seven keys; ARGV [1] clock. Reply a sale_reply, {'not_loaded'} /
+// {'loading'}, or {'moving'} while a segmented sale is collapsing.
 func (e *Engine) CloseSale(ctx context.Context, saleID string) (seckill.Sale, seckill.StockState, error) {
 	if !seckill.ValidID(saleID) {
 		return seckill.Sale{}, seckill.StockState{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
@@ -306,6 +338,10 @@ func (e *Engine) CloseSale(ctx context.Context, saleID string) (seckill.Sale, se
 
 // Reclaim expires every overdue hold of the sale, reclaimBatch per script call, so that a
 // backlog never blocks Redis for long in one go.
+//
+// reclaim.lua: KEYS the sale's seven keys; ARGV [1] clock, [2] the most holds to expire. Reply
+// {'ok', expired, more (1/0), segments, outbox entries pending, mode}, {'not_loaded'} /
+// {'loading'}, or {'moving'} (a frozen segment).
 func (e *Engine) Reclaim(ctx context.Context, saleID string) (int, error) {
 	if !seckill.ValidID(saleID) {
 		return 0, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
@@ -353,6 +389,12 @@ func (e *Engine) RestoreReservation(ctx context.Context, in seckill.Reservation)
 }
 
 // restoreArgs validates a reservation for restore.lua and returns its ARGV after the clock.
+//
+// restore.lua: KEYS the sale's seven keys; ARGV [1] clock, [2] rebuild token (empty outside a
+// rebuild), [3] suffix, [4] user id, [5] quantity, [6] status, [7] expires_at ms (0: none), [8]
+// amount, [9] created_at ms, [10] seq, [11] payment id, [12] idempotency key. Reply {'ok'} /
+// {'conflict'} (known id) / {'fenced'} (a newer rebuild) / {'not_loaded'} / {'loading'}
+// (restoreResult).
 func restoreArgs(in seckill.Reservation, token string) ([]string, error) {
 	saleID, suffix, ok := splitID(in.ID)
 	switch {

@@ -254,6 +254,11 @@ func (rb *rebuilder) close() {
 // load.lua then replaces them if they are still below it. lost says a segment of the sale is
 // missing while it is split (segment.go): a segmented sale is rebuilt whole, as a one-segment
 // sale (stopSegments).
+//
+// Its scripts: load.lua in mode 'rebuild' (loadArgs, then the starting version and the stale
+// one), restore.lua per reservation (restoreArgs, with the token), then ready.lua: KEYS the
+// sale's seven keys; ARGV [1] clock, [2] the rebuild's token. Reply {'ok'}, {'not_loaded'} or
+// {'fenced'} (not being rebuilt, or by another token).
 func (rb *rebuilder) rebuild(ctx context.Context, saleID string, stale uint64, lost bool) (int, error) {
 	m := rb.locks.NewMutex("seckill:rebuild:" + saleID)
 	lease, err := m.TryLock(ctx, 0, 0)

@@ -113,6 +113,15 @@ func movedOn(err error) bool {
 }
 
 // segOp runs one operation of segment.lua on segment i.
+//
+// segment.lua: KEYS the segment's seven keys; ARGV [1] clock, [2] op, then by op: 'take' dest,
+// units -> {'ok', taken, seq, available left} / {'busy', mode}; 'apply' source, seq, units ->
+// {'ok', added} / {'gap', last applied} / {'moved'}; 'ack' dest, seq; 'outbox' -> {'ok', (dest,
+// seq, units)...}; 'counts' -> {'ok', mode, available, held, sold, seq, lent, got, pend,
+// segments, streams}; 'halt' token, stale version, lost (rebuild.go); 'freeze' -> {'ok', mode};
+// 'absorb' source, kind, entries... -> {'ok', 1/0}; 'counts_in' source, available, held, sold,
+// seq; 'seal'; 'finish' -> {'ok'} / {'not_ready'}; 'adopt' suffix, stored reservation. Each
+// op's details: lua/segment.lua.
 func (e *Engine) segOp(ctx context.Context, saleID string, i int, op string, args ...string) (reply, error) {
 	r, err := e.execSeg(ctx, e.scripts.segment, saleID, i, append([]string{op}, args...)...)
 	if err != nil {
