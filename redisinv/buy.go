@@ -29,12 +29,12 @@ func (e *Engine) Buy(ctx context.Context, req seckill.BuyRequest) (seckill.BuyRe
 	}
 	q := min(max(req.Quantity, 0), maxExact) // the script answers invalid_argument for 0
 	if in := e.segs.of(req.SaleID); in != nil {
-		return e.buySegmented(ctx, in, req, q)
+		return e.segs.buySegmented(ctx, in, req, q)
 	}
 	res, err := e.buyGuarded(ctx, req, q)
 	var sig *segSignal
 	if errors.As(err, &sig) { // a segmented sale this instance had not seen yet (segment.go)
-		return e.buyNewlySegmented(ctx, req, q, sig)
+		return e.segs.buyNewlySegmented(ctx, req, q, sig)
 	}
 	return res, err
 }

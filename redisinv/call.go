@@ -134,7 +134,7 @@ func (e *Engine) execTag(ctx context.Context, s *script, tag string, args ...str
 	}
 	switch r.code() {
 	case "not_loaded", "loading":
-		return nil, e.segmentMissing(ctx, saleID)
+		return nil, e.segs.segmentMissing(ctx, saleID)
 	}
 	return r, nil
 }

@@ -51,10 +51,8 @@ type Engine struct {
 	stream       streamLimits // how the sales' streams are trimmed (events.go)
 	acks         replicaAcks  // WAIT after state-changing scripts (replicas.go); off by default
 	versions     versionBook  // the sales' highest versions seen (version.go)
-	segs         segBook      // the segmented sales seen (segbook.go)
+	segs         segments     // the segmented sales (segbook.go, segment.go, seglend.go)
 	streamCounts sync.Map     // sale id -> int, its event streams (stream.go saleStreams)
-	loadSegs     int          // withSegments: LoadSale splits every sale (tests)
-	noLend       bool         // tests: a segment short of units collapses the sale at once
 
 	local    *localAnswers // buys answered without Redis (localanswers.go); nil: off
 	inflight inflightBound // the buys of each sale waiting for Redis (inflight.go)
@@ -105,6 +103,7 @@ func New(rdb rueidis.Client, opts ...Option) *Engine {
 		o(e)
 	}
 	e.versions.attach(e.rebuild, e.log)
+	e.segs.attach(e)
 	if e.local != nil {
 		e.local.attach(e)
 	}
@@ -181,4 +180,35 @@ func splitID(id string) (saleID, suffix string, ok bool) {
 		}
 	}
 	return saleID, suffix, true
+}
+
+// The doors the rooms see of the engine, beyond its core (call.go) and its public methods.
+
+// scriptSet is the engine's scripts (tests swap in broken ones after New).
+func (e *Engine) scriptSet() *scriptSet { return e.scripts }
+
+// redis is the engine's Redis client.
+func (e *Engine) redis() rueidis.Client { return e.rdb }
+
+// versionBook is the engine's record of its sales' versions (version.go).
+func (e *Engine) versionBook() *versionBook { return &e.versions }
+
+// logger is the engine's logger.
+func (e *Engine) logger() *slog.Logger { return e.log }
+
+// rebuildLost starts the rebuild of a segmented sale that lost a segment and reports whether
+// the engine rebuilds at all (WithRebuild).
+func (e *Engine) rebuildLost(saleID string) bool {
+	if e.rebuild == nil {
+		return false
+	}
+	e.rebuild.startLost(saleID)
+	return true
+}
+
+// LoadSaleSegments preheats a sale split into n segments (1 is LoadSale). The free units are
+// shared evenly; sold units are counted in segment 0. LoadSale calls it for a sale whose
+// definition asks for segments (the API's `segments` option; docs/DECISIONS.md "Segmented stock").
+func (e *Engine) LoadSaleSegments(ctx context.Context, def seckill.Sale, sold, n int) error {
+	return e.segs.loadSegments(ctx, def, sold, n)
 }

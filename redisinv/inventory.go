@@ -23,8 +23,8 @@ const reclaimBatch = 1024
 // LoadSale preheats a sale: its definition and counters, with sold units already sold.
 // Loading a sale that is loaded is a conflict, so a repeated preheat changes nothing.
 func (e *Engine) LoadSale(ctx context.Context, def seckill.Sale, sold int) error {
-	if e.loadSegs > 1 {
-		return e.LoadSaleSegments(ctx, def, sold, e.loadSegs)
+	if e.segs.loadN > 1 {
+		return e.LoadSaleSegments(ctx, def, sold, e.segs.loadN)
 	}
 	if n := def.SegmentCount(); n > 1 {
 		return e.LoadSaleSegments(ctx, def, sold, n)
@@ -103,7 +103,7 @@ func (e *Engine) sale(ctx context.Context, id string, counts bool) (seckill.Sale
 			return s, st, nil
 		}
 	} else if counts && !in.collapsed.Load() {
-		return e.segSale(ctx, id, in)
+		return e.segs.segSale(ctx, id, in)
 	}
 	if !counts {
 		if s, ok := e.local.window(id); ok { // localanswers.go
@@ -120,7 +120,7 @@ func (e *Engine) sale(ctx context.Context, id string, counts bool) (seckill.Sale
 	}
 	in = e.segs.in(id, r)
 	if counts && in != nil && !in.collapsed.Load() {
-		return e.segSale(ctx, id, in)
+		return e.segs.segSale(ctx, id, in)
 	}
 	s, st := saleOf(id, r)
 	if !counts && r.code() == "ok" {
@@ -140,7 +140,7 @@ func (e *Engine) Reservation(ctx context.Context, id string) (seckill.Reservatio
 		return seckill.Reservation{}, errNotFound(id)
 	}
 	if in := e.segs.of(saleID); in != nil {
-		return e.segReservation(ctx, id, saleID, suffix, in)
+		return e.segs.segReservation(ctx, id, saleID, suffix, in)
 	}
 	r, err := e.exec(ctx, e.scripts.reservation, saleID, suffix)
 	if isCode(err, seckill.CodeNotFound) {
@@ -155,7 +155,7 @@ func (e *Engine) Reservation(ctx context.Context, id string) (seckill.Reservatio
 	case "not_found":
 		return seckill.Reservation{}, errNotFound(id)
 	case "segments":
-		return e.segReservation(ctx, id, saleID, suffix, e.segs.learn(saleID, int(r.int(1))))
+		return e.segs.segReservation(ctx, id, saleID, suffix, e.segs.learn(saleID, int(r.int(1))))
 	}
 	return seckill.Reservation{}, unexpected("reservation", r)
 }
@@ -171,7 +171,7 @@ func (e *Engine) Cancel(ctx context.Context, id, userID string) (seckill.Reserva
 		return seckill.Reservation{}, errNotFound(id)
 	}
 	if in := e.segs.of(saleID); in != nil {
-		return e.segCancel(ctx, id, userID, saleID, suffix, in)
+		return e.segs.segCancel(ctx, id, userID, saleID, suffix, in)
 	}
 	r, err := e.exec(ctx, e.scripts.cancel, saleID, suffix, userID)
 	if isCode(err, seckill.CodeNotFound) {
@@ -181,7 +181,7 @@ func (e *Engine) Cancel(ctx context.Context, id, userID string) (seckill.Reserva
 		return seckill.Reservation{}, err
 	}
 	if r.code() == "segments" {
-		return e.segCancel(ctx, id, userID, saleID, suffix, e.segs.learn(saleID, int(r.int(1))))
+		return e.segs.segCancel(ctx, id, userID, saleID, suffix, e.segs.learn(saleID, int(r.int(1))))
 	}
 	return cancelResult(id, saleID, r)
 }
@@ -240,11 +240,11 @@ func (e *Engine) ConfirmPayment(ctx context.Context, p seckill.PaymentConfirmati
 	var r reply
 	var err error
 	if in := e.segs.of(saleID); in != nil {
-		r, err = e.segPay(ctx, p, saleID, suffix, amount, in)
+		r, err = e.segs.segPay(ctx, p, saleID, suffix, amount, in)
 	} else {
 		r, err = e.exec(ctx, e.scripts.pay, saleID, suffix, p.PaymentID, i64toa(amount))
 		if err == nil && r.code() == "segments" {
-			r, err = e.segPay(ctx, p, saleID, suffix, amount, e.segs.learn(saleID, int(r.int(1))))
+			r, err = e.segs.segPay(ctx, p, saleID, suffix, amount, e.segs.learn(saleID, int(r.int(1))))
 		}
 	}
 	if isCode(err, seckill.CodeNotFound) {
@@ -280,8 +280,8 @@ func (e *Engine) AddStock(ctx context.Context, saleID string, add int) (seckill.
 	for try := 0; err == nil && r.code() == "moving" && try < 16; try++ {
 		// Segment 0 of a segmented sale is collapsing: finish that, then add.
 		var in *segInfo
-		if in, err = e.discoverSegments(ctx, saleID); err == nil {
-			if err = e.collapse(ctx, saleID, in); err == nil || movedOn(err) {
+		if in, err = e.segs.discoverSegments(ctx, saleID); err == nil {
+			if err = e.segs.collapse(ctx, saleID, in); err == nil || movedOn(err) {
 				r, err = e.exec(ctx, e.scripts.addStock, saleID, itoa(arg))
 			}
 		}
@@ -292,7 +292,7 @@ func (e *Engine) AddStock(ctx context.Context, saleID string, add int) (seckill.
 	switch r.code() {
 	case "ok":
 		if in := e.segs.in(saleID, r); in != nil && !in.collapsed.Load() {
-			return e.segSale(ctx, saleID, in) // added at segment 0, lent from there
+			return e.segs.segSale(ctx, saleID, in) // added at segment 0, lent from there
 		}
 		s, st := saleOf(saleID, r)
 		return s, st, nil
@@ -320,9 +320,9 @@ func (e *Engine) CloseSale(ctx context.Context, saleID string) (seckill.Sale, se
 	if r.code() == "moving" || (r.code() == "ok" && r.int(17) > 1) {
 		// A segmented sale: every segment is closed (a moved one too: a late payment there
 		// must see the sale ended).
-		in, err := e.discoverSegments(ctx, saleID)
+		in, err := e.segs.discoverSegments(ctx, saleID)
 		if err == nil {
-			err = e.segClose(ctx, saleID, in)
+			err = e.segs.segClose(ctx, saleID, in)
 		}
 		if err != nil {
 			return seckill.Sale{}, seckill.StockState{}, err
@@ -362,7 +362,7 @@ func (e *Engine) Reclaim(ctx context.Context, saleID string) (int, error) {
 				if r.int(5) == modeSingle {
 					in.collapsed.Store(true)
 				}
-				n, err := e.segReclaim(ctx, saleID, in, r.int(4))
+				n, err := e.segs.segReclaim(ctx, saleID, in, r.int(4))
 				return total + n, err
 			}
 			return total, nil
@@ -378,7 +378,7 @@ func (e *Engine) RestoreReservation(ctx context.Context, in seckill.Reservation)
 		return err
 	}
 	saleID, _, _ := splitID(in.ID)
-	if _, err := e.oneSegment(ctx, saleID); err != nil { // a restored sale has one segment
+	if _, err := e.segs.oneSegment(ctx, saleID); err != nil { // a restored sale has one segment
 		return err
 	}
 	r, err := e.exec(ctx, e.scripts.restore, saleID, args...)

@@ -6,9 +6,48 @@
 package redisinv
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/seckill-go/seckill"
 )
+
+// segments is the room of the segmented sales: what this instance knows of them (segBook) and
+// every operation on one (segment.go, seglend.go). The engine holds it and calls it for the
+// sales segBook.of (or a script's signal) says are segmented; it sees of the engine only segCore.
+type segments struct {
+	segBook
+	core    segCore
+	timeout time.Duration // the engine's: bounds a load, ten of it a collapse
+	loadN   int           // WithSegments: LoadSale splits every sale (tests)
+	noLend  bool          // tests: a segment short of units collapses the sale at once
+}
+
+// segCore is all the segments see of the engine: its core (script calls, keys, the client, the
+// scripts, the batched buy, a reservation id's random half), its public reads (a moved buyer's
+// reservation; a collapsed sale's Sale), the plain load, and the rebuild and versions rooms'
+// doors for a lost segment and a dropped one.
+type segCore interface {
+	exec(ctx context.Context, s *script, saleID string, args ...string) (reply, error)
+	execRaw(ctx context.Context, s *script, saleID string, args ...string) (reply, error)
+	execTag(ctx context.Context, s *script, tag string, args ...string) (reply, error)
+	scriptSet() *scriptSet
+	keys(saleID string) []string
+	redis() rueidis.Client
+	buy(ctx context.Context, c *buyCall) (seckill.BuyResult, error)
+	random() string
+	loadSale(ctx context.Context, def seckill.Sale, sold int) error
+	Sale(ctx context.Context, id string) (seckill.Sale, seckill.StockState, error)
+	Reservation(ctx context.Context, id string) (seckill.Reservation, error)
+	rebuildLost(saleID string) bool
+	versionBook() *versionBook
+}
+
+// attach gives the segments the engine they serve, once its options are applied.
+func (g *segments) attach(e *Engine) { g.core, g.timeout = e, e.timeout }
 
 // segBook is the engine's record of the segmented sales it has seen.
 type segBook struct {

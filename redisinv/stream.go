@@ -522,7 +522,4 @@ type streamHost interface {
 	logger() *slog.Logger
 }
 
-func (e *Engine) redis() rueidis.Client                    { return e.rdb }
 func (e *Engine) streamTags(saleID string, n int) []string { return e.segs.tagsOf(saleID, n) }
-func (e *Engine) versionBook() *versionBook                { return &e.versions }
-func (e *Engine) logger() *slog.Logger                     { return e.log }
