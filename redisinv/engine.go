@@ -206,6 +206,9 @@ func (e *Engine) rebuildLost(saleID string) bool {
 	return true
 }
 
+// segmentsRebuilt makes the engine take a rebuilt sale for a one-segment sale (segBook.forget).
+func (e *Engine) segmentsRebuilt(saleID string) { e.segs.forget(saleID, true) }
+
 // LoadSaleSegments preheats a sale split into n segments (1 is LoadSale). The free units are
 // shared evenly; sold units are counted in segment 0. LoadSale calls it for a sale whose
 // definition asks for segments (the API's `segments` option; docs/DECISIONS.md "Segmented stock").
