@@ -126,7 +126,7 @@ type buyCall struct {
 	ctx    context.Context // the buyer's; a call whose buyer gave up is not sent
 	until  time.Time       // not sent after this (queued longer than the engine's timeout)
 	req    seckill.BuyRequest
-	tag    string // the segment's id (segment.go segTag): the sale's id for a one-segment sale
+	tag    string // the segment's id (segplace.go segTag): the sale's id for a one-segment sale
 	floor  uint64 // a segmented sale's seq floor (segment.go), 0 for none
 	q      int
 	random string

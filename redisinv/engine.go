@@ -16,6 +16,15 @@
 // suite (seckilltest.TestInventory) is the judge. Where Redis forces a difference it is small
 // and documented: times are kept in milliseconds, and a call expires at most 256 overdue holds
 // before it acts (the sweeper expires the rest).
+//
+// The package is in rooms, each a type that sees of the Engine only a small interface, so that a
+// change to one needs no read of the others (docs/DECISIONS.md "The house: the Redis engine's
+// rooms"): the core (call.go: one script call, keys and clock; reply.go; scripts.go and lua/,
+// each script's KEYS/ARGV written next to its Go caller); one sale's operations (inventory.go,
+// buy.go with the batching, saleadmin.go); the segmented sales (segments, behind segCore); the
+// local answers (localAnswers, behind localHost); the versions (versionBook) and the rebuild
+// (rebuilder, behind rebuildHost); the streams, their consumer and the export (Consumer,
+// streamLog, EventReader, behind streamHost); the sweeper.
 package redisinv
 
 import (
@@ -46,7 +55,7 @@ type Engine struct {
 	log          *slog.Logger
 	rebuild      *rebuilder // nil: a missing sale is simply not found
 	scripts      *scriptSet
-	batches      batcher // groups the buys of one sale that arrive together (batch.go)
+	batches      batcher // groups the buys of one sale that arrive together (buy.go)
 	maxBatch     int
 	stream       streamLimits // how the sales' streams are trimmed (events.go)
 	acks         replicaAcks  // WAIT after state-changing scripts (replicas.go); off by default
@@ -81,7 +90,7 @@ func WithPrefix(p string) Option {
 func WithTimeout(d time.Duration) Option { return func(e *Engine) { e.timeout = d } }
 
 // WithMaxBatch sets how many buys of one sale that arrive together go in one script call, 1
-// to 64 (default 64; see batch.go). 1 sends every buy alone, as a plain client would; it is
+// to 64 (default 64; see buy.go). 1 sends every buy alone, as a plain client would; it is
 // for comparisons.
 func WithMaxBatch(n int) Option {
 	return func(e *Engine) { e.maxBatch = min(max(n, 1), maxBatch) }
@@ -110,7 +119,7 @@ func New(rdb rueidis.Client, opts ...Option) *Engine {
 	return e
 }
 
-// Close waits for the engine's own goroutines: the senders of queued buys (batch.go; each ends
+// Close waits for the engine's own goroutines: the senders of queued buys (buy.go; each ends
 // when its queue is empty, a buy after Close sends its batch itself) and the background
 // rebuilds, which it stops. It does not close the Redis client, which the caller owns. Stop
 // the engine's background services (Services) and whatever calls Buy first.

@@ -43,7 +43,7 @@ type inflightBound struct {
 
 // acquire takes a place for a buy of saleID, or reports false when every place is taken.
 // The caller calls release once the buy is answered. A sale's counter stays for the engine's
-// life (a word; buys reach the engine only for sales the service found, as in batch.go).
+// life (a word; buys reach the engine only for sales the service found, as in buy.go).
 func (b *inflightBound) acquire(saleID string) (*atomic.Int64, bool) {
 	limit := b.max
 	if limit == 0 {

@@ -22,7 +22,7 @@ import (
 // pool of dedicated connections (ClientOption.BlockingPoolSize, 1024 by default) and
 // returned to it afterwards, never on the shared auto-pipelined connection, which a WAIT
 // would stall for every other caller. On a Cluster, DoMulti sends the keyless WAIT to the
-// node of the script's keys. A grouped buy call (batch.go) is one script call and so one
+// node of the script's keys. A grouped buy call (buy.go) is one script call and so one
 // WAIT, shared by its buys.
 //
 // What it does not do: a WAIT that times out does not undo the script (Redis cannot): the
