@@ -17,14 +17,14 @@
 // and documented: times are kept in milliseconds, and a call expires at most 256 overdue holds
 // before it acts (the sweeper expires the rest).
 //
-// The package is in rooms, each a type that sees of the Engine only a small interface, so that a
-// change to one needs no read of the others (docs/DECISIONS.md "The house: the Redis engine's
-// rooms"): the core (call.go: one script call, keys and clock; reply.go; scripts.go and lua/,
-// each script's KEYS/ARGV written next to its Go caller); one sale's operations (inventory.go,
-// buy.go with the batching, saleadmin.go); the segmented sales (segments, behind segCore); the
-// local answers (localAnswers, behind localHost); the versions (versionBook) and the rebuild
-// (rebuilder, behind rebuildHost); the streams, their consumer and the export (Consumer,
-// streamLog, EventReader, behind streamHost); the sweeper.
+// The package is in rooms, each a type that sees of the Engine only a small interface, so that
+// a change to one needs no read of the others (docs/DECISIONS.md "The house: the Redis engine's
+// rooms"): the core (call.go: one script call, keys and clock, the reply decoded; scripts.go
+// and lua/, each script's KEYS/ARGV written next to its Go caller); one sale's operations
+// (inventory.go, buy.go with the batching, saleadmin.go); the segmented sales (segments, behind
+// segCore); the local answers (localAnswers, behind localHost); the versions (versionBook) and
+// the rebuild (rebuilder, behind rebuildHost); the streams, their consumer and the export
+// (Consumer, streamLog, EventReader, behind streamHost); the sweeper.
 package redisinv
 
 import (
