@@ -34,10 +34,7 @@ func (c *Client) Webhook(ctx context.Context, secret []byte, ev payment.Event) (
 // /api/v1/payments/webhook), signed by sign, which is called for every attempt with the time
 // to sign at (a Stripe event: stripegw.SignedEvent). The answer is the server's result.
 func (c *Client) Notify(ctx context.Context, gateway string, sign func(now time.Time) payment.SignedBody) (seckill.PaymentResult, error) {
-	target := c.base + "/api/v1/payments/webhook"
-	if gateway != "" {
-		target += "/" + url.PathEscape(gateway)
-	}
+	target := c.base + WebhookPath(gateway)
 	// A gateway is known by its signature, not by a token: none is sent.
 	resp, err := c.WithToken("").send(ctx, func() (*http.Request, error) {
 		return payment.NewRequest(ctx, target, sign(time.Now()))
@@ -48,4 +45,14 @@ func (c *Client) Notify(ctx context.Context, gateway string, sign func(now time.
 	var out WebhookResult
 	err = decode(resp, &out)
 	return out.Result, err
+}
+
+// WebhookPath is the route of the named gateway's notifications, /api/v1/payments/webhook/{gateway}
+// ("": the built-in scheme's original route), for a gateway that is given a URL to post to (the
+// mock gateway over HTTP, the Stripe stand-in).
+func WebhookPath(gateway string) string {
+	if gateway == "" {
+		return "/api/v1/payments/webhook"
+	}
+	return "/api/v1/payments/webhook/" + url.PathEscape(gateway)
 }
