@@ -133,7 +133,9 @@ func contractJourney(t *testing.T, admin *client.Client) {
 		return payment.Signed([]byte(paymentSecret), now, []byte(`{"payment_id":"contract-pay-x","reservation_id":"contract-a-x","amount_cents":1,"status":"failed"}`))
 	})
 	must("gateway webhook", err)
-	_, err = a.Notify(ctx, "nope", func(now time.Time) payment.SignedBody { return payment.Signed([]byte(paymentSecret), now, []byte(`{}`)) })
+	_, err = a.Notify(ctx, "nope", func(now time.Time) payment.SignedBody {
+		return payment.Signed([]byte(paymentSecret), now, []byte(`{}`))
+	})
 	refused("an unknown gateway", err, seckill.CodeNotFound)
 	_, err = a.Orders(ctx)
 	must("orders", err)

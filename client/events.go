@@ -137,4 +137,3 @@ func (s *sseReader) decode(kind string) (Event, error) {
 	}
 	return ev, nil
 }
-

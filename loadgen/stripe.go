@@ -38,7 +38,6 @@ type StripeConfig struct {
 	StandIn string
 }
 
-
 // stripeBuyer is a held buyer who pays (or not) at Stripe Checkout; see StripeConfig.
 func (r *runner) stripeBuyer(ctx context.Context, i int, user, token string, b Behavior, res seckill.Reservation, tr *tracker) {
 	var intent seckill.PaymentIntent
