@@ -88,3 +88,12 @@ func (c *Client) Ready(ctx context.Context) (Readiness, error) {
 	_, err := c.do(ctx, call{method: "GET", path: "/readyz", out: &out})
 	return out, err
 }
+
+// Health is GET /healthz: nil while the process serves HTTP (a load balancer's liveness check).
+func (c *Client) Health(ctx context.Context) error {
+	var out struct {
+		Status string `json:"status"`
+	}
+	_, err := c.do(ctx, call{method: "GET", path: "/healthz", out: &out})
+	return err
+}

@@ -50,9 +50,8 @@ func TestClientFollowsTheDocument(t *testing.T) {
 	}
 }
 
-// notTheClients are the document's operations the client leaves to others: the process's
-// liveness (a load balancer's) and the document itself.
-var notTheClients = map[string]bool{"healthz": true, "openapi": true}
+// notTheClients are the document's operations the client leaves to others: the document itself.
+var notTheClients = map[string]bool{"openapi": true}
 
 // contractJourney calls every operation, with answers of success and of refusal.
 func contractJourney(t *testing.T, admin *client.Client) {
@@ -75,6 +74,7 @@ func contractJourney(t *testing.T, admin *client.Client) {
 	must("sign-in", err)
 	_, err = admin.Ready(ctx)
 	must("ready", err)
+	must("health", admin.Health(ctx))
 	_, err = admin.CreateSale(ctx, client.NewSale{ID: "contract-a", Name: "A", PriceCents: 500, Stock: 2,
 		PerUserLimit: 2, HoldSeconds: 30, QueueLimit: client.Ptr(5), Currency: "eur", Listed: client.Ptr(false), Segments: 1})
 	must("create", err)

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckill-go/seckill/client"
 )
 
 // closedWithin reads c until the server closes it, and fails if that takes more than 10 s:
@@ -83,7 +85,8 @@ func TestServeTimeouts(t *testing.T) {
 		t.Fatalf("no admin token printed: %q", a.out.String())
 	}
 	ctx := context.Background()
-	if err := call(ctx, "POST", a.url+"/api/v1/sales", admin[1], map[string]any{"id": "t", "price_cents": 1, "stock": 10}, nil); err != nil {
+	api := client.New(a.url, client.WithToken(admin[1]))
+	if _, err := api.CreateSale(ctx, client.NewSale{ID: "t", PriceCents: 1, Stock: 10}); err != nil {
 		t.Fatal(err)
 	}
 	sctx, cancel := context.WithCancel(ctx)
@@ -103,7 +106,7 @@ func TestServeTimeouts(t *testing.T) {
 		}
 	}()
 	time.Sleep(1500 * time.Millisecond)
-	if err := call(ctx, "POST", a.url+"/api/v1/sales/t/stock", admin[1], map[string]any{"add": 5}, nil); err != nil {
+	if _, err := api.AddStock(ctx, "t", 5); err != nil {
 		t.Fatal(err)
 	}
 	for timeout := time.After(10 * time.Second); ; {
