@@ -34,7 +34,7 @@ func BenchmarkBuyRequest(b *testing.B) {
 	for range b.N {
 		var got client.Bought
 		a, ok := r.call(ctx, 0, "buy", "tok-abcdef", time.Time{}, func(c *client.Client) (err error) {
-			got, err = c.Buy(ctx, "/api/v1/sales/x/buy/tok", 1, "k-buyer-1")
+			got, err = c.Buy(ctx, client.BuyPath("x", "tok"), 1, "k-buyer-1")
 			return err
 		})
 		if !ok || a.err != nil || got.ID == "" {
