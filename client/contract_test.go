@@ -281,16 +281,9 @@ func (vt *validatingTransport) note(op, bad string) {
 
 // describe renders validation errors on one line.
 func describe(errs []*verrors.ValidationError) string {
-	var parts []string
-	for _, e := range errs {
-		s := e.Message
-		if e.Reason != "" {
-			s += ": " + e.Reason
-		}
-		for _, f := range e.SchemaValidationErrors {
-			s += " [" + f.Error() + "]"
-		}
-		parts = append(parts, s)
+	parts := make([]string, len(errs))
+	for i, e := range errs {
+		parts[i] = fmt.Sprintf("%s (%v)", e.Error(), e.SchemaValidationErrors)
 	}
 	return strings.Join(parts, "; ")
 }

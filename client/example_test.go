@@ -102,16 +102,7 @@ func ExampleClient_CreateSale() {
 func ExampleClient_Orders() {
 	ctx := context.Background()
 	admin := client.New(serverURL, client.WithToken(adminToken))
-	if _, err := admin.CreateSale(ctx, client.NewSale{ID: "orders-lamp", PriceCents: 2500, Stock: 5}); err != nil {
-		log.Fatal(err)
-	}
-	token, _ := admin.DevToken(ctx, "carol")
-	carol := admin.WithToken(token)
-	path, _ := carol.Path(ctx, "orders-lamp")
-	hold, err := carol.Buy(ctx, path.Path, 1, "")
-	if err != nil {
-		log.Fatal(err)
-	}
+	carol, hold := holdOne(ctx, client.NewSale{ID: "orders-lamp", PriceCents: 2500, Stock: 5}, "carol") // as in Example
 	// The shop's payment service reports 1 cent less than the hold's amount.
 	result, err := admin.Webhook(ctx, []byte(paymentSecret), payment.Event{
 		PaymentID: "pay-orders-lamp", ReservationID: hold.ID, AmountCents: hold.AmountCents - 1, Status: payment.StatusSucceeded})
@@ -191,14 +182,7 @@ func ExampleClient_Events() {
 // the same payment is a harmless duplicate.
 func ExampleClient_Webhook() {
 	ctx := context.Background()
-	admin := client.New(serverURL, client.WithToken(adminToken))
-	if _, err := admin.CreateSale(ctx, client.NewSale{ID: "hook-bike", PriceCents: 30000, Stock: 1}); err != nil {
-		log.Fatal(err)
-	}
-	token, _ := admin.DevToken(ctx, "erin")
-	erin := admin.WithToken(token)
-	path, _ := erin.Path(ctx, "hook-bike")
-	hold, _ := erin.Buy(ctx, path.Path, 1, "")
+	_, hold := holdOne(ctx, client.NewSale{ID: "hook-bike", PriceCents: 30000, Stock: 1}, "erin") // as in Example
 
 	gateway := client.New(serverURL, client.WithRetries(5, 10*time.Second)) // retries 503s, signing anew
 	ev := payment.Event{PaymentID: "pay-hook-bike", ReservationID: hold.ID, AmountCents: hold.AmountCents, Status: payment.StatusSucceeded}

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/memory"
 	"github.com/seckill-go/seckill/payment"
@@ -88,4 +90,27 @@ func startServer() (url string, stop func(), err error) {
 		_ = store.Close()
 		_ = os.RemoveAll(dir)
 	}, nil
+}
+
+// holdOne is the start of a buyer's rush (Example), for the examples about what follows: the
+// admin creates sale, and user holds one unit of it.
+func holdOne(ctx context.Context, sale client.NewSale, user string) (*client.Client, client.Bought) {
+	admin := client.New(serverURL, client.WithToken(adminToken))
+	if _, err := admin.CreateSale(ctx, sale); err != nil {
+		log.Fatal(err)
+	}
+	token, err := admin.DevToken(ctx, user)
+	if err != nil {
+		log.Fatal(err)
+	}
+	buyer := admin.WithToken(token)
+	path, err := buyer.Path(ctx, sale.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	hold, err := buyer.Buy(ctx, path.Path, 1, "")
+	if err != nil {
+		log.Fatal(err)
+	}
+	return buyer, hold
 }
