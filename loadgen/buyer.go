@@ -30,28 +30,9 @@ func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
 		return
 	}
 	b := BehaviorOf(user, r.cfg.Seed, r.cfg.Mix)
-	var path client.PurchasePath
-	for {
-		a, ok := r.call(ctx, i, "path", token, due, func(c *client.Client) (err error) {
-			path, err = c.Path(ctx, r.cfg.SaleID)
-			return err
-		})
-		due = time.Time{}
-		switch {
-		case !ok:
-			atomic.AddInt64(&r.res.GaveUp, 1)
-			return
-		case a.err == nil:
-		case a.code() == seckill.CodeNotStarted:
-			if !sleep(ctx, 20*time.Millisecond) {
-				atomic.AddInt64(&r.res.GaveUp, 1)
-				return
-			}
-			continue
-		default:
-			return // ended, not found
-		}
-		break
+	path, ok := r.purchasePath(ctx, i, token, due)
+	if !ok {
+		return
 	}
 	key := "k-" + user
 	tr.set(phaseBuy)
@@ -329,4 +310,31 @@ func (r *runner) poll(ctx context.Context, i int, token, id string) (seckill.Res
 		return err
 	})
 	return cur, ok && a.err == nil
+}
+
+// purchasePath fetches the buyer's purchase path, waiting for the sale to start; false if the
+// buyer gave up (counted) or the sale ended or is unknown.
+func (r *runner) purchasePath(ctx context.Context, i int, token string, due time.Time) (client.PurchasePath, bool) {
+	var path client.PurchasePath
+	for {
+		a, ok := r.call(ctx, i, "path", token, due, func(c *client.Client) (err error) {
+			path, err = c.Path(ctx, r.cfg.SaleID)
+			return err
+		})
+		due = time.Time{}
+		switch {
+		case !ok:
+			atomic.AddInt64(&r.res.GaveUp, 1)
+			return path, false
+		case a.err == nil:
+			return path, true
+		case a.code() == seckill.CodeNotStarted:
+			if !sleep(ctx, 20*time.Millisecond) {
+				atomic.AddInt64(&r.res.GaveUp, 1)
+				return path, false
+			}
+		default:
+			return path, false // ended, not found
+		}
+	}
 }
