@@ -17,6 +17,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/purchasetoken"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
@@ -128,7 +129,7 @@ func (in *laInstance) buy(t *testing.T, clock seckill.Clock, b laBuy) laAnswer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := "/api/v1/sales/" + b.sale.ID + "/buy/" + purchasetoken.New(purchasetoken.Key([]byte(laSecret)), b.sale.ID, b.user, b.sale.StartsAt)
+	path := client.BuyPath(b.sale.ID, purchasetoken.New(purchasetoken.Key([]byte(laSecret)), b.sale.ID, b.user, b.sale.StartsAt))
 	req, _ := http.NewRequest("POST", in.url+path, strings.NewReader(fmt.Sprintf(`{"quantity":%d}`, b.quantity)))
 	req.Header.Set("Authorization", "Bearer "+tok)
 	if b.key != "" {
