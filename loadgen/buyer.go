@@ -4,16 +4,17 @@
 package loadgen
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/internal/wait"
 	"github.com/seckill-go/seckill/payment"
 )
@@ -30,49 +31,35 @@ func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
 		return
 	}
 	b := BehaviorOf(user, r.cfg.Seed, r.cfg.Mix)
-	var path struct {
-		Path string `json:"path"`
+	path, ok := r.purchasePath(ctx, i, token, due)
+	if !ok {
+		return
 	}
-	for {
-		a, ok := r.call(ctx, i, "path", "GET", "/api/v1/sales/"+r.cfg.SaleID+"/path", token, nil, nil, due)
-		due = time.Time{}
-		switch {
-		case !ok:
-			atomic.AddInt64(&r.res.GaveUp, 1)
-			return
-		case a.status == 200:
-			_ = json.Unmarshal(a.body, &path)
-		case a.code == "not_started":
-			if !wait.Sleep(ctx, 20*time.Millisecond) {
-				atomic.AddInt64(&r.res.GaveUp, 1)
-				return
-			}
-			continue
-		default:
-			return // ended, not found
-		}
-		break
-	}
-	key := map[string]string{"Idempotency-Key": "k-" + user}
+	key := "k-" + user
 	tr.set(phaseBuy)
-	var res reservation
+	var res seckill.Reservation
 	for attempt := 0; ; attempt++ {
-		a, ok := r.call(ctx, i, "buy", "POST", path.Path, token, map[string]int{"quantity": 1}, key, time.Time{})
+		var got client.Bought
+		a, ok := r.call(ctx, i, "buy", token, time.Time{}, func(c *client.Client) (err error) {
+			got, err = c.Buy(ctx, path.Path, 1, key)
+			return err
+		})
 		if !ok {
 			atomic.AddInt64(&r.res.GaveUp, 1)
 			return
 		}
 		switch {
-		case a.status == 201 || a.status == 200:
-			_ = json.Unmarshal(a.body, &res)
-			if a.status == 201 { // a fresh hold (200 is a replay of an older one)
+		case a.err == nil:
+			res = got.Reservation
+			switch {
+			case got.Replayed: // a replay of an older reservation, as it is now
+			case res.Status == seckill.StatusQueued:
+				atomic.AddInt64(&r.res.Queued, 1)
+				r.unsold(a.sent)
+			default: // a fresh hold
 				r.unsold(a.sent)
 			}
-		case a.status == 202:
-			_ = json.Unmarshal(a.body, &res)
-			atomic.AddInt64(&r.res.Queued, 1)
-			r.unsold(a.sent)
-		case a.code == "queue_full":
+		case a.code() == seckill.CodeQueueFull:
 			atomic.AddInt64(&r.res.QueueFull, 1)
 			// Every unit is held and the line is full: come back a little later.
 			if !wait.Sleep(ctx, time.Duration(100+min(attempt, 20)*25+rand.IntN(100))*time.Millisecond) {
@@ -80,7 +67,7 @@ func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
 				return
 			}
 			continue
-		case a.code == "sold_out":
+		case a.code() == seckill.CodeSoldOut:
 			atomic.AddInt64(&r.res.SoldOut, 1)
 			r.mu.Lock()
 			r.res.SoldOutAt = append(r.res.SoldOutAt, a.received)
@@ -92,9 +79,11 @@ func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
 		break
 	}
 	if b == Retry {
-		if a, ok := r.call(ctx, i, "buy", "POST", path.Path, token, map[string]int{"quantity": 1}, key, time.Time{}); ok && a.status == 200 {
-			var again reservation
-			_ = json.Unmarshal(a.body, &again)
+		var again client.Bought
+		if a, ok := r.call(ctx, i, "buy", token, time.Time{}, func(c *client.Client) (err error) {
+			again, err = c.Buy(ctx, path.Path, 1, key)
+			return err
+		}); ok && a.err == nil && again.Replayed {
 			atomic.AddInt64(&r.res.Replays, 1)
 			if again.ID != res.ID {
 				atomic.AddInt64(&r.res.ReplayMismatch, 1)
@@ -119,7 +108,10 @@ func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
 	}
 	switch b {
 	case Cancel:
-		if a, ok := r.call(ctx, i, "cancel", "DELETE", "/api/v1/reservations/"+res.ID, token, nil, nil, time.Time{}); ok && a.status == 200 {
+		if a, ok := r.call(ctx, i, "cancel", token, time.Time{}, func(c *client.Client) error {
+			_, err := c.Cancel(ctx, res.ID)
+			return err
+		}); ok && a.err == nil {
 			atomic.AddInt64(&r.res.Cancelled, 1)
 		}
 		return
@@ -132,8 +124,11 @@ func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
 	if r.cfg.PaymentSecret == nil {
 		// The target's own gateway pays (and, for late payers, pays late: see the demo).
 		sent := time.Since(r.start) // the gateway pays after this
-		a, ok := r.call(ctx, i, "pay", "POST", "/api/v1/reservations/"+res.ID+"/pay", token, nil, nil, time.Time{})
-		if ok && a.status == 200 {
+		a, ok := r.call(ctx, i, "pay", token, time.Time{}, func(c *client.Client) error {
+			_, err := c.Pay(ctx, res.ID)
+			return err
+		})
+		if ok && a.err == nil {
 			atomic.AddInt64(&r.res.PaymentsBegun, 1)
 		} else if r.noPaymentPath(a) {
 			return
@@ -159,48 +154,49 @@ func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
 
 // deliver is the gateway: the succeeded payment's signed webhook, to any target, retried
 // until one answers 200.
-func (r *runner) deliver(ctx context.Context, i int, user, pid string, res reservation) {
-	body, _ := json.Marshal(map[string]any{"payment_id": pid, "reservation_id": res.ID,
-		"amount_cents": res.AmountCents, "status": "succeeded"})
+func (r *runner) deliver(ctx context.Context, i int, user, pid string, res seckill.Reservation) {
+	ev := payment.Event{PaymentID: pid, ReservationID: res.ID, AmountCents: res.AmountCents, Status: payment.StatusSucceeded}
 	atomic.AddInt64(&r.res.PaymentsBegun, 1)
 	sent := time.Since(r.start) // every attempt, so the one that paid, leaves after this
-	if result, ok := r.notify(ctx, i, "/api/v1/payments/webhook", func() ([]byte, map[string]string) {
-		return body, map[string]string{"Seckill-Signature": payment.Sign(r.cfg.PaymentSecret, time.Now(), body)}
+	if result, ok := r.notify(ctx, i, func(c *client.Client) (seckill.PaymentResult, error) {
+		return c.Webhook(ctx, r.cfg.PaymentSecret, ev) // signed anew for every attempt
 	}); ok {
 		r.recordPayment(user, pid, result, res)
-		if result == "applied" || result == "late_applied" {
+		if result == seckill.PaymentApplied || result == seckill.PaymentLateApplied {
 			r.unsold(sent)
 		}
 	}
 }
 
-// notify is the gateway delivering a notification to path on any target: signed anew by sign
-// for every attempt, retried until a target answers 200 (whose result it returns) or refuses
-// it for good (counted as an error), or retryFor has passed (counted as given up).
-func (r *runner) notify(ctx context.Context, i int, path string, sign func() ([]byte, map[string]string)) (string, bool) {
+// notify is the gateway delivering a notification to any target with post, which signs it
+// anew for every attempt: retried until a target answers 200 (whose result it returns) or
+// refuses it for good (counted as an error), or retryFor has passed (counted as given up).
+func (r *runner) notify(ctx context.Context, i int, post func(c *client.Client) (seckill.PaymentResult, error)) (seckill.PaymentResult, bool) {
 	deadline := time.Now().Add(retryFor)
 	for attempt := 0; ; attempt++ {
-		body, hdr := sign()
-		a, err := r.do(ctx, i+attempt+1, "pay", "POST", path, "", body, hdr, time.Time{})
-		if err == nil && a.status == 200 {
-			var out struct{ Result string }
-			_ = json.Unmarshal(a.body, &out)
-			return out.Result, true
+		var result seckill.PaymentResult
+		a := r.do(i+attempt+1, "pay", "", time.Time{}, func(c *client.Client) (err error) {
+			result, err = post(c)
+			return err
+		})
+		if a.err == nil {
+			return result, true
 		}
-		if err == nil && a.status != 503 {
-			if a.status < 500 { // do counted a 5xx
-				r.fail("POST %s: %d %s", path, a.status, excerpt(a.body))
+		if a.problem != nil && a.status() != http.StatusServiceUnavailable {
+			if a.status() < 500 { // do counted a 5xx
+				r.fail("%v", a.err)
 			}
 			return "", false
 		}
-		if err != nil && ctx.Err() == nil && time.Now().After(deadline) {
-			r.fail("POST %s: %v (still failing after %v of retries)", path, err, retryFor)
+		transport := a.problem == nil
+		if transport && ctx.Err() == nil && time.Now().After(deadline) {
+			r.fail("payment notification: %v (still failing after %v of retries)", a.err, retryFor)
 		}
 		if time.Now().After(deadline) || !wait.Sleep(ctx, 100*time.Millisecond) {
 			atomic.AddInt64(&r.res.GaveUp, 1)
 			return "", false
 		}
-		if err != nil {
+		if transport {
 			atomic.AddInt64(&r.res.RetriedTransport, 1)
 		}
 	}
@@ -208,13 +204,13 @@ func (r *runner) notify(ctx context.Context, i int, path string, sign func() ([]
 
 // recordPayment keeps what a target answered for a delivered payment: the first answer other
 // than duplicate, and the units a paying one gave the user.
-func (r *runner) recordPayment(user, pid, result string, res reservation) {
+func (r *runner) recordPayment(user, pid string, result seckill.PaymentResult, res seckill.Reservation) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if prev, ok := r.res.Payments[pid]; !ok || prev == "duplicate" {
-		r.res.Payments[pid] = result
+		r.res.Payments[pid] = string(result)
 	}
-	if result == "applied" || result == "late_applied" {
+	if result == seckill.PaymentApplied || result == seckill.PaymentLateApplied {
 		r.res.PaidUnits[user] += res.Quantity
 	}
 }
@@ -245,18 +241,16 @@ func (r *runner) noPaymentPath(a answer) bool {
 // noGateway reports whether an answer is the 503 of a target that has no payment gateway that
 // starts payments (docs/API.md: its detail starts with "no payment gateway").
 func noGateway(a answer) bool {
-	return a.status == http.StatusServiceUnavailable && bytes.Contains(a.body, []byte("no payment gateway"))
+	return a.status() == http.StatusServiceUnavailable && strings.HasPrefix(a.problem.Detail, "no payment gateway")
 }
 
 // waitForGrant polls a queued reservation until it is held (true) or ends (false).
-func (r *runner) waitForGrant(ctx context.Context, i int, token string, res *reservation) bool {
+func (r *runner) waitForGrant(ctx context.Context, i int, token string, res *seckill.Reservation) bool {
 	for wait.Sleep(ctx, 50*time.Millisecond) {
-		a, ok := r.call(ctx, i, "poll", "GET", "/api/v1/reservations/"+res.ID, token, nil, nil, time.Time{})
-		if !ok || a.status != 200 {
+		cur, ok := r.poll(ctx, i, token, res.ID)
+		if !ok {
 			return false
 		}
-		var cur reservation
-		_ = json.Unmarshal(a.body, &cur)
 		switch cur.Status {
 		case "queued":
 			continue
@@ -292,15 +286,13 @@ func seqOf(id string) uint64 {
 }
 
 // waitForEnd polls a held reservation until it is no longer held and returns its status.
-func (r *runner) waitForEnd(ctx context.Context, i int, token string, res reservation) string {
+func (r *runner) waitForEnd(ctx context.Context, i int, token string, res seckill.Reservation) seckill.ReservationStatus {
 	for wait.Sleep(ctx, 200*time.Millisecond) {
-		a, ok := r.call(ctx, i, "poll", "GET", "/api/v1/reservations/"+res.ID, token, nil, nil, time.Time{})
-		if !ok || a.status != 200 {
+		cur, ok := r.poll(ctx, i, token, res.ID)
+		if !ok {
 			return ""
 		}
-		var cur reservation
-		_ = json.Unmarshal(a.body, &cur)
-		if cur.Status == "held" {
+		if cur.Status == seckill.StatusHeld {
 			continue
 		}
 		if cur.Status == "expired" {
@@ -309,4 +301,41 @@ func (r *runner) waitForEnd(ctx context.Context, i int, token string, res reserv
 		return cur.Status
 	}
 	return ""
+}
+
+// poll reads a reservation as it is now; false if it could not be read.
+func (r *runner) poll(ctx context.Context, i int, token, id string) (seckill.Reservation, bool) {
+	var cur seckill.Reservation
+	a, ok := r.call(ctx, i, "poll", token, time.Time{}, func(c *client.Client) (err error) {
+		cur, err = c.Reservation(ctx, id)
+		return err
+	})
+	return cur, ok && a.err == nil
+}
+
+// purchasePath fetches the buyer's purchase path, waiting for the sale to start; false if the
+// buyer gave up (counted) or the sale ended or is unknown.
+func (r *runner) purchasePath(ctx context.Context, i int, token string, due time.Time) (client.PurchasePath, bool) {
+	var path client.PurchasePath
+	for {
+		a, ok := r.call(ctx, i, "path", token, due, func(c *client.Client) (err error) {
+			path, err = c.Path(ctx, r.cfg.SaleID)
+			return err
+		})
+		due = time.Time{}
+		switch {
+		case !ok:
+			atomic.AddInt64(&r.res.GaveUp, 1)
+			return path, false
+		case a.err == nil:
+			return path, true
+		case a.code() == seckill.CodeNotStarted:
+			if !wait.Sleep(ctx, 20*time.Millisecond) {
+				atomic.AddInt64(&r.res.GaveUp, 1)
+				return path, false
+			}
+		default:
+			return path, false // ended, not found
+		}
+	}
 }

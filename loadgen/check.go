@@ -5,31 +5,18 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/seckill-go/seckill/client"
 )
 
-// Audit is the part of GET /api/v1/sales/{id}/audit the checks read.
-type Audit struct {
-	OK         bool       `json:"ok"`
-	Violations []string   `json:"violations"`
-	Gateway    string     `json:"gateway"` // the gateway that takes the instance's payments
-	Engine     StockState `json:"engine"`
-	Database   struct {
-		Sold       int `json:"sold"`
-		PaidUnits  int `json:"paid_units"`
-		Refunds    int `json:"refunds"`
-		PaidOrders int `json:"paid_orders"`
-		// The refunds owed, by where they stand; these move while refunders work, so the
-		// instances' audits are compared without them.
-		RefundsRequired int `json:"refunds_required"`
-		RefundsPending  int `json:"refunds_pending"`
-		Refunded        int `json:"refunded"`
-		RefundsFailed   int `json:"refunds_failed"`
-	} `json:"database"`
-}
+// Audit is a sale's audit (GET /api/v1/sales/{id}/audit), which the checks read. The refunds
+// owed, by where they stand (Database.RefundsRequired…), move while refunders work, so the
+// instances' audits are compared without them.
+type Audit = client.Audit
 
 // settledCounts are the database's counts that no background work changes once a sale has
 // settled, which every instance's audit must agree on.
-func (a Audit) settledCounts() [4]int {
+func settledCounts(a Audit) [4]int {
 	d := a.Database
 	return [4]int{d.Sold, d.PaidUnits, d.Refunds, d.PaidOrders}
 }
@@ -166,7 +153,7 @@ func Check(res *Result, sale SaleFacts, audits []InstanceAudit, payers int) Verd
 	if audited >= 2 {
 		check(CheckAgreement, "instances agree on the database's counts")
 		for i, a := range audits {
-			if a.Err == "" && a.Audit.settledCounts() != audits[first].Audit.settledCounts() {
+			if a.Err == "" && settledCounts(a.Audit) != settledCounts(audits[first].Audit) {
 				bad("instances %d and %d disagree on the database's counts: %+v vs %+v", first+1, i+1, audits[first].Audit.Database, a.Audit.Database)
 			}
 		}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/seckill-go/seckill/client"
 )
 
 // TestCallCountsWhatFailed: a transport error that a retry overcomes (a connection dropped
@@ -19,7 +21,7 @@ func TestCallCountsWhatFailed(t *testing.T) {
 	var n atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		switch {
-		case req.URL.Path == "/boom":
+		case strings.HasSuffix(req.URL.Path, "/sales/boom"):
 			http.Error(w, `{"code":"internal"}`, http.StatusInternalServerError)
 		case n.Add(1) == 1: // the first request's connection is dropped unanswered
 			conn, _, err := w.(http.Hijacker).Hijack()
@@ -27,27 +29,30 @@ func TestCallCountsWhatFailed(t *testing.T) {
 				_ = conn.Close()
 			}
 		default:
-			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write([]byte(`{"orders":[]}`))
 		}
 	}))
 	defer srv.Close()
-	r := &runner{cfg: Config{Targets: []string{srv.URL}, Client: &http.Client{Timeout: 10 * time.Second}},
+	cfg := Config{Targets: []string{srv.URL}, Client: &http.Client{Timeout: 10 * time.Second}}
+	r := &runner{cfg: cfg, clients: clientsOf(cfg),
 		start: time.Now(), period: newHist(), res: Result{Latency: map[string]*hdrhistogram.Histogram{}, All: newHist()}}
 	for _, s := range Steps {
 		r.res.Latency[s] = newHist()
 	}
 	ctx := context.Background()
-	if a, ok := r.call(ctx, 0, "path", "GET", "/ok", "", nil, nil, time.Time{}); !ok || a.status != 200 {
-		t.Fatalf("GET /ok after a dropped connection: %d, %v; want 200 after a retry", a.status, ok)
+	orders := func(c *client.Client) error { _, err := c.Orders(ctx); return err }
+	if a, ok := r.call(ctx, 0, "path", "", time.Time{}, orders); !ok || a.err != nil {
+		t.Fatalf("GET /api/v1/orders after a dropped connection: %v, %v; want 200 after a retry", a.err, ok)
 	}
 	if r.res.Errors != 0 || r.res.RetriedTransport != 1 {
 		t.Fatalf("a dropped connection, retried and answered: errors %d %q, retried %d; want 0 errors, 1 retry",
 			r.res.Errors, r.res.ErrorSample, r.res.RetriedTransport)
 	}
-	if a, ok := r.call(ctx, 0, "path", "GET", "/boom", "", nil, nil, time.Time{}); !ok || a.status != 500 {
-		t.Fatalf("GET /boom: %d, %v", a.status, ok)
+	boom := func(c *client.Client) error { _, err := c.Sale(ctx, "boom"); return err }
+	if a, ok := r.call(ctx, 0, "path", "", time.Time{}, boom); !ok || a.status() != 500 {
+		t.Fatalf("GET /api/v1/sales/boom: %v, %v", a.err, ok)
 	}
-	if r.res.Errors != 1 || len(r.res.ErrorSample) != 1 || !strings.Contains(r.res.ErrorSample[0], `GET /boom: 500 {"code":"internal"}`) {
+	if r.res.Errors != 1 || len(r.res.ErrorSample) != 1 || !strings.Contains(r.res.ErrorSample[0], `GET /api/v1/sales/boom: 500 internal`) {
 		t.Fatalf("a 500: errors %d, sample %q; want 1 error saying the request and its answer", r.res.Errors, r.res.ErrorSample)
 	}
 }

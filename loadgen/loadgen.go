@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/internal/wait"
 )
 
@@ -186,6 +188,7 @@ type QueuedBuyer struct {
 
 type runner struct {
 	cfg     Config
+	clients []*client.Client // one per target, in the order of Targets
 	res     Result
 	start   time.Time
 	mu      sync.Mutex // guards res maps, histograms and the period histogram
@@ -230,7 +233,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer cancel()
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	r := &runner{cfg: cfg, start: time.Now(), period: newHist(), stop: stop}
+	r := &runner{cfg: cfg, clients: clientsOf(cfg), start: time.Now(), period: newHist(), stop: stop}
 	r.res = Result{Buyers: cfg.Buyers, Latency: map[string]*hdrhistogram.Histogram{}, All: newHist(),
 		Payments: map[string]string{}, PaidUnits: map[string]int{}}
 	for _, s := range Steps {
@@ -254,6 +257,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return &r.res, err
 	}
 	return &r.res, nil
+}
+
+// clientsOf is one client per target, over cfg.Client; the buyers' tokens are set per call.
+func clientsOf(cfg Config) []*client.Client {
+	cs := make([]*client.Client, len(cfg.Targets))
+	for i, t := range cfg.Targets {
+		cs[i] = client.New(t, client.WithHTTPClient(cfg.Client))
+	}
+	return cs
 }
 
 // closedLoop keeps Concurrency buyers in flight until every buyer has run.

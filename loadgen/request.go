@@ -4,95 +4,68 @@
 package loadgen
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/internal/wait"
 )
 
-// reservation is the part of the reservation JSON the buyers read.
-type reservation struct {
-	ID          string     `json:"id"`
-	Status      string     `json:"status"`
-	ExpiresAt   *time.Time `json:"expires_at"`
-	Position    int        `json:"position"`
-	Quantity    int        `json:"quantity"`
-	AmountCents int64      `json:"amount_cents"`
-}
-
+// answer is how one request went: err is nil for a 2xx answer, else the *client.Error of an
+// error answer (problem) or a transport error.
 type answer struct {
-	status     int
-	code       string
-	body       []byte
-	retryAfter time.Duration
+	err     error
+	problem *client.Error
 	// sent and received are when the request left and its answer was read (since the run's
 	// start): the engine decided it in between.
 	sent, received time.Duration
 }
 
-// do sends one request to target t (an index into Targets) and times it as step. since, if
-// set, is when the request was meant to be sent (open loop), and its latency counts from then.
-func (r *runner) do(ctx context.Context, t int, step, method, path, token string, body any, hdr map[string]string, since time.Time) (answer, error) {
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case []byte: // sent as it is (a signed webhook body)
-		rd = bytes.NewReader(b)
-	default:
-		j, _ := json.Marshal(body)
-		rd = bytes.NewReader(j)
+// code is the error answer's code ("" for a 2xx answer or a transport error).
+func (a answer) code() seckill.Code {
+	if a.problem == nil {
+		return ""
 	}
-	req, err := http.NewRequestWithContext(ctx, method, r.cfg.Targets[t%len(r.cfg.Targets)]+path, rd)
-	if err != nil {
-		return answer{}, err
+	return a.problem.Code
+}
+
+// status is the error answer's HTTP status (0 for a 2xx answer or a transport error).
+func (a answer) status() int {
+	if a.problem == nil {
+		return 0
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
+	return a.problem.Status
+}
+
+// do makes one request to target t (an index into Targets), as token, with f, and times it as
+// step. since, if set, is when the request was meant to be sent (open loop), and its latency
+// counts from then.
+func (r *runner) do(t int, step, token string, since time.Time, f func(c *client.Client) error) answer {
+	c := r.clients[t%len(r.clients)].WithToken(token)
 	sent := time.Since(r.start)
 	if since.IsZero() {
 		since = time.Now()
 	}
-	resp, err := r.cfg.Client.Do(req)
+	err := f(c)
 	atomic.AddInt64(&r.res.Requests, 1)
+	a := answer{err: err, sent: sent, received: time.Since(r.start)}
 	if err != nil {
-		return answer{}, err // the caller retries it, or counts it (call, notify)
+		var ok bool
+		if a.problem, ok = errors.AsType[*client.Error](err); !ok {
+			return a // the caller retries it, or counts it (call, notify)
+		}
 	}
-	b, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
 	r.observe(step, time.Since(since))
-	if err != nil {
-		return answer{}, err
+	if s := a.status(); s >= 500 && s != http.StatusServiceUnavailable {
+		r.fail("%v", err)
 	}
-	a := answer{status: resp.StatusCode, body: b, sent: sent, received: time.Since(r.start)}
-	if resp.StatusCode >= 400 {
-		var p struct {
-			Code string `json:"code"`
-		}
-		_ = json.Unmarshal(b, &p)
-		a.code = p.Code
-		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-			a.retryAfter = time.Duration(s) * time.Second
-		}
-	}
-	if resp.StatusCode >= 500 && resp.StatusCode != 503 {
-		r.fail("%s %s: %d %s", method, path, resp.StatusCode, excerpt(b))
-	}
-	return a, nil
+	return a
 }
 
 // maxErrorSample bounds Result.ErrorSample.
@@ -106,14 +79,6 @@ func (r *runner) fail(format string, args ...any) {
 	if len(r.res.ErrorSample) < maxErrorSample {
 		r.res.ErrorSample = append(r.res.ErrorSample, fmt.Sprintf(format, args...))
 	}
-}
-
-// excerpt is the start of an answer's body, for ErrorSample.
-func excerpt(b []byte) string {
-	if len(b) > 200 {
-		return string(b[:200]) + "…"
-	}
-	return string(b)
 }
 
 func (r *runner) observe(step string, d time.Duration) {
@@ -132,37 +97,38 @@ const retryFor = 30 * time.Second
 
 // call is do with a client's retries: on 503 and 429 it waits Retry-After (or about 100 ms)
 // and tries again, on the next target after a transport error. It gives up after retryFor.
-func (r *runner) call(ctx context.Context, t int, step, method, path, token string, body any, hdr map[string]string, since time.Time) (answer, bool) {
+func (r *runner) call(ctx context.Context, t int, step, token string, since time.Time, f func(c *client.Client) error) (answer, bool) {
 	deadline := time.Now().Add(retryFor)
 	for attempt := 0; ; attempt++ {
-		a, err := r.do(ctx, t+attempt, step, method, path, token, body, hdr, since)
+		a := r.do(t+attempt, step, token, since, f)
 		since = time.Time{} // only the first attempt is timed from the intended send time
-		if err == nil && a.status != 503 && a.status != 429 {
+		transport := a.err != nil && a.problem == nil
+		if a.err == nil || a.problem != nil && !a.problem.Temporary() {
 			return a, true
 		}
-		if err == nil && step == "pay" && noGateway(a) {
+		if step == "pay" && noGateway(a) {
 			return a, false // not a passing overload: retrying cannot help (noPaymentPath)
 		}
 		if ctx.Err() != nil {
 			return a, false // the run's end, not the targets' failure
 		}
 		if time.Now().After(deadline) {
-			if err != nil {
-				r.fail("%s %s: %v (still failing after %v of retries)", method, path, err, retryFor)
+			if transport {
+				r.fail("%s: %v (still failing after %v of retries)", step, a.err, retryFor)
 			}
 			return a, false
 		}
 		pause := time.Duration(80+rand.IntN(40)) * time.Millisecond
-		if err != nil {
+		if transport {
 			atomic.AddInt64(&r.res.RetriedTransport, 1)
 		} else {
-			if a.status == 503 {
+			if a.status() == http.StatusServiceUnavailable {
 				atomic.AddInt64(&r.res.Retried503, 1)
 			} else {
 				atomic.AddInt64(&r.res.RateLimited, 1)
 			}
-			if a.retryAfter > 0 {
-				pause = a.retryAfter/2 + time.Duration(rand.Int64N(int64(a.retryAfter/2)+1))
+			if ra := a.problem.RetryAfter; ra > 0 {
+				pause = ra/2 + time.Duration(rand.Int64N(int64(ra/2)+1))
 			}
 		}
 		if !wait.Sleep(ctx, pause) {

@@ -6,9 +6,10 @@ package loadgen
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckill-go/seckill"
 )
 
 // Sample is one point of the time series.
@@ -151,13 +152,7 @@ func (r *runner) sample(ctx context.Context, stop <-chan struct{}) {
 }
 
 // StockState is the sale's counts as GET /api/v1/sales/{id} shows them.
-type StockState struct {
-	Sellable  int `json:"sellable"`
-	Available int `json:"available"`
-	Held      int `json:"held"`
-	Sold      int `json:"sold"`
-	Queued    int `json:"queued"`
-}
+type StockState = seckill.StockState
 
 // stock reads the sale's stock from the first target (not counted as a request).
 func (r *runner) stock(ctx context.Context) (StockState, bool) {
@@ -165,20 +160,6 @@ func (r *runner) stock(ctx context.Context) (StockState, bool) {
 	// progress line: the stock is then unknown for this sample.
 	ctx, cancel := context.WithTimeout(ctx, stockReadWait)
 	defer cancel()
-	var sale struct {
-		StockState StockState `json:"stock_state"`
-	}
-	req, err := http.NewRequestWithContext(ctx, "GET", r.cfg.Targets[0]+"/api/v1/sales/"+r.cfg.SaleID, nil)
-	if err != nil {
-		return StockState{}, false
-	}
-	resp, err := r.cfg.Client.Do(req)
-	if err != nil {
-		return StockState{}, false
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&sale) != nil {
-		return StockState{}, false
-	}
-	return sale.StockState, true
+	sale, err := r.clients[0].Sale(ctx, r.cfg.SaleID)
+	return sale.StockState, err == nil
 }

@@ -11,7 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/internal/wait"
+	"github.com/seckill-go/seckill/payment"
 	"github.com/seckill-go/seckill/payment/stripegw"
 )
 
@@ -36,22 +39,19 @@ type StripeConfig struct {
 	StandIn string
 }
 
-// StripeRoute is where seckill instances receive Stripe's events.
-const StripeRoute = "/api/v1/payments/webhook/stripe"
-
 // stripeBuyer is a held buyer who pays (or not) at Stripe Checkout; see StripeConfig.
-func (r *runner) stripeBuyer(ctx context.Context, i int, user, token string, b Behavior, res reservation, tr *tracker) {
-	a, ok := r.call(ctx, i, "pay", "POST", "/api/v1/reservations/"+res.ID+"/pay", token, nil, nil, time.Time{})
-	if !ok || a.status != 200 {
+func (r *runner) stripeBuyer(ctx context.Context, i int, user, token string, b Behavior, res seckill.Reservation, tr *tracker) {
+	var intent seckill.PaymentIntent
+	a, ok := r.call(ctx, i, "pay", token, time.Time{}, func(c *client.Client) (err error) {
+		intent, err = c.Pay(ctx, res.ID)
+		return err
+	})
+	if !ok || a.err != nil {
 		if !r.noPaymentPath(a) {
-			r.fail("POST /api/v1/reservations/%s/pay: %d %s", res.ID, a.status, excerpt(a.body))
+			r.fail("pay %s: %v", res.ID, a.err)
 		}
 		return
 	}
-	var intent struct {
-		PaymentID string `json:"payment_id"`
-	}
-	_ = json.Unmarshal(a.body, &intent)
 	atomic.AddInt64(&r.res.PaymentsBegun, 1)
 	session := stripegw.EventSession{ID: intent.PaymentID, ReservationID: res.ID, AmountCents: res.AmountCents}
 	late := b == PayLate && res.ExpiresAt != nil
@@ -128,11 +128,13 @@ func (r *runner) settleAtStripe(ctx context.Context, sessionID string) bool {
 // stripeEvent delivers one signed Stripe event to any target, retried until one answers 200,
 // and records a paid one's result as deliver does. Each event gets an id of its own; a
 // redelivery of the same session's payment is answered duplicate.
-func (r *runner) stripeEvent(ctx context.Context, i int, user, eventType string, s stripegw.EventSession, res reservation) {
+func (r *runner) stripeEvent(ctx context.Context, i int, user, eventType string, s stripegw.EventSession, res seckill.Reservation) {
 	eventID := "evt_bench_" + strconv.FormatUint(rand.Uint64(), 36)
-	result, ok := r.notify(ctx, i, StripeRoute, func() ([]byte, map[string]string) {
-		hdr, body := stripegw.SignedEvent(r.cfg.Stripe.WebhookSecret, eventID, eventType, s, time.Now())
-		return body, map[string]string{stripegw.SignatureHeader: hdr.Get(stripegw.SignatureHeader)}
+	result, ok := r.notify(ctx, i, func(c *client.Client) (seckill.PaymentResult, error) {
+		return c.Notify(ctx, stripegw.Name, func(now time.Time) payment.SignedBody {
+			hdr, body := stripegw.SignedEvent(r.cfg.Stripe.WebhookSecret, eventID, eventType, s, now)
+			return payment.SignedBody{Body: body, Header: stripegw.SignatureHeader, Value: hdr.Get(stripegw.SignatureHeader)}
+		})
 	})
 	if ok && s.PaymentStatus == "paid" {
 		r.recordPayment(user, s.ID, result, res)

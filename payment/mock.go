@@ -1,7 +1,6 @@
 package payment
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -330,13 +329,11 @@ func (g *MockGateway) send(body []byte) (int, error) {
 	if g.cfg.Deliver != nil {
 		return g.cfg.Deliver(ctx, body, header)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.cfg.WebhookURL, bytes.NewReader(body))
+	req, err := NewRequest(ctx, g.cfg.WebhookURL, SignedBody{Body: body, Header: SignatureHeader, Value: header})
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(SignatureHeader, header)
-	req.Header.Set("User-Agent", "seckill-mock-gateway")
+	req.Header.Set("User-Agent", mockUserAgent)
 	resp, err := g.cfg.HTTPClient.Do(req)
 	if err != nil {
 		return 0, err

@@ -78,7 +78,7 @@ func TestSaleSegmentsFromDefinition(t *testing.T) {
 		if err != nil || got.Segments != n || st.Available != 100 {
 			t.Fatalf("Sale of a sale with %d segments: segments %d, %+v, %v", n, got.Segments, st, err)
 		}
-		if in := e.segmentsOf(def.ID); (in != nil) != (n > 1) || in != nil && in.n != n {
+		if in := e.segs.of(def.ID); (in != nil) != (n > 1) || in != nil && in.n != n {
 			t.Fatalf("the engine split a sale asked for %d segments into %+v", n, in)
 		}
 	}

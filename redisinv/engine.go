@@ -16,16 +16,21 @@
 // suite (seckilltest.TestInventory) is the judge. Where Redis forces a difference it is small
 // and documented: times are kept in milliseconds, and a call expires at most 256 overdue holds
 // before it acts (the sweeper expires the rest).
+//
+// The package is in rooms, each a type that sees of the Engine only a small interface, so that
+// a change to one needs no read of the others (docs/DECISIONS.md "The house: the Redis engine's
+// rooms"): the core (call.go: one script call, keys and clock, the reply decoded; scripts.go
+// and lua/, each script's KEYS/ARGV written next to its Go caller); one sale's operations
+// (inventory.go, buy.go with the batching, saleadmin.go); the segmented sales (segments, behind
+// segCore); the local answers (localAnswers, behind localHost); the versions (versionBook) and
+// the rebuild (rebuilder, behind rebuildHost); the streams, their consumer and the export
+// (Consumer, streamLog, EventReader, behind streamHost); the sweeper.
 package redisinv
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,16 +55,13 @@ type Engine struct {
 	log          *slog.Logger
 	rebuild      *rebuilder // nil: a missing sale is simply not found
 	scripts      *scriptSet
-	batches      batcher // groups the buys of one sale that arrive together (batch.go)
+	batches      batcher // groups the buys of one sale that arrive together (buy.go)
 	maxBatch     int
 	stream       streamLimits // how the sales' streams are trimmed (events.go)
 	acks         replicaAcks  // WAIT after state-changing scripts (replicas.go); off by default
 	versions     versionBook  // the sales' highest versions seen (version.go)
-	segs         sync.Map     // sale id -> *segInfo, the segmented sales seen (segment.go)
+	segs         segments     // the segmented sales (segbook.go, segment.go, seglend.go)
 	streamCounts sync.Map     // sale id -> int, its event streams (stream.go saleStreams)
-	tagSets      sync.Map     // sale id -> []string, its segments' tags (segment.go segTags)
-	loadSegs     int          // withSegments: LoadSale splits every sale (tests)
-	noLend       bool         // tests: a segment short of units collapses the sale at once
 
 	local    *localAnswers // buys answered without Redis (localanswers.go); nil: off
 	inflight inflightBound // the buys of each sale waiting for Redis (inflight.go)
@@ -88,7 +90,7 @@ func WithPrefix(p string) Option {
 func WithTimeout(d time.Duration) Option { return func(e *Engine) { e.timeout = d } }
 
 // WithMaxBatch sets how many buys of one sale that arrive together go in one script call, 1
-// to 64 (default 64; see batch.go). 1 sends every buy alone, as a plain client would; it is
+// to 64 (default 64; see buy.go). 1 sends every buy alone, as a plain client would; it is
 // for comparisons.
 func WithMaxBatch(n int) Option {
 	return func(e *Engine) { e.maxBatch = min(max(n, 1), maxBatch) }
@@ -109,10 +111,15 @@ func New(rdb rueidis.Client, opts ...Option) *Engine {
 	for _, o := range opts {
 		o(e)
 	}
+	e.versions.attach(e.rebuild, e.log)
+	e.segs.attach(e)
+	if e.local != nil {
+		e.local.attach(e)
+	}
 	return e
 }
 
-// Close waits for the engine's own goroutines: the senders of queued buys (batch.go; each ends
+// Close waits for the engine's own goroutines: the senders of queued buys (buy.go; each ends
 // when its queue is empty, a buy after Close sends its batch itself) and the background
 // rebuilds, which it stops. It does not close the Redis client, which the caller owns. Stop
 // the engine's background services (Services) and whatever calls Buy first.
@@ -168,146 +175,6 @@ func (e *Engine) Ping(ctx context.Context) error {
 	return nil
 }
 
-// keyParts are the suffixes of a sale's keys, in the order of the scripts' KEYS.
-var keyParts = [...]string{"sale", "res", "holds", "queue", "users", "idem", "events"}
-
-// keys returns the seven keys of a sale (common.lua).
-func (e *Engine) keys(saleID string) []string {
-	base := e.prefix + "{sale:" + saleID + "}:"
-	ks := make([]string, len(keyParts))
-	for i, p := range keyParts {
-		ks[i] = base + p
-	}
-	return ks
-}
-
-// streamKey is the sale's event stream.
-func (e *Engine) streamKey(saleID string) string { return e.prefix + "{sale:" + saleID + "}:events" }
-
-// clockArg is ARGV[1] of every script: empty for Redis TIME, or the test clock in ms.
-func (e *Engine) clockArg() string {
-	if e.clock == nil {
-		return ""
-	}
-	return strconv.FormatInt(e.clock.Now().UnixMilli(), 10)
-}
-
-// reply is a script's answer: its first element is "ok" or a domain code.
-type reply []rueidis.RedisMessage
-
-func (r reply) code() string { return r.str(0) }
-
-func (r reply) str(i int) string {
-	if i >= len(r) {
-		return ""
-	}
-	s, _ := r[i].ToString()
-	return s
-}
-
-func (r reply) int(i int) int64 {
-	if i >= len(r) {
-		return 0
-	}
-	n, _ := r[i].AsInt64()
-	return n
-}
-
-// errUnavailable is the client-facing error for a Redis that does not answer.
-func errUnavailable(cause error) error {
-	return fmt.Errorf("%w: %w", seckill.Errorf(seckill.CodeUnavailable, "the inventory is unavailable; retry shortly"), cause)
-}
-
-// exec runs s for one sale with args after the clock. A sale that is missing is handed to the
-// rebuilder (not_found, or unavailable while it is rebuilt); one being rebuilt is unavailable.
-// Transport failures and timeouts are unavailable; a Redis error reply means a script refused
-// its arguments, which is a bug on this side, and is internal.
-func (e *Engine) exec(ctx context.Context, s *script, saleID string, args ...string) (reply, error) {
-	r, err := e.execRaw(ctx, s, saleID, args...)
-	if err != nil {
-		return nil, err
-	}
-	switch r.code() {
-	case "not_loaded":
-		return nil, e.missing(ctx, saleID)
-	case "loading":
-		if e.rebuild != nil {
-			// A rebuild may have stopped half way (its instance died, it lost its lock): if
-			// nobody holds the lock any more, this instance takes over.
-			e.rebuild.start(saleID)
-		}
-		return nil, seckill.Errorf(seckill.CodeUnavailable, "sale %q is being restored from the database; retry shortly", saleID)
-	}
-	return r, nil
-}
-
-// execRaw is exec without the handling of missing and loading sales.
-func (e *Engine) execRaw(ctx context.Context, s *script, saleID string, args ...string) (reply, error) {
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
-	argv := make([]string, 0, 1+len(args))
-	argv = append(argv, e.clockArg())
-	argv = append(argv, args...)
-	floor := e.versionFloor(saleID)                  // version.go
-	msgs, err := e.run(ctx, s, e.keys(saleID), argv) // replicas.go
-	if err != nil {
-		wrapped := fmt.Errorf("redisinv: %s script for sale %s: %w", s.name, saleID, err)
-		if transient(err) {
-			return nil, errUnavailable(wrapped)
-		}
-		return nil, wrapped
-	}
-	r, v, err := splitVersion(msgs)
-	if err != nil {
-		return nil, fmt.Errorf("redisinv: %s script for sale %s: %w", s.name, saleID, err)
-	}
-	e.noteVersion(saleID, s.name, v) // localanswers.go: a view older than this call is stale
-	if err := e.checkVersion(ctx, saleID, floor, v); err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
-// transientReplies are the error replies of a Redis that cannot serve now but will: out of
-// memory, busy with a long script, a replica or a node without its master, a cluster
-// reconfiguring, a server loading its data set.
-var transientReplies = []string{"OOM", "BUSY", "READONLY", "MASTERDOWN", "NOREPLICAS", "CLUSTERDOWN",
-	"LOADING", "TRYAGAIN", "MOVED", "ASK"}
-
-// transient reports whether err is worth a retry later (unavailable, 503): a failure to reach
-// Redis or one of transientReplies. Other error replies mean a script refused its keys or
-// arguments, or found a key of the wrong type: a bug or a corrupted key, internal.
-func transient(err error) bool {
-	re, ok := rueidis.IsRedisErr(err)
-	if !ok {
-		return true // transport, timeout
-	}
-	word, _, _ := strings.Cut(re.Error(), " ")
-	return slices.Contains(transientReplies, word)
-}
-
-// missing decides what a call on a sale whose keys are missing answers.
-func (e *Engine) missing(ctx context.Context, saleID string) error {
-	if e.rebuild == nil {
-		return seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
-	}
-	return e.rebuild.missing(ctx, saleID)
-}
-
-// random returns 16 lowercase hex digits from crypto/rand, the random half of a reservation
-// id. It reads 4 KiB at a time, so a buy pays for one system call per 512 reservations.
-func (e *Engine) random() string {
-	e.randMu.Lock()
-	defer e.randMu.Unlock()
-	if len(e.randBuf) < 8 {
-		e.randBuf = make([]byte, 4096)
-		_, _ = rand.Read(e.randBuf)
-	}
-	s := hex.EncodeToString(e.randBuf[:8])
-	e.randBuf = e.randBuf[8:]
-	return s
-}
-
 // splitID returns the sale id and the 32-hex suffix of a reservation id made by
 // seckill.ReservationID, or ok false for an id no engine of this format could have made.
 func splitID(id string) (saleID, suffix string, ok bool) {
@@ -324,19 +191,36 @@ func splitID(id string) (saleID, suffix string, ok bool) {
 	return saleID, suffix, true
 }
 
-func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+// The doors the rooms see of the engine, beyond its core (call.go) and its public methods.
 
-func itoa(n int) string { return strconv.Itoa(n) }
+// scriptSet is the engine's scripts (tests swap in broken ones after New).
+func (e *Engine) scriptSet() *scriptSet { return e.scripts }
 
-func i64toa(n int64) string { return strconv.FormatInt(n, 10) }
+// redis is the engine's Redis client.
+func (e *Engine) redis() rueidis.Client { return e.rdb }
 
-// errNotFound is the not_found error for a reservation id.
-func errNotFound(id string) error {
-	return seckill.Errorf(seckill.CodeNotFound, "reservation %q not found", id)
+// versionBook is the engine's record of its sales' versions (version.go).
+func (e *Engine) versionBook() *versionBook { return &e.versions }
+
+// logger is the engine's logger.
+func (e *Engine) logger() *slog.Logger { return e.log }
+
+// rebuildLost starts the rebuild of a segmented sale that lost a segment and reports whether
+// the engine rebuilds at all (WithRebuild).
+func (e *Engine) rebuildLost(saleID string) bool {
+	if e.rebuild == nil {
+		return false
+	}
+	e.rebuild.startLost(saleID)
+	return true
 }
 
-// isCode reports whether err is a domain error with code c.
-func isCode(err error, c seckill.Code) bool {
-	var de *seckill.Error
-	return errors.As(err, &de) && de.Code == c
+// segmentsRebuilt makes the engine take a rebuilt sale for a one-segment sale (segBook.forget).
+func (e *Engine) segmentsRebuilt(saleID string) { e.segs.forget(saleID, true) }
+
+// LoadSaleSegments preheats a sale split into n segments (1 is LoadSale). The free units are
+// shared evenly; sold units are counted in segment 0. LoadSale calls it for a sale whose
+// definition asks for segments (the API's `segments` option; docs/DECISIONS.md "Segmented stock").
+func (e *Engine) LoadSaleSegments(ctx context.Context, def seckill.Sale, sold, n int) error {
+	return e.segs.loadSegments(ctx, def, sold, n)
 }

@@ -71,7 +71,7 @@ func TestEventReaderSegments(t *testing.T) {
 			// Negative control of the cut: the same streams merged a page of 3 per stream at
 			// a time without it read segment 0's first entry before segment 2's fourth.
 			var streams [][]events.Event
-			for _, tag := range r.e.segTags(r.sale.ID, r.n) {
+			for _, tag := range r.e.segs.tagsOf(r.sale.ID, r.n) {
 				entries, err := r.e.rdb.Do(t.Context(), r.e.rdb.B().Xrange().Key(r.e.streamKey(tag)).Start("-").End("+").Build()).AsXRangeSlices()
 				if err != nil {
 					t.Fatal(err)

@@ -77,6 +77,10 @@ func (l *streamLimits) bounds() (keep time.Duration, most int) {
 
 // trimStream drops the entries of a sale's stream that every reader has acknowledged (trim.lua)
 // and warns when the stream nears its maximum.
+//
+// trim.lua: KEYS the sale's seven keys (only the stream is used); ARGV [1] clock, [2] the order
+// store's group (Group), [3] keep entries newer than this many ms, [4] most entries kept (0:
+// no bound). Reply {'ok', removed, left}.
 func (e *Engine) trimStream(ctx context.Context, saleID string) error {
 	keep, most := e.stream.bounds()
 	r, err := e.execRaw(ctx, e.scripts.trim, saleID, Group, strconv.FormatInt(keep.Milliseconds(), 10), strconv.Itoa(most))
@@ -122,7 +126,7 @@ func (e *Engine) ExportLog(saleID string, locks *lock.Client) events.Log {
 }
 
 type streamLog struct {
-	e     *Engine
+	e     streamHost
 	sale  string
 	key   string // segment 0's stream: the sale's own
 	locks *lock.Client
@@ -133,7 +137,7 @@ type streamLog struct {
 func (l *streamLog) keys(ctx context.Context) []string {
 	n, _ := l.e.saleStreams(ctx, l.sale)
 	keys := make([]string, n)
-	for i, tag := range l.e.segTags(l.sale, n) {
+	for i, tag := range l.e.streamTags(l.sale, n) {
 		keys[i] = l.e.streamKey(tag)
 	}
 	return keys
@@ -166,7 +170,7 @@ func (l *streamLog) Lead(ctx context.Context, sink string) (context.Context, fun
 			return nil, nil, ctx.Err()
 		}
 		if !errors.Is(err, lock.ErrNotAcquired) {
-			l.e.log.Warn("redisinv: taking the export lead failed; retrying", "sale", l.sale, "err", err)
+			l.e.logger().Warn("redisinv: taking the export lead failed; retrying", "sale", l.sale, "err", err)
 		}
 		if !wait.Sleep(ctx, leadRetry) {
 			return nil, nil, ctx.Err()
@@ -204,7 +208,7 @@ func (l *streamLog) Read(ctx context.Context, sink string, max int) (events.Batc
 		b.Events = append(b.Events, l.e.exported(l.sale, en.ID, en.FieldValues)...)
 	}
 	b.Ack = func(ctx context.Context) error {
-		rdb := l.e.rdb
+		rdb := l.e.redis()
 		return rdb.Do(ctx, rdb.B().Xack().Key(l.key).Group(group).Id(ids...).Build()).Error()
 	}
 	return b, nil
@@ -244,7 +248,7 @@ func (l *streamLog) multiRead(ctx context.Context, group string, keys []string, 
 		b.Events = append(b.Events, l.e.exported(l.sale, en.ID, en.FieldValues)...)
 	}
 	b.Ack = func(ctx context.Context) error {
-		rdb := l.e.rdb
+		rdb := l.e.redis()
 		var cmds rueidis.Commands
 		for seg, segIDs := range ids {
 			if len(segIDs) > 0 {
@@ -264,7 +268,7 @@ func (l *streamLog) multiRead(ctx context.Context, group string, keys []string, 
 // readEach reads up to max entries from id of every segment's stream through the group (no
 // wait), creating the group where it is missing.
 func (l *streamLog) readEach(ctx context.Context, group string, keys []string, id string, max int) ([]segEntry, error) {
-	rdb := l.e.rdb
+	rdb := l.e.redis()
 	cmds := make(rueidis.Commands, len(keys))
 	for i, k := range keys {
 		cmds[i] = rdb.B().Xreadgroup().Group(group, exportConsumer).Count(int64(max)).Streams().Key(k).Id(id).Build()
@@ -322,7 +326,7 @@ func (e *Engine) exported(saleID, id string, fvs []rueidis.XRangeFieldValue) []e
 // read is XREADGROUP for the export consumer: from id "0" (its pending entries; no wait) or
 // ">" (new ones, waiting up to block).
 func (l *streamLog) read(ctx context.Context, group, id string, block time.Duration, count int) ([]rueidis.XRangeSlice, error) {
-	rdb := l.e.rdb
+	rdb := l.e.redis()
 	var cmd rueidis.Completed
 	if block < 0 {
 		cmd = rdb.B().Xreadgroup().Group(group, exportConsumer).Count(int64(count)).Streams().Key(l.key).Id(id).Build()
@@ -342,7 +346,7 @@ func (l *streamLog) read(ctx context.Context, group, id string, block time.Durat
 // createGroup creates a sink's group at the start of the stream, so that a sink reads every
 // entry still kept, including those written before it existed.
 func (l *streamLog) createGroup(ctx context.Context, key, group string) error {
-	rdb := l.e.rdb
+	rdb := l.e.redis()
 	err := rdb.Do(ctx, rdb.B().XgroupCreate().Key(key).Group(group).Id("0").Mkstream().Build()).Error()
 	if e, ok := rueidis.IsRedisErr(err); ok && e.IsBusyGroup() {
 		return nil
@@ -372,7 +376,7 @@ func (l *streamLog) Lag(ctx context.Context, sink string) (int64, time.Time, err
 
 // lag is Lag of one stream.
 func (l *streamLog) lag(ctx context.Context, key, group string) (int64, time.Time, error) {
-	rdb := l.e.rdb
+	rdb := l.e.redis()
 	groups, err := rdb.Do(ctx, rdb.B().XinfoGroups().Key(key).Build()).ToArray()
 	if err != nil {
 		if e, ok := rueidis.IsRedisErr(err); ok && strings.Contains(e.Error(), "no such key") {
@@ -476,7 +480,7 @@ func streamIDTime(id string) time.Time {
 // Stream entries are kept only until every reader has them and DefaultStreamKeep (or
 // WithStreamLimits) has passed: it reads what is left.
 type EventReader struct {
-	e        *Engine
+	e        streamHost
 	sale     string
 	from     string   // where a stream not yet read starts (after this id)
 	end      string   // the last id to read, "+" for the streams' ends
@@ -551,9 +555,9 @@ func (r *EventReader) Done() bool { return r.lastRead == 0 }
 // read reads up to count entries after each stream's cursor; full has, for each stream whose
 // page was full, the id of its last entry ("" for the others).
 func (r *EventReader) read(ctx context.Context, count int) ([]segEntry, []string, error) {
-	rdb := r.e.rdb
+	rdb := r.e.redis()
 	cmds := make(rueidis.Commands, len(r.cursor))
-	tags := r.e.segTags(r.sale, len(r.cursor))
+	tags := r.e.streamTags(r.sale, len(r.cursor))
 	for seg, after := range r.cursor {
 		cmds[seg] = rdb.B().Xrange().Key(r.e.streamKey(tags[seg])).Start("(" + after).End(r.end).Count(int64(count)).Build()
 	}
@@ -579,7 +583,7 @@ func (r *EventReader) read(ctx context.Context, count int) ([]segEntry, []string
 func (e *Engine) streamLastIDs(ctx context.Context, saleID string, n int) ([]string, error) {
 	rdb := e.rdb
 	cmds := make(rueidis.Commands, n)
-	for seg, tag := range e.segTags(saleID, n) {
+	for seg, tag := range e.segs.tagsOf(saleID, n) {
 		cmds[seg] = rdb.B().Xrevrange().Key(e.streamKey(tag)).End("+").Start("-").Count(1).Build()
 	}
 	ids := make([]string, n)

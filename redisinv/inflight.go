@@ -1,12 +1,9 @@
 package redisinv
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
-
-	"github.com/seckill-go/seckill"
 )
 
 // DefaultMaxInFlight is how many buys of one sale one instance lets wait for Redis at once by
@@ -46,7 +43,7 @@ type inflightBound struct {
 
 // acquire takes a place for a buy of saleID, or reports false when every place is taken.
 // The caller calls release once the buy is answered. A sale's counter stays for the engine's
-// life (a word; buys reach the engine only for sales the service found, as in batch.go).
+// life (a word; buys reach the engine only for sales the service found, as in buy.go).
 func (b *inflightBound) acquire(saleID string) (*atomic.Int64, bool) {
 	limit := b.max
 	if limit == 0 {
@@ -74,20 +71,3 @@ func (b *inflightBound) counter(saleID string) *atomic.Int64 {
 
 // inFlight is how many buys of saleID wait for Redis now (tests).
 func (b *inflightBound) inFlight(saleID string) int64 { return b.counter(saleID).Load() }
-
-// buyGuarded is Buy after its checks: the local answer if the sale's view has one
-// (localanswers.go), else a place among the sale's buys in flight, else unavailable.
-func (e *Engine) buyGuarded(ctx context.Context, req seckill.BuyRequest, q int) (seckill.BuyResult, error) {
-	if ok, err := e.localAnswer(req, q); ok {
-		return seckill.BuyResult{}, err
-	}
-	c, ok := e.inflight.acquire(req.SaleID)
-	if !ok {
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeUnavailable,
-			"too many buys of sale %s are waiting for the inventory on this instance; retry shortly", req.SaleID)
-	}
-	if c != nil {
-		defer c.Add(-1)
-	}
-	return e.buy(ctx, &buyCall{req: req, q: q, random: e.random()})
-}

@@ -23,8 +23,8 @@ const reclaimBatch = 1024
 // LoadSale preheats a sale: its definition and counters, with sold units already sold.
 // Loading a sale that is loaded is a conflict, so a repeated preheat changes nothing.
 func (e *Engine) LoadSale(ctx context.Context, def seckill.Sale, sold int) error {
-	if e.loadSegs > 1 {
-		return e.LoadSaleSegments(ctx, def, sold, e.loadSegs)
+	if e.segs.loadN > 1 {
+		return e.LoadSaleSegments(ctx, def, sold, e.segs.loadN)
 	}
 	if n := def.SegmentCount(); n > 1 {
 		return e.LoadSaleSegments(ctx, def, sold, n)
@@ -51,6 +51,14 @@ func (e *Engine) loadSale(ctx context.Context, def seckill.Sale, sold int) error
 }
 
 // loadArgs are load.lua's ARGV after the clock.
+//
+// load.lua: KEYS the sale's (or segment's) seven keys; ARGV [1] clock, [2] mode ('new',
+// 'rebuild', 'segment'), [3] the rebuild's token, [4] name, [5] price, [6] stock, [7] holdback,
+// [8] starts_at ms, [9] ends_at ms, [10] per-user limit, [11] hold seconds, [12] queue limit,
+// [13] created_at ms, [14] units sold, [15] currency, [16] listed; then, optionally, [17] the
+// starting version and [18] a stale version (rebuild.go), or for a segment [17] '1', [18] '0',
+// [19] segments, [20] its index, [21] its share of the free units (LoadSaleSegments). Reply
+// {'ok'} / {'conflict'} / {'fenced'}.
 func loadArgs(def seckill.Sale, sold int, mode, token string) []string {
 	return []string{
 		mode, token, def.Name, i64toa(def.PriceCents), itoa(def.Stock), itoa(def.Holdback),
@@ -58,14 +66,6 @@ func loadArgs(def seckill.Sale, sold int, mode, token string) []string {
 		itoa(def.HoldSeconds), itoa(def.QueueLimit), i64toa(max(def.CreatedAt.UnixMilli(), 0)), itoa(sold),
 		def.Currency, boolArg(def.Listed),
 	}
-}
-
-// boolArg is a flag as the scripts take it: "1" or "0".
-func boolArg(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
 }
 
 // Sale returns the definition and live counts, after reclaiming expired holds.
@@ -80,7 +80,7 @@ func (e *Engine) Sale(ctx context.Context, id string) (seckill.Sale, seckill.Sto
 // the sale is split is found by the calls that reach it (its users' buys, the sweeper's reclaim
 // of every segment), not here. With local answers, when the sale's exact view cannot answer,
 // the definition comes from the instance's copy, at most localWindowAge old (localanswers.go
-// localWindow).
+// window).
 func (e *Engine) SaleWindow(ctx context.Context, id string) (seckill.Sale, error) {
 	s, _, err := e.sale(ctx, id, false)
 	return s, err
@@ -90,145 +90,57 @@ var _ seckill.SaleWindows = (*Engine)(nil)
 
 // sale is Sale; without counts (SaleWindow) a segmented sale is read at segment 0 only, and the
 // counts returned are segment 0's alone.
+//
+// sale.lua: KEYS the sale's seven keys; ARGV [1] clock. Reply a sale_reply (saleOf; field 17 the
+// segments, 18 the mode) or {'not_loaded'} / {'loading'}; a segment also {'moving'} / {'moved'}.
 func (e *Engine) sale(ctx context.Context, id string, counts bool) (seckill.Sale, seckill.StockState, error) {
 	if !seckill.ValidID(id) {
 		return seckill.Sale{}, seckill.StockState{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", id)
 	}
-	in := e.segmentsOf(id)
+	in := e.segs.of(id)
 	if in == nil {
-		if s, st, ok := e.localSale(id); ok { // localanswers.go
+		if s, st, ok := e.local.saleState(id); ok { // localanswers.go
 			return s, st, nil
 		}
 	} else if counts && !in.collapsed.Load() {
-		return e.segSale(ctx, id, in)
+		return e.segs.segSale(ctx, id, in)
 	}
 	if !counts {
-		if s, ok := e.localWindow(id); ok { // localanswers.go
+		if s, ok := e.local.window(id); ok { // localanswers.go
 			return s, seckill.StockState{}, nil
 		}
 	}
 	var w *windowCopy
 	if !counts {
-		w = e.windowRead(id)
+		w = e.local.windowRead(id)
 	}
 	r, err := e.exec(ctx, e.scripts.sale, id)
 	if err != nil {
 		return seckill.Sale{}, seckill.StockState{}, err
 	}
-	in = e.segmentsIn(id, r)
+	in = e.segs.in(id, r)
 	if counts && in != nil && !in.collapsed.Load() {
-		return e.segSale(ctx, id, in)
+		return e.segs.segSale(ctx, id, in)
 	}
 	s, st := saleOf(id, r)
 	if !counts && r.code() == "ok" {
-		e.keepWindow(id, w, s)
+		e.local.keepWindow(id, w, s)
 	}
 	return s, st, nil
 }
 
-// saleOf decodes a sale_reply (common.lua).
-func saleOf(id string, r reply) (seckill.Sale, seckill.StockState) {
-	s := seckill.Sale{
-		ID: id, Name: r.str(1), PriceCents: r.int(2), Stock: int(r.int(3)), Holdback: int(r.int(4)),
-		StartsAt: fromMillis(r.int(5)), EndsAt: fromMillis(r.int(6)), PerUserLimit: int(r.int(7)),
-		HoldSeconds: int(r.int(8)), QueueLimit: int(r.int(9)), CreatedAt: fromMillis(r.int(10)),
-		Currency: r.str(15), Listed: r.str(16) != "0", Segments: max(int(r.int(17)), 1),
-	}
-	st := seckill.StockState{
-		Sellable: s.Sellable(), Available: int(r.int(11)), Held: int(r.int(12)), Sold: int(r.int(13)),
-		Queued: int(r.int(14)),
-	}
-	return s, st
-}
-
-// reservationOf decodes a res_reply (common.lua) of sale saleID.
-func reservationOf(saleID string, r reply) seckill.Reservation {
-	v := seckill.Reservation{
-		ID: saleID + "-" + r.str(2), SaleID: saleID, Status: seckill.ReservationStatus(r.str(3)),
-		UserID: r.str(4), Quantity: int(r.int(5)), Seq: uint64(r.int(7)), AmountCents: r.int(8),
-		CreatedAt: fromMillis(r.int(9)), PaymentID: r.str(10), IdempotencyKey: r.str(11),
-		Position: int(r.int(12)),
-	}
-	if v.Status == seckill.StatusHeld {
-		t := fromMillis(r.int(6))
-		v.ExpiresAt = &t
-	}
-	return v
-}
-
-// Buy runs buy.lua: docs/MODEL.md "Buy" in one script.
-func (e *Engine) Buy(ctx context.Context, req seckill.BuyRequest) (seckill.BuyResult, error) {
-	if !seckill.ValidID(req.SaleID) {
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", req.SaleID)
-	}
-	if !seckill.ValidID(req.UserID) {
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "user id must be 1–64 of [A-Za-z0-9_.-]")
-	}
-	if len(req.IdempotencyKey) > maxIdempotencyKey {
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "idempotency key is longer than %d bytes", maxIdempotencyKey)
-	}
-	q := min(max(req.Quantity, 0), maxExact) // the script answers invalid_argument for 0
-	if in := e.segmentsOf(req.SaleID); in != nil {
-		return e.buySegmented(ctx, in, req, q)
-	}
-	res, err := e.buyGuarded(ctx, req, q)
-	if sig := signalOf(err); sig != nil { // a segmented sale this instance had not seen yet
-		var in *segInfo
-		if sig.code == "segments" {
-			in = e.learnSegments(req.SaleID, int(sig.n))
-		} else if in, err = e.discoverSegments(ctx, req.SaleID); err != nil {
-			return seckill.BuyResult{}, err
-		}
-		return e.buySegmented(ctx, in, req, q)
-	}
-	return res, err
-}
-
-// buyAnswer decodes one buyer's answer of buy.lua.
-func buyAnswer(req seckill.BuyRequest, r reply) (seckill.BuyResult, error) {
-	switch r.code() {
-	case "ok":
-		return seckill.BuyResult{Reservation: reservationOf(req.SaleID, r), Replayed: r.int(1) == 1}, nil
-	case "invalid_argument":
-		if req.Quantity < 1 {
-			return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "quantity must be at least 1")
-		}
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "quantity %d × price is too large", req.Quantity)
-	case "not_started":
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeNotStarted, "sale %s has not started", req.SaleID)
-	case "ended":
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeEnded, "sale %s has ended", req.SaleID)
-	case "limit_exceeded":
-		if r.str(1) == "quantity" {
-			return seckill.BuyResult{}, seckill.Errorf(seckill.CodeLimitExceeded, "quantity %d is over the per-user limit %d", req.Quantity, r.int(2))
-		}
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeLimitExceeded, "user %q would hold more than %s", req.UserID, seckill.Units(r.int(2)))
-	case "sold_out":
-		if left := r.int(1); left > 0 {
-			return seckill.BuyResult{}, seckill.Errorf(seckill.CodeSoldOut, "only %s left unsold, fewer than the %d asked for", seckill.Units(left), req.Quantity)
-		}
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeSoldOut, "sold out")
-	case "queue_full":
-		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeQueueFull, "every unit is held and the queue is full; try again later")
-	}
-	if sig := segSignalOf(r); sig != nil {
-		return seckill.BuyResult{}, sig // segment.go acts on it
-	}
-	return seckill.BuyResult{}, unexpected("buy", r)
-}
-
-func unexpected(script string, r reply) error {
-	return fmt.Errorf("redisinv: %s script: unexpected reply %q", script, r.code())
-}
-
 // Reservation returns a reservation as it is now.
+//
+// reservation.lua: KEYS the sale's seven keys; ARGV [1] clock, [2] reservation suffix, [3]
+// segment flag (segmented sales only). Reply {'ok', 0, res_reply...} / {'not_found'} /
+// {'not_loaded'} / {'loading'}, or {'segments', n} for a sale this instance took for plain.
 func (e *Engine) Reservation(ctx context.Context, id string) (seckill.Reservation, error) {
 	saleID, suffix, ok := splitID(id)
 	if !ok {
 		return seckill.Reservation{}, errNotFound(id)
 	}
-	if in := e.segmentsOf(saleID); in != nil {
-		return e.segReservation(ctx, id, saleID, suffix, in)
+	if in := e.segs.of(saleID); in != nil {
+		return e.segs.segReservation(ctx, id, saleID, suffix, in)
 	}
 	r, err := e.exec(ctx, e.scripts.reservation, saleID, suffix)
 	if isCode(err, seckill.CodeNotFound) {
@@ -243,19 +155,23 @@ func (e *Engine) Reservation(ctx context.Context, id string) (seckill.Reservatio
 	case "not_found":
 		return seckill.Reservation{}, errNotFound(id)
 	case "segments":
-		return e.segReservation(ctx, id, saleID, suffix, e.learnSegments(saleID, int(r.int(1))))
+		return e.segs.segReservation(ctx, id, saleID, suffix, e.segs.learn(saleID, int(r.int(1))))
 	}
 	return seckill.Reservation{}, unexpected("reservation", r)
 }
 
 // Cancel cancels a held or queued reservation of userID.
+//
+// cancel.lua: KEYS the sale's seven keys; ARGV [1] clock, [2] reservation suffix, [3] user id,
+// [4] segment flag (segmented sales only). Reply {'ok', 0, res_reply...} / {'not_found'} /
+// {'conflict'} (paid) / {'not_loaded'} / {'loading'}, or {'segments', n}.
 func (e *Engine) Cancel(ctx context.Context, id, userID string) (seckill.Reservation, error) {
 	saleID, suffix, ok := splitID(id)
 	if !ok || !seckill.ValidID(userID) {
 		return seckill.Reservation{}, errNotFound(id)
 	}
-	if in := e.segmentsOf(saleID); in != nil {
-		return e.segCancel(ctx, id, userID, saleID, suffix, in)
+	if in := e.segs.of(saleID); in != nil {
+		return e.segs.segCancel(ctx, id, userID, saleID, suffix, in)
 	}
 	r, err := e.exec(ctx, e.scripts.cancel, saleID, suffix, userID)
 	if isCode(err, seckill.CodeNotFound) {
@@ -265,7 +181,7 @@ func (e *Engine) Cancel(ctx context.Context, id, userID string) (seckill.Reserva
 		return seckill.Reservation{}, err
 	}
 	if r.code() == "segments" {
-		return e.segCancel(ctx, id, userID, saleID, suffix, e.learnSegments(saleID, int(r.int(1))))
+		return e.segs.segCancel(ctx, id, userID, saleID, suffix, e.segs.learn(saleID, int(r.int(1))))
 	}
 	return cancelResult(id, saleID, r)
 }
@@ -294,6 +210,12 @@ const noAmount = -1
 // a reservation no sale of this engine knows is refund_required; one for a sale that is being
 // rebuilt is unavailable, so the gateway retries once the reservation may be back. A payment in
 // another currency than the sale's is refund_required (seckill.PaymentConfirmation.InCurrency).
+//
+// pay.lua: KEYS the sale's seven keys; ARGV [1] clock, [2] reservation suffix, [3] payment id,
+// [4] amount in cents (noAmount for another currency), [5] segment flag (segmented sales only).
+// Reply {'ok', result, res_reply from its third element...} or {'ok', 'refund_required'} for an
+// unknown reservation, {'not_loaded'} / {'loading'}, or a segment's {'segments', n} / {'empty',
+// available, quantity} / {'adopt', stored reservation} (segPay).
 func (e *Engine) ConfirmPayment(ctx context.Context, p seckill.PaymentConfirmation) (seckill.PaymentResult, seckill.Reservation, error) {
 	if p.PaymentID == "" || len(p.PaymentID) > maxPaymentID {
 		return "", seckill.Reservation{}, seckill.Errorf(seckill.CodeInvalidArgument, "payment id must be 1 to %d bytes", maxPaymentID)
@@ -317,12 +239,12 @@ func (e *Engine) ConfirmPayment(ctx context.Context, p seckill.PaymentConfirmati
 	}
 	var r reply
 	var err error
-	if in := e.segmentsOf(saleID); in != nil {
-		r, err = e.segPay(ctx, p, saleID, suffix, amount, in)
+	if in := e.segs.of(saleID); in != nil {
+		r, err = e.segs.segPay(ctx, p, saleID, suffix, amount, in)
 	} else {
 		r, err = e.exec(ctx, e.scripts.pay, saleID, suffix, p.PaymentID, i64toa(amount))
 		if err == nil && r.code() == "segments" {
-			r, err = e.segPay(ctx, p, saleID, suffix, amount, e.learnSegments(saleID, int(r.int(1))))
+			r, err = e.segs.segPay(ctx, p, saleID, suffix, amount, e.segs.learn(saleID, int(r.int(1))))
 		}
 	}
 	if isCode(err, seckill.CodeNotFound) {
@@ -342,6 +264,10 @@ func (e *Engine) ConfirmPayment(ctx context.Context, p seckill.PaymentConfirmati
 }
 
 // AddStock adds units to a sale; queued buyers are served first.
+//
+// add_stock.lua: KEYS the sale's seven keys; ARGV [1] clock, [2] units to add ('0' for anything
+// out of range). Reply a sale_reply, {'invalid_argument', largest stock}, {'not_loaded'} /
+// {'loading'}, or {'moving'} while segment 0 of a segmented sale is collapsing.
 func (e *Engine) AddStock(ctx context.Context, saleID string, add int) (seckill.Sale, seckill.StockState, error) {
 	if !seckill.ValidID(saleID) {
 		return seckill.Sale{}, seckill.StockState{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
@@ -354,8 +280,8 @@ func (e *Engine) AddStock(ctx context.Context, saleID string, add int) (seckill.
 	for try := 0; err == nil && r.code() == "moving" && try < 16; try++ {
 		// Segment 0 of a segmented sale is collapsing: finish that, then add.
 		var in *segInfo
-		if in, err = e.discoverSegments(ctx, saleID); err == nil {
-			if err = e.collapse(ctx, saleID, in); err == nil || movedOn(err) {
+		if in, err = e.segs.discoverSegments(ctx, saleID); err == nil {
+			if err = e.segs.collapse(ctx, saleID, in); err == nil || movedOn(err) {
 				r, err = e.exec(ctx, e.scripts.addStock, saleID, itoa(arg))
 			}
 		}
@@ -365,8 +291,8 @@ func (e *Engine) AddStock(ctx context.Context, saleID string, add int) (seckill.
 	}
 	switch r.code() {
 	case "ok":
-		if in := e.segmentsIn(saleID, r); in != nil && !in.collapsed.Load() {
-			return e.segSale(ctx, saleID, in) // added at segment 0, lent from there
+		if in := e.segs.in(saleID, r); in != nil && !in.collapsed.Load() {
+			return e.segs.segSale(ctx, saleID, in) // added at segment 0, lent from there
 		}
 		s, st := saleOf(saleID, r)
 		return s, st, nil
@@ -380,6 +306,9 @@ func (e *Engine) AddStock(ctx context.Context, saleID string, add int) (seckill.
 }
 
 // CloseSale ends a sale now.
+//
+// close.lua: KEYS the sale's seven keys; ARGV [1] clock. Reply a sale_reply, {'not_loaded'} /
+// {'loading'}, or {'moving'} while a segmented sale is collapsing.
 func (e *Engine) CloseSale(ctx context.Context, saleID string) (seckill.Sale, seckill.StockState, error) {
 	if !seckill.ValidID(saleID) {
 		return seckill.Sale{}, seckill.StockState{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
@@ -391,9 +320,9 @@ func (e *Engine) CloseSale(ctx context.Context, saleID string) (seckill.Sale, se
 	if r.code() == "moving" || (r.code() == "ok" && r.int(17) > 1) {
 		// A segmented sale: every segment is closed (a moved one too: a late payment there
 		// must see the sale ended).
-		in, err := e.discoverSegments(ctx, saleID)
+		in, err := e.segs.discoverSegments(ctx, saleID)
 		if err == nil {
-			err = e.segClose(ctx, saleID, in)
+			err = e.segs.segClose(ctx, saleID, in)
 		}
 		if err != nil {
 			return seckill.Sale{}, seckill.StockState{}, err
@@ -409,6 +338,10 @@ func (e *Engine) CloseSale(ctx context.Context, saleID string) (seckill.Sale, se
 
 // Reclaim expires every overdue hold of the sale, reclaimBatch per script call, so that a
 // backlog never blocks Redis for long in one go.
+//
+// reclaim.lua: KEYS the sale's seven keys; ARGV [1] clock, [2] the most holds to expire. Reply
+// {'ok', expired, more (1/0), segments, outbox entries pending, mode}, {'not_loaded'} /
+// {'loading'}, or {'moving'} (a frozen segment).
 func (e *Engine) Reclaim(ctx context.Context, saleID string) (int, error) {
 	if !seckill.ValidID(saleID) {
 		return 0, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
@@ -425,11 +358,11 @@ func (e *Engine) Reclaim(ctx context.Context, saleID string) (int, error) {
 		total += int(r.int(1))
 		if r.int(2) == 0 {
 			if r.int(3) > 1 { // a segmented sale: the other segments too
-				in := e.learnSegments(saleID, int(r.int(3)))
+				in := e.segs.learn(saleID, int(r.int(3)))
 				if r.int(5) == modeSingle {
 					in.collapsed.Store(true)
 				}
-				n, err := e.segReclaim(ctx, saleID, in, r.int(4))
+				n, err := e.segs.segReclaim(ctx, saleID, in, r.int(4))
 				return total + n, err
 			}
 			return total, nil
@@ -445,7 +378,7 @@ func (e *Engine) RestoreReservation(ctx context.Context, in seckill.Reservation)
 		return err
 	}
 	saleID, _, _ := splitID(in.ID)
-	if _, err := e.oneSegment(ctx, saleID); err != nil { // a restored sale has one segment
+	if _, err := e.segs.oneSegment(ctx, saleID); err != nil { // a restored sale has one segment
 		return err
 	}
 	r, err := e.exec(ctx, e.scripts.restore, saleID, args...)
@@ -456,6 +389,12 @@ func (e *Engine) RestoreReservation(ctx context.Context, in seckill.Reservation)
 }
 
 // restoreArgs validates a reservation for restore.lua and returns its ARGV after the clock.
+//
+// restore.lua: KEYS the sale's seven keys; ARGV [1] clock, [2] rebuild token (empty outside a
+// rebuild), [3] suffix, [4] user id, [5] quantity, [6] status, [7] expires_at ms (0: none), [8]
+// amount, [9] created_at ms, [10] seq, [11] payment id, [12] idempotency key. Reply {'ok'} /
+// {'conflict'} (known id) / {'fenced'} (a newer rebuild) / {'not_loaded'} / {'loading'}
+// (restoreResult).
 func restoreArgs(in seckill.Reservation, token string) ([]string, error) {
 	saleID, suffix, ok := splitID(in.ID)
 	switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -146,10 +147,17 @@ func WithLocalAnswers(w *Watcher) Option {
 	}
 }
 
-// localAnswers is an engine's side of the local answers: its views and counts.
+// localAnswers is an engine's side of the local answers: its views and counts. The engine
+// holds it (nil: off) and calls it through its nil-safe methods (answer, saleState, window,
+// windowRead, keepWindow, noteVersion); it sees of the engine only localHost.
 type localAnswers struct {
 	w     *Watcher
-	sales sync.Map // sale id → *saleLocal
+	host  localHost
+	clock seckill.Clock // the engine's WithTestClock, if any
+	// timeout bounds a view's read (the engine's); log reports failed reads.
+	timeout time.Duration
+	log     *slog.Logger
+	sales   sync.Map // sale id → *saleLocal
 	// counts of buys answered locally, by code (localCodes); reads of views.
 	counts    [len(localCodes)]atomic.Uint64
 	refreshes atomic.Uint64
@@ -157,6 +165,19 @@ type localAnswers struct {
 	// testMaxAge, when not 0, replaces localMaxAge (ns; negative: every view is too old): a
 	// test decides when views age out instead of racing the wall clock.
 	testMaxAge atomic.Int64
+}
+
+// localHost is all the local answers see of the engine: a sale's keys, the highest version the
+// engine has seen of it (version.go), and a goroutine the engine owns and waits for at Close.
+type localHost interface {
+	keys(saleID string) []string
+	versionFloor(saleID string) versionMark
+	goSend(f func())
+}
+
+// attach gives the local answers what they need of e, once its options are applied.
+func (l *localAnswers) attach(e *Engine) {
+	l.host, l.clock, l.timeout, l.log = e, e.clock, e.timeout, e.log
 }
 
 // maxAge is how long (ns) a view is used without being re-read: localMaxAge but in tests.
@@ -191,14 +212,14 @@ type windowCopy struct {
 	gen  uint64
 }
 
-// localWindow is a sale's definition, read at most localWindowAge ago and since this engine's
+// window is a sale's definition, read at most localWindowAge ago and since this engine's
 // last change of it, if this instance has one (local answers on): the purchase path then
 // costs Redis one read per sale per instance every localWindowAge rather than one per buyer.
-func (e *Engine) localWindow(id string) (seckill.Sale, bool) {
-	if e.local == nil {
+func (l *localAnswers) window(id string) (seckill.Sale, bool) {
+	if l == nil {
 		return seckill.Sale{}, false
 	}
-	sl := e.local.sale(e, id)
+	sl := l.sale(id)
 	w := sl.window.Load()
 	if w == nil || w.gen != sl.windowGen.Load() || mono()-w.read > int64(localWindowAge) {
 		return seckill.Sale{}, false
@@ -207,18 +228,18 @@ func (e *Engine) localWindow(id string) (seckill.Sale, bool) {
 }
 
 // windowRead starts a read of a sale's definition for keepWindow (nil without local answers).
-func (e *Engine) windowRead(id string) *windowCopy {
-	if e.local == nil {
+func (l *localAnswers) windowRead(id string) *windowCopy {
+	if l == nil {
 		return nil
 	}
-	return &windowCopy{read: mono(), gen: e.local.sale(e, id).windowGen.Load()}
+	return &windowCopy{read: mono(), gen: l.sale(id).windowGen.Load()}
 }
 
 // keepWindow keeps the definition s that the read w started before reading it.
-func (e *Engine) keepWindow(id string, w *windowCopy, s seckill.Sale) {
+func (l *localAnswers) keepWindow(id string, w *windowCopy, s seckill.Sale) {
 	if w != nil {
 		w.s = s
-		e.local.sale(e, id).window.Store(w)
+		l.sale(id).window.Store(w)
 	}
 }
 
@@ -338,14 +359,13 @@ func buyRefusal(req seckill.BuyRequest, code string, n int64) (seckill.Code, err
 
 // answer returns the local answer to a buy, or ok false to send it to Redis. A stale view
 // starts a refresh (in an engine-owned goroutine) and sends the buy to Redis meanwhile.
-func (e *Engine) localAnswer(req seckill.BuyRequest, q int) (ok bool, err error) {
-	l := e.local
+func (l *localAnswers) answer(req seckill.BuyRequest, q int) (ok bool, err error) {
 	if l == nil {
 		return false, nil
 	}
-	sl := l.sale(e, req.SaleID)
+	sl := l.sale(req.SaleID)
 	now := mono()
-	v := l.current(e, req.SaleID, sl, now)
+	v := l.current(req.SaleID, sl, now)
 	if v == nil {
 		return false, nil
 	}
@@ -363,28 +383,27 @@ func (e *Engine) localAnswer(req seckill.BuyRequest, q int) (ok bool, err error)
 }
 
 // current is the sale's view if it is valid now, else nil, after starting a refresh.
-func (l *localAnswers) current(e *Engine, saleID string, sl *saleLocal, now int64) *saleView {
+func (l *localAnswers) current(saleID string, sl *saleLocal, now int64) *saleView {
 	v := sl.view.Load()
 	if v == nil || v.gen != sl.gen.Load() || v.epoch != l.w.epoch.Load() || v.own != sl.own.Load() || uint64(v.s.ver) < sl.seen.Load() ||
 		now-v.recv > l.maxAge() {
-		l.maybeRefresh(e, saleID, sl, now)
+		l.maybeRefresh(saleID, sl, now)
 		return nil
 	}
 	return v
 }
 
-// localSale answers Sale from the view when sale.lua would answer exactly the view's state:
+// saleState answers Sale from the view when sale.lua would answer exactly the view's state:
 // no hold may have expired by the time the script runs (its reclaim would change the counts)
 // and, with buyers queued, the sale is surely in its window (else the reclaim rejects them).
 // This is what keeps a rush's purchase-path reads (one Sale per buyer) off Redis too.
-func (e *Engine) localSale(id string) (seckill.Sale, seckill.StockState, bool) {
-	l := e.local
+func (l *localAnswers) saleState(id string) (seckill.Sale, seckill.StockState, bool) {
 	if l == nil {
 		return seckill.Sale{}, seckill.StockState{}, false
 	}
-	sl := l.sale(e, id)
+	sl := l.sale(id)
 	now := mono()
-	v := l.current(e, id, sl, now)
+	v := l.current(id, sl, now)
 	if v == nil || v.s.loading == 1 {
 		return seckill.Sale{}, seckill.StockState{}, false
 	}
@@ -408,11 +427,12 @@ func (e *Engine) localSale(id string) (seckill.Sale, seckill.StockState, bool) {
 	return sale, st, true
 }
 
-func (l *localAnswers) sale(e *Engine, saleID string) *saleLocal {
+// sale is the sale's view and refresh state, made on first use.
+func (l *localAnswers) sale(saleID string) *saleLocal {
 	if v, ok := l.sales.Load(saleID); ok {
 		return v.(*saleLocal)
 	}
-	sl := &saleLocal{gen: l.w.gen(e.keys(saleID)[0])}
+	sl := &saleLocal{gen: l.w.gen(l.host.keys(saleID)[0])}
 	v, _ := l.sales.LoadOrStore(saleID, sl)
 	return v.(*saleLocal)
 }
@@ -424,11 +444,11 @@ func (l *localAnswers) sale(e *Engine, saleID string) *saleLocal {
 // Scripts that can change a sale without raising its version (load.lua loads a sale new at
 // version 1, sale_admin.lua edits or drops it; restore.lua and those not named here, to be
 // safe) end every view of the sale this engine has, and any read of one in progress.
-func (e *Engine) noteVersion(saleID, script string, v uint64) {
-	if e.local == nil {
+func (l *localAnswers) noteVersion(saleID, script string, v uint64) {
+	if l == nil {
 		return
 	}
-	sl := e.local.sale(e, saleID)
+	sl := l.sale(saleID)
 	switch script {
 	// segment.lua changes no definition, and its operations that change state run on split
 	// sales only, which have no exact view (a one-segment sale answers it 'counts', read-only).
@@ -448,18 +468,18 @@ func (e *Engine) noteVersion(saleID, script string, v uint64) {
 }
 
 // maybeRefresh starts a refresh of the sale's view unless one is running or it is too soon.
-func (l *localAnswers) maybeRefresh(e *Engine, saleID string, sl *saleLocal, now int64) {
+func (l *localAnswers) maybeRefresh(saleID string, sl *saleLocal, now int64) {
 	if now < sl.notBefore.Load() || !sl.busy.CompareAndSwap(false, true) {
 		return
 	}
-	e.batches.goSend(func() {
+	l.host.goSend(func() {
 		defer sl.busy.Store(false)
 		start := mono()
-		v, err := l.read(e, saleID, sl)
+		v, err := l.read(saleID, sl)
 		took := mono() - start
 		sl.notBefore.Store(mono() + max(int64(localRefreshGap), localRefreshDuty*took))
 		if err != nil {
-			e.log.Debug("local answers: reading the sale's view", "sale", saleID, "err", err)
+			l.log.Debug("local answers: reading the sale's view", "sale", saleID, "err", err)
 		}
 		sl.view.Store(v) // nil on failure: every buy goes to Redis
 	})
@@ -493,11 +513,11 @@ return {st, t[1], t[2], v, meta, 1, redis.call('HGETALL', KEYS[2]), redis.call('
 // read takes a snapshot of the sale: first the tracked read of st (so that any later write is
 // pushed to us), then the script; the snapshot is good only if the script saw the same st
 // (nothing changed in between) and no invalidation arrived meanwhile.
-func (l *localAnswers) read(e *Engine, saleID string, sl *saleLocal) (*saleView, error) {
+func (l *localAnswers) read(saleID string, sl *saleLocal) (*saleView, error) {
 	l.refreshes.Add(1)
-	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
-	ks := e.keys(saleID)
+	ks := l.host.keys(saleID)
 	gen, epoch, own := sl.gen.Load(), l.w.epoch.Load(), sl.own.Load()
 	c := l.w.client
 	tracked, err := c.DoCache(ctx, c.B().Hget().Key(ks[0]).Field("st").Cache(), time.Minute).ToString()
@@ -520,7 +540,7 @@ func (l *localAnswers) read(e *Engine, saleID string, sl *saleLocal) (*saleView,
 	if err != nil || raw != tracked {
 		return nil, err // changed in between: the next buy tries again
 	}
-	v := &saleView{gen: gen, epoch: epoch, own: own, sent: sent, recv: recv, testClock: e.clock}
+	v := &saleView{gen: gen, epoch: epoch, own: own, sent: sent, recv: recv, testClock: l.clock}
 	sec, err1 := msgs[1].AsInt64()
 	usec, err2 := msgs[2].AsInt64()
 	vals, err3 := msgs[3].AsIntSlice()
@@ -533,7 +553,7 @@ func (l *localAnswers) read(e *Engine, saleID string, sl *saleLocal) (*saleView,
 	v.timeMs = sec*1000 + usec/1000
 	v.s = st{vals[0], vals[1], vals[2], vals[3], vals[4], vals[5], vals[6], vals[7], vals[8], vals[9],
 		vals[10], vals[11], vals[12], vals[13], vals[14], vals[15], vals[16], vals[17], vals[18], vals[19]}
-	if uint64(max(v.s.ver, 0)) < max(e.versionFloor(saleID).floor, sl.seen.Load()) {
+	if uint64(max(v.s.ver, 0)) < max(l.host.versionFloor(saleID).floor, sl.seen.Load()) {
 		return nil, nil // Redis went back in time: the engine's calls find it and rebuild
 	}
 	if meta, err := msgs[4].ToArray(); err == nil && len(meta) == 3 {

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/purchasetoken"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
@@ -128,7 +129,7 @@ func (in *laInstance) buy(t *testing.T, clock seckill.Clock, b laBuy) laAnswer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := "/api/v1/sales/" + b.sale.ID + "/buy/" + purchasetoken.New(purchasetoken.Key([]byte(laSecret)), b.sale.ID, b.user, b.sale.StartsAt)
+	path := client.BuyPath(b.sale.ID, purchasetoken.New(purchasetoken.Key([]byte(laSecret)), b.sale.ID, b.user, b.sale.StartsAt))
 	req, _ := http.NewRequest("POST", in.url+path, strings.NewReader(fmt.Sprintf(`{"quantity":%d}`, b.quantity)))
 	req.Header.Set("Authorization", "Bearer "+tok)
 	if b.key != "" {
@@ -209,36 +210,8 @@ func laPay(t *testing.T, e *Engine, r seckill.Reservation) {
 // is never answered locally. Negative control: a view made wrong on purpose (a buyer's units
 // forgotten) gives an answer the comparison tells apart.
 func TestLocalAnswersEqualEngine(t *testing.T) {
-	c := dialT(t, testenv.Redis(t))
-	w := watcherT(t, c)
-	prefix := testPrefix()
-	t.Cleanup(func() { dropPrefix(t, c.Inventory, prefix) })
-	clock := seckilltest.NewManualClock(time.Now().UTC().Truncate(time.Second))
-	a := newLAInstance(t, c.Inventory, prefix, clock, WithLocalAnswers(w))
-	b := newLAInstance(t, c.Inventory, prefix, clock)
-
-	// Sold out for good: 2 units, both paid; per user 1.
-	so := laSale(t, b.e, clock, "so", seckill.SaleInput{Stock: ptr(2), PerUserLimit: ptr(1)})
-	laPay(t, b.e, laHold(t, b.e, "so", "u1", "k1", 1))
-	laPay(t, b.e, laHold(t, b.e, "so", "u2", "", 1))
-	// Fewer left than asked: 3 units, 2 paid, 1 held for 10 minutes; per user 5; no queue.
-	left := laSale(t, b.e, clock, "left", seckill.SaleInput{Stock: ptr(3), PerUserLimit: ptr(5), HoldSeconds: ptr(600), QueueLimit: ptr(0)})
-	laPay(t, b.e, laHold(t, b.e, "left", "u1", "", 2))
-	laHold(t, b.e, "left", "u2", "", 1)
-	// Queue full: 1 unit held for 10 minutes, 1 buyer queued, room for 1.
-	qf := laSale(t, b.e, clock, "qf", seckill.SaleInput{Stock: ptr(1), HoldSeconds: ptr(600), QueueLimit: ptr(1)})
-	laHold(t, b.e, "qf", "u1", "", 1)
-	laHold(t, b.e, "qf", "u2", "", 1)
-	// Closed, not started, and ending in 30 minutes (the clock moves past it below).
-	cl := laSale(t, b.e, clock, "cl", seckill.SaleInput{Stock: ptr(5)})
-	if _, _, err := b.e.CloseSale(t.Context(), "cl"); err != nil {
-		t.Fatal(err)
-	}
-	ns := laSale(t, b.e, clock, "ns", seckill.SaleInput{Stock: ptr(5), StartsAt: ptr(clock.Now().Add(time.Hour))})
-	en := laSale(t, b.e, clock, "en", seckill.SaleInput{Stock: ptr(5), EndsAt: ptr(clock.Now().Add(30 * time.Minute))})
-	// (buy.lua's quantity × price overflow cannot be reached: a sale's per_user_limit × price
-	// is at most 2^53 - 1.)
-
+	a, b, clock, sales := laEqualRig(t)
+	so, left, qf, cl, ns, en := sales[0], sales[1], sales[2], sales[3], sales[4], sales[5]
 	cases := []struct {
 		name string
 		buy  laBuy
@@ -273,7 +246,63 @@ func TestLocalAnswersEqualEngine(t *testing.T) {
 	for _, tc := range cases {
 		check(tc.name, tc.buy, tc.want)
 	}
-	// Sale reads, answered from the same views, equal the engine's (sale.lua through Redis).
+	laSaleReadsEqual(t, a, b)
+	laSaleNegativeControl(t, a, b)
+
+	// Time-ended: the scripts' clock (here the test clock) is past ends_at.
+	clock.Advance(31 * time.Minute)
+	check("ended", laBuy{en, "n1", "", 1}, 410)
+
+	// Only Redis knows a replay: A must send it there (and so answer as B does).
+	before := a.localCount()
+	replay := laBuy{so, "u1", "k1", 1}
+	if ra, rb := a.buy(t, clock, replay), b.buy(t, clock, replay); ra.status != 200 || !ra.equal(rb) {
+		t.Errorf("replay: A %v, B %v", ra, rb)
+	}
+	if a.localCount() != before {
+		t.Error("a replay was answered locally")
+	}
+
+	laBuyNegativeControl(t, a, b, clock, so)
+}
+
+// laEqualRig is TestLocalAnswersEqualEngine's two instances on one Redis (a with local answers)
+// and its six sales, in the order so, left, qf, cl, ns, en.
+func laEqualRig(t *testing.T) (a, b *laInstance, clock *seckilltest.ManualClock, sales []seckill.Sale) {
+	c := dialT(t, testenv.Redis(t))
+	w := watcherT(t, c)
+	prefix := testPrefix()
+	t.Cleanup(func() { dropPrefix(t, c.Inventory, prefix) })
+	clock = seckilltest.NewManualClock(time.Now().UTC().Truncate(time.Second))
+	a = newLAInstance(t, c.Inventory, prefix, clock, WithLocalAnswers(w))
+	b = newLAInstance(t, c.Inventory, prefix, clock)
+
+	// Sold out for good: 2 units, both paid; per user 1.
+	so := laSale(t, b.e, clock, "so", seckill.SaleInput{Stock: ptr(2), PerUserLimit: ptr(1)})
+	laPay(t, b.e, laHold(t, b.e, "so", "u1", "k1", 1))
+	laPay(t, b.e, laHold(t, b.e, "so", "u2", "", 1))
+	// Fewer left than asked: 3 units, 2 paid, 1 held for 10 minutes; per user 5; no queue.
+	left := laSale(t, b.e, clock, "left", seckill.SaleInput{Stock: ptr(3), PerUserLimit: ptr(5), HoldSeconds: ptr(600), QueueLimit: ptr(0)})
+	laPay(t, b.e, laHold(t, b.e, "left", "u1", "", 2))
+	laHold(t, b.e, "left", "u2", "", 1)
+	// Queue full: 1 unit held for 10 minutes, 1 buyer queued, room for 1.
+	qf := laSale(t, b.e, clock, "qf", seckill.SaleInput{Stock: ptr(1), HoldSeconds: ptr(600), QueueLimit: ptr(1)})
+	laHold(t, b.e, "qf", "u1", "", 1)
+	laHold(t, b.e, "qf", "u2", "", 1)
+	// Closed, not started, and ending in 30 minutes (the clock moves past it below).
+	cl := laSale(t, b.e, clock, "cl", seckill.SaleInput{Stock: ptr(5)})
+	if _, _, err := b.e.CloseSale(t.Context(), "cl"); err != nil {
+		t.Fatal(err)
+	}
+	ns := laSale(t, b.e, clock, "ns", seckill.SaleInput{Stock: ptr(5), StartsAt: ptr(clock.Now().Add(time.Hour))})
+	en := laSale(t, b.e, clock, "en", seckill.SaleInput{Stock: ptr(5), EndsAt: ptr(clock.Now().Add(30 * time.Minute))})
+	// (buy.lua's quantity × price overflow cannot be reached: a sale's per_user_limit × price
+	// is at most 2^53 - 1.)
+	return a, b, clock, []seckill.Sale{so, left, qf, cl, ns, en}
+}
+
+// laSaleReadsEqual: Sale reads answered from a's views equal the engine's (sale.lua through Redis).
+func laSaleReadsEqual(t *testing.T, a, b *laInstance) {
 	for _, id := range []string{"so", "left", "qf", "cl", "ns", "en"} {
 		var local seckill.Sale
 		var localSt seckill.StockState
@@ -296,10 +325,14 @@ func TestLocalAnswersEqualEngine(t *testing.T) {
 			t.Errorf("Sale(%s) local %+v %+v, engine %+v %+v", id, local, localSt, real, realSt)
 		}
 	}
+}
+
+// laSaleNegativeControl: a view with one unit more available answers a Sale that differs.
+func laSaleNegativeControl(t *testing.T, a, b *laInstance) {
 	// Negative control of that comparison: a view with one unit more available differs. (The
 	// view may be re-read meanwhile: the wrong one is put back until a read uses it.)
 	_, realSt, _ := b.e.Sale(t.Context(), "so")
-	sl := a.e.local.sale(a.e, "so")
+	sl := a.e.local.sale("so")
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("negative control: the wrong view was never used by Sale")
@@ -324,25 +357,16 @@ func TestLocalAnswersEqualEngine(t *testing.T) {
 		break
 	}
 
-	// Time-ended: the scripts' clock (here the test clock) is past ends_at.
-	clock.Advance(31 * time.Minute)
-	check("ended", laBuy{en, "n1", "", 1}, 410)
+}
 
-	// Only Redis knows a replay: A must send it there (and so answer as B does).
-	before := a.localCount()
-	replay := laBuy{so, "u1", "k1", 1}
-	if ra, rb := a.buy(t, clock, replay), b.buy(t, clock, replay); ra.status != 200 || !ra.equal(rb) {
-		t.Errorf("replay: A %v, B %v", ra, rb)
-	}
-	if a.localCount() != before {
-		t.Error("a replay was answered locally")
-	}
-
+// laBuyNegativeControl: a view that forgets u1's unit answers u1 sold_out where the engine says
+// limit_exceeded, and the comparison sees it.
+func laBuyNegativeControl(t *testing.T, a, b *laInstance, clock seckill.Clock, so seckill.Sale) {
 	// Negative control: a view that forgets u1's unit answers u1 sold_out where the engine
 	// says limit_exceeded, and the comparison sees it.
 	// The view is re-read now and then (localMaxAge), so the wrong one is put back before
 	// each try, until a try is answered from it.
-	sl = a.e.local.sale(a.e, "so")
+	sl := a.e.local.sale("so")
 	buy := laBuy{so, "u1", "k10", 1}
 	real := b.buy(t, clock, buy)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -38,13 +39,31 @@ func WithRebuild(src Source, locks *lock.Client) Option {
 	}
 }
 
+// rebuildHost is all the rebuild sees of the engine: its core (script calls, keys, the clock
+// argument, the client, the scripts), a token's random half, the logger, the versions seen
+// (version.go), and the segments' tags and forgetting (segbook.go).
+type rebuildHost interface {
+	execRaw(ctx context.Context, s *script, saleID string, args ...string) (reply, error)
+	run(ctx context.Context, s *script, keys, argv []string) ([]rueidis.RedisMessage, error)
+	clockArg() string
+	keys(saleID string) []string
+	streamKey(tag string) string
+	scriptSet() *scriptSet
+	redis() rueidis.Client
+	random() string
+	logger() *slog.Logger
+	versionFloor(saleID string) versionMark
+	streamTags(saleID string, n int) []string
+	segmentsRebuilt(saleID string)
+}
+
 // errFenced means a newer rebuild took over the sale (its token no longer matches).
 var errFenced = errors.New("redisinv: rebuild fenced off by a newer one")
 
 // rebuilder runs at most one rebuild of each sale in this process, in the background; the
 // lock makes it one across all processes.
 type rebuilder struct {
-	e      *Engine
+	e      rebuildHost
 	src    Source
 	locks  *lock.Client
 	ctx    context.Context
@@ -196,22 +215,22 @@ func (rb *rebuilder) start(saleID string) {
 			// Another instance holds the lock and is rebuilding.
 		case err != nil:
 			if delay, first := rb.failed(saleID); first {
-				rb.e.log.Error("redisinv: rebuild failed; retrying with backoff, and logging again only once it succeeds",
+				rb.e.logger().Error("redisinv: rebuild failed; retrying with backoff, and logging again only once it succeeds",
 					"sale", saleID, "retry_in", delay, "max_retry", maxRetry, "err", err)
 			}
 		default:
 			if rb.recovered(saleID) {
-				rb.e.log.Warn("redisinv: a rebuild that had failed has succeeded", "sale", saleID)
+				rb.e.logger().Warn("redisinv: a rebuild that had failed has succeeded", "sale", saleID)
 			}
 			switch {
 			case n >= 0 && lost:
-				rb.e.log.Warn("redisinv: a segment of the sale was missing from Redis; the sale has been rebuilt from the database as a one-segment sale",
+				rb.e.logger().Warn("redisinv: a segment of the sale was missing from Redis; the sale has been rebuilt from the database as a one-segment sale",
 					"sale", saleID, "reservations", n, "took", time.Since(start))
 			case n >= 0 && stale != 0:
-				rb.e.log.Warn("redisinv: sale was behind in Redis (it went back in time) and has been rebuilt from the database",
+				rb.e.logger().Warn("redisinv: sale was behind in Redis (it went back in time) and has been rebuilt from the database",
 					"sale", saleID, "reservations", n, "took", time.Since(start))
 			case n >= 0:
-				rb.e.log.Warn("redisinv: sale was missing from Redis and has been rebuilt from the database",
+				rb.e.logger().Warn("redisinv: sale was missing from Redis and has been rebuilt from the database",
 					"sale", saleID, "reservations", n, "took", time.Since(start))
 			}
 		}
@@ -254,6 +273,11 @@ func (rb *rebuilder) close() {
 // load.lua then replaces them if they are still below it. lost says a segment of the sale is
 // missing while it is split (segment.go): a segmented sale is rebuilt whole, as a one-segment
 // sale (stopSegments).
+//
+// Its scripts: load.lua in mode 'rebuild' (loadArgs, then the starting version and the stale
+// one), restore.lua per reservation (restoreArgs, with the token), then ready.lua: KEYS the
+// sale's seven keys; ARGV [1] clock, [2] the rebuild's token. Reply {'ok'}, {'not_loaded'} or
+// {'fenced'} (not being rebuilt, or by another token).
 func (rb *rebuilder) rebuild(ctx context.Context, saleID string, stale uint64, lost bool) (int, error) {
 	m := rb.locks.NewMutex("seckill:rebuild:" + saleID)
 	lease, err := m.TryLock(ctx, 0, 0)
@@ -287,7 +311,7 @@ func (rb *rebuilder) rebuild(ctx context.Context, saleID string, stale uint64, l
 		return 0, fmt.Errorf("sale version: %w", err)
 	}
 	args := append(loadArgs(def, sold, "rebuild", token), strconv.FormatUint(ver, 10), strconv.FormatUint(stale, 10))
-	r, err := rb.e.execRaw(ctx, rb.e.scripts.load, saleID, args...)
+	r, err := rb.e.execRaw(ctx, rb.e.scriptSet().load, saleID, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -301,22 +325,22 @@ func (rb *rebuilder) rebuild(ctx context.Context, saleID string, stale uint64, l
 		return 0, fmt.Errorf("record sale version: %w", err)
 	}
 	if streams > 1 { // the consumers and the export go on reading every segment's stream
-		c := rb.e.rdb.B().Hset().Key(rb.e.keys(saleID)[0]).FieldValue().FieldValue("streams", itoa(streams)).Build()
-		if err := rb.e.rdb.Do(ctx, c).Error(); err != nil {
+		c := rb.e.redis().B().Hset().Key(rb.e.keys(saleID)[0]).FieldValue().FieldValue("streams", itoa(streams)).Build()
+		if err := rb.e.redis().Do(ctx, c).Error(); err != nil {
 			return 0, errUnavailable(fmt.Errorf("record the segments' streams: %w", err))
 		}
 	}
 	if err := rb.restoreAll(ctx, saleID, rs, token); err != nil {
 		return 0, err
 	}
-	r, err = rb.e.execRaw(ctx, rb.e.scripts.ready, saleID, token)
+	r, err = rb.e.execRaw(ctx, rb.e.scriptSet().ready, saleID, token)
 	if err != nil {
 		return 0, err
 	}
 	if r.code() != "ok" {
 		return 0, fmt.Errorf("finish rebuild: %s", r.code())
 	}
-	rb.e.forgetSegments(saleID, true)
+	rb.e.segmentsRebuilt(saleID)
 	return len(rs), nil
 }
 
@@ -333,7 +357,7 @@ func (rb *rebuilder) rebuild(ctx context.Context, saleID string, stale uint64, l
 // segment 0 is a segmented sale that is not to be rebuilt (neither lost nor stale).
 func (rb *rebuilder) stopSegments(ctx context.Context, saleID, token string, stale uint64, lost bool) (streams int, fine bool, err error) {
 	// Not execRaw: its version check would refuse the reply of the stale sale being rebuilt.
-	msgs, err := rb.e.run(ctx, rb.e.scripts.segment, rb.e.keys(saleID),
+	msgs, err := rb.e.run(ctx, rb.e.scriptSet().segment, rb.e.keys(saleID),
 		[]string{rb.e.clockArg(), "halt", token, strconv.FormatUint(stale, 10), boolArg(lost)})
 	if err != nil {
 		return 0, false, errUnavailable(fmt.Errorf("halt: %w", err))
@@ -354,7 +378,7 @@ func (rb *rebuilder) stopSegments(ctx context.Context, saleID, token string, sta
 	// A segment's tag depends on the sale's number of segments (segTag), which segment 0 may
 	// have lost with its keys: look for segments 1 and up of every possible number (about
 	// 2 000 EXISTS in one pipeline and about 9 ms of CRCs, for a rebuild).
-	rdb := rb.e.rdb
+	rdb := rb.e.redis()
 	var probe rueidis.Commands
 	var of []int // the number of segments each probe is for
 	for n := 2; n <= maxSegments; n++ {
@@ -378,7 +402,7 @@ func (rb *rebuilder) stopSegments(ctx context.Context, saleID, token string, sta
 		return 1, false, nil // never segmented: the rebuild of a one-segment sale, as it always was
 	}
 	drop := make(rueidis.Commands, 0, streams-1)
-	for _, tag := range rb.e.segTags(saleID, streams)[1:] {
+	for _, tag := range rb.e.streamTags(saleID, streams)[1:] {
 		drop = append(drop, rdb.B().Unlink().Key(rb.e.keys(tag)[:6]...).Build())
 	}
 	for _, res := range rdb.DoMulti(ctx, drop...) {
@@ -398,9 +422,9 @@ func (rb *rebuilder) drainStreams(ctx context.Context, saleID string, streams in
 		return nil
 	}
 	ap := pipeline.Applier{Sink: sink}
-	rdb := rb.e.rdb
+	rdb := rb.e.redis()
 	const page = 1000
-	for i, tag := range rb.e.segTags(saleID, streams) {
+	for i, tag := range rb.e.streamTags(saleID, streams) {
 		key := rb.e.streamKey(tag)
 		for from := "-"; ; {
 			entries, err := rdb.Do(ctx, rdb.B().Xrange().Key(key).Start(from).End("+").Count(page).Build()).AsXRangeSlices()
@@ -438,12 +462,12 @@ func (rb *rebuilder) restoreAll(ctx context.Context, saleID string, rs []seckill
 		for _, res := range batch {
 			args, err := restoreArgs(res, token)
 			if err != nil {
-				rb.e.log.Error("redisinv: rebuild skips a reservation it cannot restore", "reservation", res.ID, "err", err)
+				rb.e.logger().Error("redisinv: rebuild skips a reservation it cannot restore", "reservation", res.ID, "err", err)
 				continue
 			}
 			execs = append(execs, rueidis.LuaExec{Keys: keys, Args: append([]string{rb.e.clockArg()}, args...)})
 		}
-		for i, res := range rb.e.scripts.restore.lua.ExecMulti(ctx, rb.e.rdb, execs...) {
+		for i, res := range rb.e.scriptSet().restore.lua.ExecMulti(ctx, rb.e.redis(), execs...) {
 			msgs, err := res.ToArray()
 			if err != nil {
 				return fmt.Errorf("restore: %w", err)

@@ -1,16 +1,11 @@
 package redisinv
 
 import (
-	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/rueidis"
 )
 
 // Replica-acknowledged writes (WithReplicas). Redis replicates asynchronously: a master that
@@ -27,7 +22,7 @@ import (
 // pool of dedicated connections (ClientOption.BlockingPoolSize, 1024 by default) and
 // returned to it afterwards, never on the shared auto-pipelined connection, which a WAIT
 // would stall for every other caller. On a Cluster, DoMulti sends the keyless WAIT to the
-// node of the script's keys. A grouped buy call (batch.go) is one script call and so one
+// node of the script's keys. A grouped buy call (buy.go) is one script call and so one
 // WAIT, shared by its buys.
 //
 // What it does not do: a WAIT that times out does not undo the script (Redis cannot): the
@@ -105,53 +100,6 @@ type errTooFewReplicas struct {
 
 func (e errTooFewReplicas) Error() string {
 	return fmt.Sprintf("%d of %d replicas acknowledged the change within %v (it stays on the master)", e.got, e.want, e.timeout)
-}
-
-// run sends one script call: through rueidis' pipeline, or with WAIT after it when the engine
-// waits for replicas and the script changes state.
-func (e *Engine) run(ctx context.Context, s *script, keys, argv []string) ([]rueidis.RedisMessage, error) {
-	if e.acks.n == 0 || s == e.scripts.reservation || s == e.scripts.sale {
-		return s.lua.Exec(ctx, e.rdb, keys, argv).ToArray()
-	}
-	wait := func() rueidis.Completed {
-		return e.rdb.B().Wait().Numreplicas(e.acks.n).Timeout(e.acks.timeout.Milliseconds()).Build()
-	}
-	res := e.rdb.DoMulti(ctx,
-		e.rdb.B().Evalsha().Sha1(scriptSHA(s)).Numkeys(int64(len(keys))).Key(keys...).Arg(argv...).Build(), wait())
-	msgs, err := res[0].ToArray()
-	if re, ok := rueidis.IsRedisErr(err); ok && re.IsNoScript() {
-		// A server that has not seen the script (restarted, promoted, a new node): EVAL
-		// caches it there.
-		res = e.rdb.DoMulti(ctx,
-			e.rdb.B().Eval().Script(s.src).Numkeys(int64(len(keys))).Key(keys...).Arg(argv...).Build(), wait())
-		msgs, err = res[0].ToArray()
-	}
-	if err != nil {
-		return nil, err
-	}
-	got, err := res[1].AsInt64()
-	if err != nil {
-		return nil, fmt.Errorf("WAIT: %w", err)
-	}
-	if got < e.acks.n {
-		e.acks.short.Add(1)
-		return nil, errTooFewReplicas{got: got, want: e.acks.n, timeout: e.acks.timeout}
-	}
-	e.acks.acked.Add(1)
-	return msgs, nil
-}
-
-// shas caches each script's SHA-1 (scripts never change once built).
-var shas sync.Map // *script → string
-
-func scriptSHA(s *script) string {
-	if v, ok := shas.Load(s); ok {
-		return v.(string)
-	}
-	sum := sha1.Sum([]byte(s.src))
-	h := hex.EncodeToString(sum[:])
-	shas.Store(s, h)
-	return h
 }
 
 var (

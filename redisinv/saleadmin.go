@@ -19,8 +19,8 @@ func (e *Engine) SetListed(ctx context.Context, saleID string, listed bool) (sec
 	if err != nil {
 		return seckill.Sale{}, seckill.StockState{}, err
 	}
-	if in := e.segmentsIn(saleID, r); in != nil && !in.collapsed.Load() {
-		return e.segSale(ctx, saleID, in) // listed is segment 0's; the counts are every segment's
+	if in := e.segs.in(saleID, r); in != nil && !in.collapsed.Load() {
+		return e.segs.segSale(ctx, saleID, in) // listed is segment 0's; the counts are every segment's
 	}
 	s, st := saleOf(saleID, r)
 	return s, st, nil
@@ -29,7 +29,7 @@ func (e *Engine) SetListed(ctx context.Context, saleID string, listed bool) (sec
 // CloseUnreserved closes the sale if nobody has reserved in it, in one script.
 func (e *Engine) CloseUnreserved(ctx context.Context, saleID string) (seckill.Sale, error) {
 	if seckill.ValidID(saleID) {
-		if _, err := e.oneSegment(ctx, saleID); err != nil {
+		if _, err := e.segs.oneSegment(ctx, saleID); err != nil {
 			return seckill.Sale{}, err
 		}
 	}
@@ -48,7 +48,7 @@ func (e *Engine) DropSale(ctx context.Context, saleID string) error {
 	var in *segInfo
 	if seckill.ValidID(saleID) {
 		var err error
-		if in, err = e.oneSegment(ctx, saleID); err != nil {
+		if in, err = e.segs.oneSegment(ctx, saleID); err != nil {
 			return err
 		}
 	}
@@ -56,12 +56,17 @@ func (e *Engine) DropSale(ctx context.Context, saleID string) error {
 	if err == nil {
 		e.versions.m.Delete(saleID) // a sale made again under this id starts its versions anew
 		if in != nil {
-			err = e.dropSegments(ctx, saleID, in)
+			err = e.segs.dropSegments(ctx, saleID, in)
 		}
 	}
 	return err
 }
 
+// saleAdmin runs sale_admin.lua's op on the sale and turns its refusals into domain errors.
+//
+// sale_admin.lua: KEYS the sale's seven keys; ARGV [1] clock, [2] op: 'list', 'unlist',
+// 'close_unreserved' (reply a sale_reply) or 'drop' (reply {'ok'}); {'conflict'} when the sale
+// has reservations (or, to drop, is open); {'not_loaded'} / {'loading'}.
 func (e *Engine) saleAdmin(ctx context.Context, saleID, op string) (reply, error) {
 	if !seckill.ValidID(saleID) {
 		return nil, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)

@@ -56,7 +56,7 @@ func TestSegmentsSaleWindow(t *testing.T) {
 			}
 			r.clock.Set(segEpoch.Add(-time.Minute))
 			check(seckill.CodeNotStarted, "before the start")
-			if fresh.segmentsOf(r.sale.ID) == nil {
+			if fresh.segs.of(r.sale.ID) == nil {
 				t.Fatal("the fresh engine's SaleWindow did not learn the sale's segments")
 			}
 			r.clock.Set(segEpoch.Add(time.Minute))

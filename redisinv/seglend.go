@@ -15,7 +15,7 @@ import (
 // lend moves at least need free units to segment h from the others, the richest first (as this
 // instance last saw them), and reports whether it found them. Each donor gives up to half of
 // what it has, so that h need not borrow again at once.
-func (e *Engine) lend(ctx context.Context, saleID string, in *segInfo, h int, need int64) (bool, error) {
+func (g *segments) lend(ctx context.Context, saleID string, in *segInfo, h int, need int64) (bool, error) {
 	donors := make([]int, 0, in.n-1)
 	for d := range in.n {
 		if d != h {
@@ -34,7 +34,7 @@ func (e *Engine) lend(ctx context.Context, saleID string, in *segInfo, h int, ne
 	})
 	for _, d := range donors {
 		want := max(need, in.avail[d].Load()/2)
-		r, err := e.segOp(ctx, saleID, d, "take", itoa(h), i64toa(min(want, seckill.MaxQuantity)))
+		r, err := g.segOp(ctx, saleID, d, "take", itoa(h), i64toa(min(want, seckill.MaxQuantity)))
 		if err != nil {
 			return false, err
 		}
@@ -46,7 +46,7 @@ func (e *Engine) lend(ctx context.Context, saleID string, in *segInfo, h int, ne
 		if k == 0 {
 			continue
 		}
-		if err := e.transfer(ctx, saleID, d, h, seq, k); err != nil {
+		if err := g.transfer(ctx, saleID, d, h, seq, k); err != nil {
 			return false, err
 		}
 		in.avail[h].Add(k)
@@ -59,22 +59,22 @@ func (e *Engine) lend(ctx context.Context, saleID string, in *segInfo, h int, ne
 
 // transfer applies outbox entry seq of d (k units for h) at h, then acknowledges it at d. An
 // entry of the pair that is still pending before it is applied first (flushOutbox).
-func (e *Engine) transfer(ctx context.Context, saleID string, d, h int, seq, k int64) error {
-	r, err := e.segOp(ctx, saleID, h, "apply", itoa(d), i64toa(seq), i64toa(k))
+func (g *segments) transfer(ctx context.Context, saleID string, d, h int, seq, k int64) error {
+	r, err := g.segOp(ctx, saleID, h, "apply", itoa(d), i64toa(seq), i64toa(k))
 	if err != nil {
 		return err
 	}
 	if r.code() == "gap" {
-		return e.flushOutbox(ctx, saleID, d)
+		return g.flushOutbox(ctx, saleID, d)
 	}
-	_, err = e.segOp(ctx, saleID, d, "ack", itoa(h), i64toa(seq))
+	_, err = g.segOp(ctx, saleID, d, "ack", itoa(h), i64toa(seq))
 	return err
 }
 
 // flushOutbox applies and acknowledges every entry of d's outbox, in order: the recovery of
 // transfers that a crash (or a timeout) left taken and not applied.
-func (e *Engine) flushOutbox(ctx context.Context, saleID string, d int) error {
-	r, err := e.segOp(ctx, saleID, d, "outbox")
+func (g *segments) flushOutbox(ctx context.Context, saleID string, d int) error {
+	r, err := g.segOp(ctx, saleID, d, "outbox")
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func (e *Engine) flushOutbox(ctx context.Context, saleID string, d int) error {
 		return int(a.seq - b.seq)
 	})
 	for _, x := range es {
-		a, err := e.segOp(ctx, saleID, int(x.to), "apply", itoa(d), i64toa(x.seq), i64toa(x.k))
+		a, err := g.segOp(ctx, saleID, int(x.to), "apply", itoa(d), i64toa(x.seq), i64toa(x.k))
 		if err != nil {
 			return err
 		}
@@ -98,7 +98,7 @@ func (e *Engine) flushOutbox(ctx context.Context, saleID string, d int) error {
 			return fmt.Errorf("redisinv: sale %s: transfer %d from segment %d to %d is missing its predecessor (applied up to %d)",
 				saleID, x.seq, d, x.to, a.int(1))
 		}
-		if _, err := e.segOp(ctx, saleID, d, "ack", i64toa(x.to), i64toa(x.seq)); err != nil {
+		if _, err := g.segOp(ctx, saleID, d, "ack", i64toa(x.to), i64toa(x.seq)); err != nil {
 			return err
 		}
 	}
@@ -110,15 +110,15 @@ func (e *Engine) flushOutbox(ctx context.Context, saleID string, d int) error {
 // collapse half done (after a crash): the segments it copies from are FROZEN, segment 0 takes
 // only fields it does not have (a repeated copy must not undo what segment 0 did with the first
 // one), and each segment's counts once (docs/DECISIONS.md "Segmented stock").
-func (e *Engine) collapse(ctx context.Context, saleID string, in *segInfo) error {
+func (g *segments) collapse(ctx context.Context, saleID string, in *segInfo) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.collapsed.Load() {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*e.timeout)
+	ctx, cancel := context.WithTimeout(ctx, 10*g.timeout)
 	defer cancel()
-	r0, err := e.segOp(ctx, saleID, 0, "freeze") // segment 0 first: it stops answering sold_out
+	r0, err := g.segOp(ctx, saleID, 0, "freeze") // segment 0 first: it stops answering sold_out
 	if err != nil {
 		return err
 	}
@@ -128,29 +128,29 @@ func (e *Engine) collapse(ctx context.Context, saleID string, in *segInfo) error
 	}
 	moved := make([]bool, in.n)
 	if err := inParallel(in.n-1, func(j int) error {
-		r, err := e.segOp(ctx, saleID, j+1, "freeze")
+		r, err := g.segOp(ctx, saleID, j+1, "freeze")
 		moved[j+1] = err == nil && r.int(1) == modeMoved
 		return err
 	}); err != nil {
 		return err
 	}
 	// Every segment is frozen or collapsing now: no new transfer can start.
-	if err := inParallel(in.n, func(i int) error { return e.flushOutbox(ctx, saleID, i) }); err != nil {
+	if err := inParallel(in.n, func(i int) error { return g.flushOutbox(ctx, saleID, i) }); err != nil {
 		return err
 	}
 	if err := inParallel(in.n-1, func(j int) error {
 		if moved[j+1] {
 			return nil
 		}
-		if err := e.absorb(ctx, saleID, in.tag(j+1), j+1); err != nil {
+		if err := g.absorb(ctx, saleID, in.tag(j+1), j+1); err != nil {
 			return err
 		}
-		_, err := e.segOp(ctx, saleID, j+1, "seal")
+		_, err := g.segOp(ctx, saleID, j+1, "seal")
 		return err
 	}); err != nil {
 		return err
 	}
-	r, err := e.segOp(ctx, saleID, 0, "finish")
+	r, err := g.segOp(ctx, saleID, 0, "finish")
 	if err != nil {
 		return err
 	}
@@ -175,22 +175,22 @@ const absorbChunk = 500
 
 // absorb copies FROZEN segment i's (tag's) users, idempotency keys and holds into segment 0,
 // then its counts (once: after that segment 0 refuses further copies from i).
-func (e *Engine) absorb(ctx context.Context, saleID, tag string, i int) error {
-	keys := e.keys(tag)
+func (g *segments) absorb(ctx context.Context, saleID, tag string, i int) error {
+	keys := g.core.keys(tag)
 	for _, kind := range []struct {
 		name string
 		key  string
 	}{{"users", keys[4]}, {"idem", keys[5]}} {
 		var cursor uint64
 		for {
-			se, err := e.rdb.Do(ctx, e.rdb.B().Hscan().Key(kind.key).Cursor(cursor).Count(absorbChunk).Build()).AsScanEntry()
+			se, err := g.core.redis().Do(ctx, g.core.redis().B().Hscan().Key(kind.key).Cursor(cursor).Count(absorbChunk).Build()).AsScanEntry()
 			if err != nil {
 				return errUnavailable(fmt.Errorf("redisinv: collapse sale %s: %w", saleID, err))
 			}
 			if len(se.Elements) > 0 {
 				for from := 0; from < len(se.Elements); from += 2 * absorbChunk {
 					part := se.Elements[from:min(len(se.Elements), from+2*absorbChunk)]
-					r, err := e.segOp(ctx, saleID, 0, "absorb", append([]string{itoa(i), kind.name}, part...)...)
+					r, err := g.segOp(ctx, saleID, 0, "absorb", append([]string{itoa(i), kind.name}, part...)...)
 					if err != nil {
 						return err
 					}
@@ -205,7 +205,7 @@ func (e *Engine) absorb(ctx context.Context, saleID, tag string, i int) error {
 		}
 	}
 	for start := int64(0); ; start += absorbChunk {
-		ids, err := e.rdb.Do(ctx, e.rdb.B().Zrange().Key(keys[2]).Min(i64toa(start)).Max(i64toa(start+absorbChunk-1)).Withscores().Build()).AsZScores()
+		ids, err := g.core.redis().Do(ctx, g.core.redis().B().Zrange().Key(keys[2]).Min(i64toa(start)).Max(i64toa(start+absorbChunk-1)).Withscores().Build()).AsZScores()
 		if err != nil {
 			return errUnavailable(fmt.Errorf("redisinv: collapse sale %s: %w", saleID, err))
 		}
@@ -216,7 +216,7 @@ func (e *Engine) absorb(ctx context.Context, saleID, tag string, i int) error {
 		for j, z := range ids {
 			names[j] = z.Member
 		}
-		raws, err := e.rdb.Do(ctx, e.rdb.B().Hmget().Key(keys[1]).Field(names...).Build()).ToArray()
+		raws, err := g.core.redis().Do(ctx, g.core.redis().B().Hmget().Key(keys[1]).Field(names...).Build()).ToArray()
 		if err != nil {
 			return errUnavailable(fmt.Errorf("redisinv: collapse sale %s: %w", saleID, err))
 		}
@@ -229,7 +229,7 @@ func (e *Engine) absorb(ctx context.Context, saleID, tag string, i int) error {
 			args = append(args, z.Member, raw, strconv.FormatFloat(z.Score, 'f', 0, 64))
 		}
 		if len(args) > 2 {
-			r, err := e.segOp(ctx, saleID, 0, "absorb", args...)
+			r, err := g.segOp(ctx, saleID, 0, "absorb", args...)
 			if err != nil {
 				return err
 			}
@@ -241,10 +241,10 @@ func (e *Engine) absorb(ctx context.Context, saleID, tag string, i int) error {
 			break
 		}
 	}
-	c, err := e.segOp(ctx, saleID, i, "counts")
+	c, err := g.segOp(ctx, saleID, i, "counts")
 	if err != nil {
 		return err
 	}
-	_, err = e.segOp(ctx, saleID, 0, "counts_in", itoa(i), i64toa(c.int(2)), i64toa(c.int(3)), i64toa(c.int(4)), i64toa(c.int(5)))
+	_, err = g.segOp(ctx, saleID, 0, "counts_in", itoa(i), i64toa(c.int(2)), i64toa(c.int(3)), i64toa(c.int(4)), i64toa(c.int(5)))
 	return err
 }

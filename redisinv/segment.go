@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/seckill-go/seckill"
@@ -27,69 +25,10 @@ import (
 // one-segment sale (the conformance suite's model comparison runs on it).
 //
 // A one-segment sale never reaches this file: its scripts never answer the codes below, and
-// its calls cost one map look-up more than before (segmentsOf).
+// its calls cost one map look-up more than before (segBook.of).
 
 // maxSegments bounds a sale's segments: the API's bound (load.lua allows '#1' to '#99').
 const maxSegments = seckill.MaxSegments
-
-// segInfo is what this instance knows of a segmented sale: its number of segments, whether it
-// has collapsed into segment 0 (then every call goes there), and the free units each segment had
-// at its last reply (the choice of a donor; a hint, never trusted for a decision).
-type segInfo struct {
-	n         int
-	tags      []string // segTag of each segment
-	collapsed atomic.Bool
-	avail     []atomic.Int64
-	mu        sync.Mutex // one collapse at a time from this instance
-	maxSeq    atomic.Uint64
-}
-
-// seenSeq raises the highest seq this instance has seen of the sale: the floor of the next
-// buys' seqs, so that seq grows with arrival as far as this instance can tell (a buy answered
-// before another was sent has the lower seq), whichever segments made them.
-func (in *segInfo) seenSeq(s uint64) {
-	for {
-		cur := in.maxSeq.Load()
-		if cur >= s || in.maxSeq.CompareAndSwap(cur, s) {
-			return
-		}
-	}
-}
-
-// seqFloor is the highest seq floor of a batch's buys.
-func seqFloor(batch []*buyCall) uint64 {
-	var fl uint64
-	for _, c := range batch {
-		fl = max(fl, c.floor)
-	}
-	return fl
-}
-
-// segmentsOf is the sale's segInfo, nil for a sale this instance takes for a one-segment sale.
-func (e *Engine) segmentsOf(saleID string) *segInfo {
-	if v, ok := e.segs.Load(saleID); ok {
-		return v.(*segInfo)
-	}
-	return nil
-}
-
-// learnSegments records that the sale has n segments (a script said so).
-func (e *Engine) learnSegments(saleID string, n int) *segInfo {
-	if n < 2 || n > maxSegments {
-		n = max(min(n, maxSegments), 2)
-	}
-	if in := e.segmentsOf(saleID); in != nil && in.n == n {
-		return in
-	}
-	in := &segInfo{n: n, avail: make([]atomic.Int64, n), tags: e.segTags(saleID, n)}
-	if v, loaded := e.segs.LoadOrStore(saleID, in); loaded {
-		if old := v.(*segInfo); old.n == n {
-			return old
-		}
-		e.segs.Store(saleID, in) // a sale made again under this id, with other segments
-	}
-	return in
-}
 
 // segSignal is a segment's answer that the engine acts on and never hands to a caller: the
 // sale has n segments ('segments'), the segment lacks units ('empty', n = its available), has
@@ -127,32 +66,15 @@ func segSignalOf(r reply) *segSignal {
 // rebuild of a missing sale); a missing segment i is segmentMissing's. A segment this instance
 // no longer knows (a rebuild made the sale one segment meanwhile) answers 'moved': the caller
 // goes on at segment 0, as when it finds the segment's keys gone.
-func (e *Engine) execSeg(ctx context.Context, s *script, saleID string, i int, args ...string) (reply, error) {
+func (g *segments) execSeg(ctx context.Context, s *script, saleID string, i int, args ...string) (reply, error) {
 	if i == 0 {
-		return e.exec(ctx, s, saleID, args...)
+		return g.core.exec(ctx, s, saleID, args...)
 	}
-	in := e.segmentsOf(saleID)
+	in := g.of(saleID)
 	if in == nil || i >= in.n {
 		return nil, &segSignal{code: "moved"}
 	}
-	return e.execTag(ctx, s, in.tag(i), args...)
-}
-
-// execTag is exec for an id that may be a segment's tag ("X#i.k", segTag).
-func (e *Engine) execTag(ctx context.Context, s *script, tag string, args ...string) (reply, error) {
-	saleID, _, seg := strings.Cut(tag, "#")
-	if !seg {
-		return e.exec(ctx, s, tag, args...)
-	}
-	r, err := e.execRaw(ctx, s, tag, args...)
-	if err != nil {
-		return nil, err
-	}
-	switch r.code() {
-	case "not_loaded", "loading":
-		return nil, e.segmentMissing(ctx, saleID)
-	}
-	return r, nil
+	return g.core.execTag(ctx, s, in.tag(i), args...)
 }
 
 // segmentMissing answers a call that found a segment of a segmented sale missing (its keys
@@ -163,36 +85,24 @@ func (e *Engine) execTag(ctx context.Context, s *script, tag string, args ...str
 // every caller acts on as a moved segment's answer). A sale still split has lost a segment: it
 // is rebuilt whole from the database as a one-segment sale (rebuild.go, 'lost'), and answers
 // unavailable meanwhile.
-func (e *Engine) segmentMissing(ctx context.Context, saleID string) error {
-	r, err := e.segOp(ctx, saleID, 0, "counts")
+func (g *segments) segmentMissing(ctx context.Context, saleID string) error {
+	r, err := g.segOp(ctx, saleID, 0, "counts")
 	if err != nil {
 		return err
 	}
 	if one := r.int(9) < 2; one || r.int(1) == modeSingle {
-		e.forgetSegments(saleID, one)
+		g.forget(saleID, one)
 		return &segSignal{code: "moved"}
 	}
-	if in := e.segmentsOf(saleID); in != nil && int64(in.n) != r.int(9) {
+	if in := g.of(saleID); in != nil && int64(in.n) != r.int(9) {
 		// The sale was dropped and made again with other segments: take it as it is now.
-		e.learnSegments(saleID, int(r.int(9)))
+		g.learn(saleID, int(r.int(9)))
 		return seckill.Errorf(seckill.CodeUnavailable, "sale %q was made again with other segments; retry", saleID)
 	}
-	if e.rebuild == nil {
+	if !g.core.rebuildLost(saleID) {
 		return seckill.Errorf(seckill.CodeUnavailable, "a segment of sale %q is missing from Redis; retry shortly", saleID)
 	}
-	e.rebuild.startLost(saleID)
 	return seckill.Errorf(seckill.CodeUnavailable, "a segment of sale %q is missing from Redis; the sale is being restored from the database; retry shortly", saleID)
-}
-
-// forgetSegments makes this instance send every call of the sale to segment 0: the sale
-// collapsed, or (one) a rebuild made it a one-segment sale, whose calls then take the plain path.
-func (e *Engine) forgetSegments(saleID string, one bool) {
-	if in := e.segmentsOf(saleID); in != nil {
-		in.collapsed.Store(true)
-		if one {
-			e.segs.CompareAndDelete(saleID, in)
-		}
-	}
 }
 
 // movedOn reports whether err is segmentMissing's 'moved': the caller goes on at segment 0.
@@ -202,8 +112,17 @@ func movedOn(err error) bool {
 }
 
 // segOp runs one operation of segment.lua on segment i.
-func (e *Engine) segOp(ctx context.Context, saleID string, i int, op string, args ...string) (reply, error) {
-	r, err := e.execSeg(ctx, e.scripts.segment, saleID, i, append([]string{op}, args...)...)
+//
+// segment.lua: KEYS the segment's seven keys; ARGV [1] clock, [2] op, then by op: 'take' dest,
+// units -> {'ok', taken, seq, available left} / {'busy', mode}; 'apply' source, seq, units ->
+// {'ok', added} / {'gap', last applied} / {'moved'}; 'ack' dest, seq; 'outbox' -> {'ok', (dest,
+// seq, units)...}; 'counts' -> {'ok', mode, available, held, sold, seq, lent, got, pend,
+// segments, streams}; 'halt' token, stale version, lost (rebuild.go); 'freeze' -> {'ok', mode};
+// 'absorb' source, kind, entries... -> {'ok', 1/0}; 'counts_in' source, available, held, sold,
+// seq; 'seal'; 'finish' -> {'ok'} / {'not_ready'}; 'adopt' suffix, stored reservation. Each
+// op's details: lua/segment.lua.
+func (g *segments) segOp(ctx context.Context, saleID string, i int, op string, args ...string) (reply, error) {
+	r, err := g.execSeg(ctx, g.core.scriptSet().segment, saleID, i, append([]string{op}, args...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -213,12 +132,10 @@ func (e *Engine) segOp(ctx context.Context, saleID string, i int, op string, arg
 	return r, nil
 }
 
-// LoadSaleSegments preheats a sale split into n segments (1 is LoadSale). The free units are
-// shared evenly; sold units are counted in segment 0. LoadSale calls it for a sale whose
-// definition asks for segments (the API's `segments` option; docs/DECISIONS.md "Segmented stock").
-func (e *Engine) LoadSaleSegments(ctx context.Context, def seckill.Sale, sold, n int) error {
+// loadSegments is Engine.LoadSaleSegments.
+func (g *segments) loadSegments(ctx context.Context, def seckill.Sale, sold, n int) error {
 	if n == 1 {
-		return e.loadSale(ctx, def, sold)
+		return g.core.loadSale(ctx, def, sold)
 	}
 	if n < 1 || n > maxSegments {
 		return seckill.Errorf(seckill.CodeInvalidArgument, "segments must be 1 to %d", maxSegments)
@@ -229,9 +146,9 @@ func (e *Engine) LoadSaleSegments(ctx context.Context, def seckill.Sale, sold, n
 	if def.Sellable() < 0 || sold < 0 || sold > def.Sellable() {
 		return seckill.Errorf(seckill.CodeInvalidArgument, "sale %q: sold %d outside 0..%d", def.ID, sold, def.Sellable())
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	if n, err := e.rdb.Do(ctx, e.rdb.B().Exists().Key(e.keys(def.ID)[0]).Build()).AsInt64(); err != nil {
+	if n, err := g.core.redis().Do(ctx, g.core.redis().B().Exists().Key(g.core.keys(def.ID)[0]).Build()).AsInt64(); err != nil {
 		return errUnavailable(fmt.Errorf("redisinv: load sale %s: %w", def.ID, err))
 	} else if n > 0 {
 		return seckill.Errorf(seckill.CodeConflict, "sale %q already loaded", def.ID)
@@ -252,7 +169,7 @@ func (e *Engine) LoadSaleSegments(ctx context.Context, def seckill.Sale, sold, n
 			mode, s = "new", sold
 		}
 		args := append(loadArgs(def, s, mode, ""), "1", "0", itoa(n), itoa(i), share(i))
-		r, err := e.execRaw(ctx, e.scripts.load, segTag(def.ID, i, n), args...)
+		r, err := g.core.execRaw(ctx, g.core.scriptSet().load, segTag(def.ID, i, n), args...)
 		if err != nil {
 			return err
 		}
@@ -260,7 +177,7 @@ func (e *Engine) LoadSaleSegments(ctx context.Context, def seckill.Sale, sold, n
 			return seckill.Errorf(seckill.CodeConflict, "sale %q already loaded", def.ID)
 		}
 	}
-	in := e.learnSegments(def.ID, n)
+	in := g.learn(def.ID, n)
 	for i := range n {
 		s, _ := strconv.Atoi(share(i))
 		in.avail[i].Store(int64(s))
@@ -268,17 +185,32 @@ func (e *Engine) LoadSaleSegments(ctx context.Context, def seckill.Sale, sold, n
 	return nil
 }
 
+// buyNewlySegmented is a Buy whose plain call a segment answered with sig: the sale is segmented
+// and this instance had not seen it yet.
+func (g *segments) buyNewlySegmented(ctx context.Context, req seckill.BuyRequest, q int, sig *segSignal) (seckill.BuyResult, error) {
+	var in *segInfo
+	if sig.code == "segments" {
+		in = g.learn(req.SaleID, int(sig.n))
+	} else {
+		var err error
+		if in, err = g.discoverSegments(ctx, req.SaleID); err != nil {
+			return seckill.BuyResult{}, err
+		}
+	}
+	return g.buySegmented(ctx, in, req, q)
+}
+
 // buySegmented runs a buy on a segmented sale: at the user's segment (segment 0 once
 // collapsed), lending it units or collapsing the sale when it has too few, until the answer is
 // one a one-segment sale would give.
-func (e *Engine) buySegmented(ctx context.Context, in *segInfo, req seckill.BuyRequest, q int) (seckill.BuyResult, error) {
+func (g *segments) buySegmented(ctx context.Context, in *segInfo, req seckill.BuyRequest, q int) (seckill.BuyResult, error) {
 	lends := 0
 	for range 64 {
 		h := 0
 		if !in.collapsed.Load() {
 			h = userSegment(req.UserID, in.n)
 		}
-		res, err := e.buy(ctx, &buyCall{req: req, q: q, random: e.random(), tag: in.tag(h), floor: in.maxSeq.Load()})
+		res, err := g.core.buy(ctx, &buyCall{req: req, q: q, random: g.core.random(), tag: in.tag(h), floor: in.maxSeq.Load()})
 		sig := signalOf(err)
 		if sig == nil {
 			if err == nil {
@@ -288,15 +220,15 @@ func (e *Engine) buySegmented(ctx context.Context, in *segInfo, req seckill.BuyR
 		}
 		switch sig.code {
 		case "segments":
-			in = e.learnSegments(req.SaleID, int(sig.n))
+			in = g.learn(req.SaleID, int(sig.n))
 		case "moved":
 			in.collapsed.Store(true)
 		case "moving":
-			if err := e.collapse(ctx, req.SaleID, in); err != nil && !movedOn(err) {
+			if err := g.collapse(ctx, req.SaleID, in); err != nil && !movedOn(err) {
 				return seckill.BuyResult{}, err
 			}
 		case "elsewhere":
-			r, err := e.Reservation(ctx, req.SaleID+"-"+sig.s)
+			r, err := g.core.Reservation(ctx, req.SaleID+"-"+sig.s)
 			if err != nil {
 				return seckill.BuyResult{}, err
 			}
@@ -304,16 +236,16 @@ func (e *Engine) buySegmented(ctx context.Context, in *segInfo, req seckill.BuyR
 		case "empty":
 			in.avail[h].Store(sig.n)
 			lent := false
-			if lends < 4 && !e.noLend { // a buyer whose lent units others keep taking ends the split
+			if lends < 4 && !g.noLend { // a buyer whose lent units others keep taking ends the split
 				lends++
-				if lent, err = e.lend(ctx, req.SaleID, in, h, int64(q)-sig.n); movedOn(err) {
+				if lent, err = g.lend(ctx, req.SaleID, in, h, int64(q)-sig.n); movedOn(err) {
 					continue // a segment is gone: the sale is in segment 0 now
 				} else if err != nil {
 					return seckill.BuyResult{}, err
 				}
 			}
 			if !lent {
-				if err := e.collapse(ctx, req.SaleID, in); err != nil && !movedOn(err) {
+				if err := g.collapse(ctx, req.SaleID, in); err != nil && !movedOn(err) {
 					return seckill.BuyResult{}, err
 				}
 			}
@@ -330,15 +262,15 @@ func (e *Engine) buySegmented(ctx context.Context, in *segInfo, req seckill.BuyR
 // until no transfer happened while it ran (each segment's lent and got the same when read again):
 // then the sums are those of one instant (each segment's available + held + sold changes only
 // by transfers), and invariant 1 holds in every answer.
-func (e *Engine) segSale(ctx context.Context, id string, in *segInfo) (seckill.Sale, seckill.StockState, error) {
+func (g *segments) segSale(ctx context.Context, id string, in *segInfo) (seckill.Sale, seckill.StockState, error) {
 	for range 100 {
 		if in.collapsed.Load() {
-			return e.Sale(ctx, id)
+			return g.core.Sale(ctx, id)
 		}
 		// Every segment at once: rueidis pipelines the calls (one round trip per node).
 		rs := make([]reply, in.n)
 		if err := inParallel(in.n, func(i int) (err error) {
-			rs[i], err = e.execSeg(ctx, e.scripts.sale, id, i)
+			rs[i], err = g.execSeg(ctx, g.core.scriptSet().sale, id, i)
 			return err
 		}); movedOn(err) {
 			continue // the sale is in segment 0 now
@@ -376,14 +308,14 @@ func (e *Engine) segSale(ctx context.Context, id string, in *segInfo) (seckill.S
 			lent[i], got[i] = r.int(19), r.int(20)
 		}
 		if moving {
-			if err := e.collapse(ctx, id, in); err != nil && !movedOn(err) {
+			if err := g.collapse(ctx, id, in); err != nil && !movedOn(err) {
 				return seckill.Sale{}, seckill.StockState{}, err
 			}
 			continue
 		}
 		cs := make([]reply, in.n)
 		if err := inParallel(in.n, func(i int) (err error) {
-			cs[i], err = e.segOp(ctx, id, i, "counts")
+			cs[i], err = g.segOp(ctx, id, i, "counts")
 			return err
 		}); movedOn(err) {
 			continue
@@ -420,7 +352,7 @@ func inParallel(n int, f func(i int) error) error {
 // lives: its own segment, or segment 0 once that segment has moved there (then, for a
 // reservation segment 0 does not have — unknown reports that — the moved segment, which keeps
 // its terminal reservations).
-func (e *Engine) onReservation(ctx context.Context, saleID, suffix string, in *segInfo,
+func (g *segments) onReservation(ctx context.Context, saleID, suffix string, in *segInfo,
 	run func(seg int, flag string) (reply, error), unknown func(reply) bool) (reply, error) {
 	k := suffixSegment(suffix)
 	if k < 0 || k >= in.n {
@@ -452,7 +384,7 @@ func (e *Engine) onReservation(ctx context.Context, saleID, suffix string, in *s
 		case "moved":
 			in.collapsed.Store(true)
 		case "moving":
-			if err := e.collapse(ctx, saleID, in); err != nil && !movedOn(err) {
+			if err := g.collapse(ctx, saleID, in); err != nil && !movedOn(err) {
 				return nil, err
 			}
 		default:
@@ -465,9 +397,9 @@ func (e *Engine) onReservation(ctx context.Context, saleID, suffix string, in *s
 func notFoundReply(r reply) bool { return r.code() == "not_found" }
 
 // segReservation is Reservation on a segmented sale.
-func (e *Engine) segReservation(ctx context.Context, id, saleID, suffix string, in *segInfo) (seckill.Reservation, error) {
-	r, err := e.onReservation(ctx, saleID, suffix, in, func(seg int, flag string) (reply, error) {
-		return e.execSeg(ctx, e.scripts.reservation, saleID, seg, suffix, flag)
+func (g *segments) segReservation(ctx context.Context, id, saleID, suffix string, in *segInfo) (seckill.Reservation, error) {
+	r, err := g.onReservation(ctx, saleID, suffix, in, func(seg int, flag string) (reply, error) {
+		return g.execSeg(ctx, g.core.scriptSet().reservation, saleID, seg, suffix, flag)
 	}, notFoundReply)
 	if err != nil {
 		return seckill.Reservation{}, err
@@ -482,9 +414,9 @@ func (e *Engine) segReservation(ctx context.Context, id, saleID, suffix string, 
 }
 
 // segCancel is Cancel on a segmented sale.
-func (e *Engine) segCancel(ctx context.Context, id, userID, saleID, suffix string, in *segInfo) (seckill.Reservation, error) {
-	r, err := e.onReservation(ctx, saleID, suffix, in, func(seg int, flag string) (reply, error) {
-		return e.execSeg(ctx, e.scripts.cancel, saleID, seg, suffix, userID, flag)
+func (g *segments) segCancel(ctx context.Context, id, userID, saleID, suffix string, in *segInfo) (seckill.Reservation, error) {
+	r, err := g.onReservation(ctx, saleID, suffix, in, func(seg int, flag string) (reply, error) {
+		return g.execSeg(ctx, g.core.scriptSet().cancel, saleID, seg, suffix, userID, flag)
 	}, notFoundReply)
 	if err != nil {
 		return seckill.Reservation{}, err
@@ -495,9 +427,9 @@ func (e *Engine) segCancel(ctx context.Context, id, userID, saleID, suffix strin
 // segPay is ConfirmPayment on a segmented sale: a late payment that the reservation's segment
 // lacks the units for is served by lending (or collapsing) first, as a buy is; one for a
 // reservation of a moved segment is taken over by segment 0 first.
-func (e *Engine) segPay(ctx context.Context, p seckill.PaymentConfirmation, saleID, suffix string, amount int64, in *segInfo) (reply, error) {
+func (g *segments) segPay(ctx context.Context, p seckill.PaymentConfirmation, saleID, suffix string, amount int64, in *segInfo) (reply, error) {
 	run := func(seg int, flag string) (reply, error) {
-		return e.execSeg(ctx, e.scripts.pay, saleID, seg, suffix, p.PaymentID, i64toa(amount), flag)
+		return g.execSeg(ctx, g.core.scriptSet().pay, saleID, seg, suffix, p.PaymentID, i64toa(amount), flag)
 	}
 	unknown := func(r reply) bool { return r.code() == "ok" && len(r) == 2 }
 	k := suffixSegment(suffix)
@@ -506,7 +438,7 @@ func (e *Engine) segPay(ctx context.Context, p seckill.PaymentConfirmation, sale
 	}
 	lends := 0
 	for range 16 {
-		r, err := e.onReservation(ctx, saleID, suffix, in, run, unknown)
+		r, err := g.onReservation(ctx, saleID, suffix, in, run, unknown)
 		if err != nil {
 			return nil, err
 		}
@@ -515,19 +447,19 @@ func (e *Engine) segPay(ctx context.Context, p seckill.PaymentConfirmation, sale
 			lent := false
 			if lends < 4 {
 				lends++
-				if lent, err = e.lend(ctx, saleID, in, k, r.int(2)-r.int(1)); movedOn(err) {
+				if lent, err = g.lend(ctx, saleID, in, k, r.int(2)-r.int(1)); movedOn(err) {
 					continue
 				} else if err != nil {
 					return nil, err
 				}
 			}
 			if !lent {
-				if err := e.collapse(ctx, saleID, in); err != nil && !movedOn(err) {
+				if err := g.collapse(ctx, saleID, in); err != nil && !movedOn(err) {
 					return nil, err
 				}
 			}
 		case "adopt":
-			if _, err := e.segOp(ctx, saleID, 0, "adopt", suffix, r.str(1)); err != nil {
+			if _, err := g.segOp(ctx, saleID, 0, "adopt", suffix, r.str(1)); err != nil {
 				return nil, err
 			}
 		default:
@@ -539,11 +471,11 @@ func (e *Engine) segPay(ctx context.Context, p seckill.PaymentConfirmation, sale
 
 // segClose closes every segment of a segmented sale (a MOVED one too); a collapse under way is
 // finished first.
-func (e *Engine) segClose(ctx context.Context, saleID string, in *segInfo) error {
+func (g *segments) segClose(ctx context.Context, saleID string, in *segInfo) error {
 	for range 16 {
 		again := false
 		for i := range in.n {
-			r, err := e.execSeg(ctx, e.scripts.close, saleID, i)
+			r, err := g.execSeg(ctx, g.core.scriptSet().close, saleID, i)
 			if movedOn(err) {
 				continue // gone, and the sale is in segment 0 (closed first)
 			}
@@ -553,7 +485,7 @@ func (e *Engine) segClose(ctx context.Context, saleID string, in *segInfo) error
 			switch r.code() {
 			case "ok":
 			case "moving":
-				if err := e.collapse(ctx, saleID, in); err != nil && !movedOn(err) {
+				if err := g.collapse(ctx, saleID, in); err != nil && !movedOn(err) {
 					return err
 				}
 				again = true
@@ -573,10 +505,10 @@ func (e *Engine) segClose(ctx context.Context, saleID string, in *segInfo) error
 
 // segReclaim reclaims every segment but 0 (which the caller did), finishes a collapse that an
 // instance left half done, and applies the transfers that one left in an outbox.
-func (e *Engine) segReclaim(ctx context.Context, saleID string, in *segInfo, pend0 int64) (int, error) {
+func (g *segments) segReclaim(ctx context.Context, saleID string, in *segInfo, pend0 int64) (int, error) {
 	total := 0
 	if pend0 > 0 {
-		if err := e.flushOutbox(ctx, saleID, 0); err != nil {
+		if err := g.flushOutbox(ctx, saleID, 0); err != nil {
 			return total, err
 		}
 	}
@@ -585,7 +517,7 @@ func (e *Engine) segReclaim(ctx context.Context, saleID string, in *segInfo, pen
 	}
 	for i := 1; i < in.n; i++ {
 		for {
-			r, err := e.execSeg(ctx, e.scripts.reclaim, saleID, i, itoa(reclaimBatch))
+			r, err := g.execSeg(ctx, g.core.scriptSet().reclaim, saleID, i, itoa(reclaimBatch))
 			if movedOn(err) {
 				return total, nil // the sale is in segment 0, which the caller reclaimed
 			}
@@ -593,7 +525,7 @@ func (e *Engine) segReclaim(ctx context.Context, saleID string, in *segInfo, pen
 				return total, err
 			}
 			if r.code() == "moving" {
-				if err := e.collapse(ctx, saleID, in); err != nil && !movedOn(err) {
+				if err := g.collapse(ctx, saleID, in); err != nil && !movedOn(err) {
 					return total, err
 				}
 				return total, nil
@@ -603,7 +535,7 @@ func (e *Engine) segReclaim(ctx context.Context, saleID string, in *segInfo, pen
 			}
 			total += int(r.int(1))
 			if r.int(4) > 0 {
-				if err := e.flushOutbox(ctx, saleID, i); err != nil && !movedOn(err) {
+				if err := g.flushOutbox(ctx, saleID, i); err != nil && !movedOn(err) {
 					return total, err
 				}
 			}
@@ -615,59 +547,45 @@ func (e *Engine) segReclaim(ctx context.Context, saleID string, in *segInfo, pen
 	return total, nil
 }
 
-// segmentsIn is the sale's segInfo when r, a sale_reply of segment 0, is of a segmented sale
-// (recording whether it has collapsed), else nil.
-func (e *Engine) segmentsIn(saleID string, r reply) *segInfo {
-	n := r.int(17)
-	if n < 2 {
-		return nil
-	}
-	in := e.learnSegments(saleID, int(n))
-	if r.int(18) == modeSingle {
-		in.collapsed.Store(true)
-	}
-	return in
-}
-
 // discoverSegments reads segment 0 to learn a sale's segments, for a call that met a segment's
 // answer without knowing the sale was segmented.
-func (e *Engine) discoverSegments(ctx context.Context, saleID string) (*segInfo, error) {
-	if in := e.segmentsOf(saleID); in != nil {
+func (g *segments) discoverSegments(ctx context.Context, saleID string) (*segInfo, error) {
+	if in := g.of(saleID); in != nil {
 		return in, nil
 	}
-	r, err := e.exec(ctx, e.scripts.sale, saleID)
+	r, err := g.core.exec(ctx, g.core.scriptSet().sale, saleID)
 	if err != nil {
 		return nil, err
 	}
 	if r.code() != "ok" || r.int(17) < 2 {
 		return nil, fmt.Errorf("redisinv: sale %s answered as a segmented sale but is not one", saleID)
 	}
-	return e.segmentsIn(saleID, r), nil
+	return g.in(saleID, r), nil
 }
 
 // segmentsProbe is the sale's segInfo, read from segment 0 if this instance has not seen the
 // sale segmented; nil for a one-segment sale. It costs a read: for the rare calls (sale
 // administration, restores) that must know before they act.
-func (e *Engine) segmentsProbe(ctx context.Context, saleID string) (*segInfo, error) {
-	if in := e.segmentsOf(saleID); in != nil {
+func (g *segments) segmentsProbe(ctx context.Context, saleID string) (*segInfo, error) {
+	if in := g.of(saleID); in != nil {
 		return in, nil
 	}
-	r, err := e.exec(ctx, e.scripts.sale, saleID)
+	r, err := g.core.exec(ctx, g.core.scriptSet().sale, saleID)
 	if err != nil {
 		return nil, err
 	}
-	return e.segmentsIn(saleID, r), nil
+	return g.in(saleID, r), nil
 }
 
 // oneSegment collapses a segmented sale into segment 0 (if it has not already), for the calls
 // that act on the whole sale at once: a restore (a restored sale is a one-segment sale), and
 // CloseUnreserved and DropSale, which must see every reservation in one atomic step.
-func (e *Engine) oneSegment(ctx context.Context, saleID string) (*segInfo, error) {
-	in, err := e.segmentsProbe(ctx, saleID)
+func (g *segments) oneSegment(ctx context.Context, saleID string) (*segInfo, error) {
+	in, err := g.segmentsProbe(ctx, saleID)
 	if err != nil || in == nil {
 		return in, err
 	}
-	if err := e.collapse(ctx, saleID, in); err != nil && !movedOn(err) {
+	if err := g.collapse(ctx, saleID, in); err != nil && !movedOn(err) {
 		return in, err
 	}
 	return in, nil
@@ -675,20 +593,20 @@ func (e *Engine) oneSegment(ctx context.Context, saleID string) (*segInfo, error
 
 // dropSegments deletes the keys of a dropped sale's segments 1 and up (moved: nothing in them
 // is live).
-func (e *Engine) dropSegments(ctx context.Context, saleID string, in *segInfo) error {
+func (g *segments) dropSegments(ctx context.Context, saleID string, in *segInfo) error {
 	for _, tag := range in.tags[1:] {
-		for _, k := range e.keys(tag) {
-			if err := e.rdb.Do(ctx, e.rdb.B().Unlink().Key(k).Build()).Error(); err != nil {
+		for _, k := range g.core.keys(tag) {
+			if err := g.core.redis().Do(ctx, g.core.redis().B().Unlink().Key(k).Build()).Error(); err != nil {
 				return errUnavailable(fmt.Errorf("redisinv: drop sale %s: %w", saleID, err))
 			}
 		}
-		e.versions.m.Delete(tag)
+		g.core.versionBook().m.Delete(tag)
 	}
-	e.segs.Delete(saleID)
+	g.sales.Delete(saleID)
 	return nil
 }
 
 // WithSegments makes LoadSale split every sale into n segments (LoadSaleSegments), for tests:
 // the conformance suite runs on segmented sales through it (package redisinv/segconformance).
 // The service never sets it: a sale's own `segments` decides there.
-func WithSegments(n int) Option { return func(e *Engine) { e.loadSegs = n } }
+func WithSegments(n int) Option { return func(e *Engine) { e.segs.loadN = n } }

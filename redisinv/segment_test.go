@@ -58,7 +58,7 @@ func (r *segRig) usersOf(seg, count int, prefix string) []string {
 // counts is segment i's {mode, available, held, sold, seq, lent, got, pend}.
 func (r *segRig) counts(i int) []int64 {
 	r.t.Helper()
-	c, err := r.e.segOp(r.t.Context(), r.sale.ID, i, "counts")
+	c, err := r.e.segs.segOp(r.t.Context(), r.sale.ID, i, "counts")
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestSegmentsLendNegative(t *testing.T) {
 	if c := r.counts(2); c[0] != modeSplit {
 		t.Fatalf("lending on: segment 2 mode %d, want split", c[0])
 	}
-	r.e.noLend = true
+	r.e.segs.noLend = true
 	for _, u := range r.usersOf(2, 20, "lend")[11:] { // its lent units run out on the way
 		if _, err := r.buy(u); err != nil {
 			t.Fatal(err)
@@ -194,12 +194,12 @@ func TestSegmentsCrashInTransit(t *testing.T) {
 		t.Run(map[bool]string{false: "Recovered", true: "LostControl"}[lose], func(t *testing.T) {
 			r := newSegRig(t, testenv.Redis(t), 4, 20, 1, 0)
 			ctx := t.Context()
-			tk, err := r.e.segOp(ctx, r.sale.ID, 1, "take", "3", "4")
+			tk, err := r.e.segs.segOp(ctx, r.sale.ID, 1, "take", "3", "4")
 			if err != nil || tk.int(1) != 4 {
 				t.Fatalf("take: %v %v", tk, err)
 			}
 			if lose {
-				if _, err := r.e.segOp(ctx, r.sale.ID, 1, "ack", "3", i64toa(tk.int(2))); err != nil {
+				if _, err := r.e.segs.segOp(ctx, r.sale.ID, 1, "ack", "3", i64toa(tk.int(2))); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -357,7 +357,7 @@ func collapseCopiedTwice(t *testing.T, url string, opts ...Option) string {
 		t.Fatalf("buy: %+v, %v", res.Reservation, err)
 	}
 	for i := range 2 {
-		if _, err := r.e.segOp(ctx, r.sale.ID, i, "freeze"); err != nil {
+		if _, err := r.e.segs.segOp(ctx, r.sale.ID, i, "freeze"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -383,7 +383,7 @@ func collapseCopiedTwice(t *testing.T, url string, opts ...Option) string {
 	copyOnce := func() {
 		t.Helper()
 		for _, args := range [][]string{userArgs, holdArgs} {
-			if _, err := r.e.segOp(ctx, r.sale.ID, 0, "absorb", args...); err != nil {
+			if _, err := r.e.segs.segOp(ctx, r.sale.ID, 0, "absorb", args...); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -395,7 +395,7 @@ func collapseCopiedTwice(t *testing.T, url string, opts ...Option) string {
 		t.Fatalf("buy at segment 0 while collapsing: %+v, %v", res.Reservation, err)
 	}
 	copyOnce() // the second instance's copy
-	if err := r.e.collapse(ctx, r.sale.ID, r.e.segmentsOf(r.sale.ID)); err != nil {
+	if err := r.e.segs.collapse(ctx, r.sale.ID, r.e.segs.of(r.sale.ID)); err != nil {
 		t.Fatal(err)
 	}
 	if st := r.state(); st.Available != 3 || st.Held != 1 || st.Sold != 0 {

@@ -15,7 +15,7 @@ import (
 // makes them) gets the segments spread evenly over its nodes, whatever the sale id. With
 // "<id>#<i>" alone where a segment landed followed from the id: 3 segments shared 2 of 3 nodes
 // in every measured run (docs/BENCHMARKS.md). Every instance computes the same tags from the
-// id, i and n. It costs about 8n CRC16s of the tag: callers keep the tags (segTags).
+// id, i and n. It costs about 8n CRC16s of the tag: callers keep the tags (segBook.tagsOf).
 func segTag(saleID string, i, n int) string {
 	if i == 0 {
 		return saleID
@@ -78,22 +78,6 @@ var crc16Table = func() (t [256]uint16) {
 func ringDistance(a, b int) int {
 	d := (a - b + slotRing) % slotRing
 	return min(d, slotRing-d)
-}
-
-// tag is segment i's tag (segTag), kept.
-func (in *segInfo) tag(i int) string { return in.tags[i] }
-
-// segTags is segTag of each of the sale's n segments, kept per sale (the streams' readers ask
-// for them at every read).
-func (e *Engine) segTags(saleID string, n int) []string {
-	if v, ok := e.tagSets.Load(saleID); ok {
-		if t := v.([]string); len(t) == n {
-			return t
-		}
-	}
-	t := append([]string{saleID}, segTagsFrom(saleID, n)...)
-	e.tagSets.Store(saleID, t)
-	return t
 }
 
 // segTagsFrom is segTag of segments 1 to n-1 of a sale of n segments.

@@ -405,7 +405,7 @@ func segmentLost(t *testing.T, url, how string) {
 	// (Sale reads every one) until the rebuild has made the sale one segment.
 	eventually(t, "the sale rebuilt as one segment", func() bool {
 		_, _, _ = r.e.Sale(t.Context(), r.def.ID)
-		return r.e.segmentsOf(r.def.ID) == nil
+		return r.e.segs.of(r.def.ID) == nil
 	})
 	r.payHeld()
 	if p := r.problems(10 * time.Second); len(p) > 0 {

@@ -18,7 +18,7 @@ func TestHashSlot(t *testing.T) {
 	e := New(c.Inventory)
 	t.Cleanup(func() { _ = e.Close() })
 	for i := range 20 {
-		for _, tag := range e.segTags(fmt.Sprintf("sale-%d", i), 6) {
+		for _, tag := range e.segs.tagsOf(fmt.Sprintf("sale-%d", i), 6) {
 			key := e.keys(tag)[0]
 			want, err := c.Inventory.Do(t.Context(), c.Inventory.B().ClusterKeyslot().Key(key).Build()).AsInt64()
 			if err != nil {
@@ -100,7 +100,7 @@ func TestSegTagsSpread(t *testing.T) {
 	}
 	e := New(c.Inventory)
 	t.Cleanup(func() { _ = e.Close() })
-	salted := func(id string, n int) []string { return e.segTags(id, n) }
+	salted := func(id string, n int) []string { return e.segs.tagsOf(id, n) }
 	unsalted := func(id string, n int) []string {
 		out := []string{id}
 		for i := 1; i < n; i++ {
@@ -121,7 +121,7 @@ func TestSegTagsSpread(t *testing.T) {
 	if three >= 90 && six >= 90 {
 		t.Fatal("negative control: the unsalted tags spread as well: the detector cannot fail")
 	}
-	if !strings.Contains(e.segTags("x", 2)[1], "#1.") {
-		t.Fatalf("segment 1's tag %q lacks its salt", e.segTags("x", 2)[1])
+	if !strings.Contains(e.segs.tagsOf("x", 2)[1], "#1.") {
+		t.Fatalf("segment 1's tag %q lacks its salt", e.segs.tagsOf("x", 2)[1])
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/events"
 	"github.com/seckill-go/seckill/internal/background"
 	"github.com/seckill-go/seckill/internal/wait"
 	"github.com/seckill-go/seckill/pipeline"
@@ -59,7 +60,7 @@ type ConsumerConfig struct {
 // acknowledged entries are trimmed, so the streams' memory stays bounded by what is not yet
 // stored. A Consumer is a background.Service.
 type Consumer struct {
-	e     *Engine
+	e     streamHost
 	apply pipeline.Applier
 	cfg   ConsumerConfig
 
@@ -149,7 +150,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 				if err != nil {
 					background.Report(ctx, fmt.Errorf("sale %s: finding its segments: %w", id, err))
 				}
-				for seg, tag := range c.e.segTags(id, n) {
+				for seg, tag := range c.e.streamTags(id, n) {
 					if running[tag] == nil {
 						sctx, stop := context.WithCancel(ctx)
 						running[tag] = stop
@@ -226,7 +227,7 @@ func (c *Consumer) consume(ctx context.Context, saleID string, seg int, tag stri
 
 // read returns new entries for this consumer, waiting up to Block for some.
 func (c *Consumer) read(ctx context.Context, key string) ([]rueidis.XRangeSlice, error) {
-	rdb := c.e.rdb
+	rdb := c.e.redis()
 	cmd := rdb.B().Xreadgroup().Group(Group, c.cfg.Name).Count(int64(c.cfg.Batch)).
 		Block(c.cfg.Block.Milliseconds()).Streams().Key(key).Id(">").Build()
 	res, err := rdb.Do(ctx, cmd).AsXReadSlices()
@@ -242,7 +243,7 @@ func (c *Consumer) read(ctx context.Context, key string) ([]rueidis.XRangeSlice,
 // claim takes over entries that another consumer read but did not acknowledge within
 // ClaimIdle (it crashed, or is stuck), and stores them.
 func (c *Consumer) claim(ctx context.Context, saleID string, seg int, key string) error {
-	rdb := c.e.rdb
+	rdb := c.e.redis()
 	cursor := "0-0"
 	for {
 		cmd := rdb.B().Xautoclaim().Key(key).Group(Group).Consumer(c.cfg.Name).
@@ -277,7 +278,7 @@ func (c *Consumer) claim(ctx context.Context, saleID string, seg int, key string
 // createGroup creates the group at the start of the stream (creating the stream if needed),
 // so that entries written before any consumer existed are stored too.
 func (c *Consumer) createGroup(ctx context.Context, key string) error {
-	rdb := c.e.rdb
+	rdb := c.e.redis()
 	err := rdb.Do(ctx, rdb.B().XgroupCreate().Key(key).Group(Group).Id("0").Mkstream().Build()).Error()
 	if e, ok := rueidis.IsRedisErr(err); ok && e.IsBusyGroup() {
 		return nil
@@ -320,7 +321,7 @@ func (c *Consumer) store(ctx context.Context, saleID string, seg int, key string
 	if err := c.apply.Apply(sctx, events); err != nil {
 		return // not stored: the entries stay pending and are claimed again later
 	}
-	rdb := c.e.rdb
+	rdb := c.e.redis()
 	if err := rdb.Do(sctx, rdb.B().Xack().Key(key).Group(Group).Id(ids...).Build()).Error(); err != nil {
 		background.Report(ctx, fmt.Errorf("sale %s: acknowledging %d stored entries failed; they will be stored again (idempotent): %w", saleID, len(ids), err))
 	}
@@ -344,7 +345,7 @@ func (c *Consumer) store(ctx context.Context, saleID string, seg int, key string
 // same on each, and a segment found gone back rebuilds the whole sale (Engine.stale), without
 // the database's version (which is segment 0's: segmentEvent).
 func (c *Consumer) checkVersions(ctx context.Context, saleID string, seg int, tag string, highest *uint64, entries []rueidis.XRangeSlice) {
-	if !c.e.versionsOn() {
+	if !c.e.versionBook().on() {
 		return
 	}
 	var low, top uint64 = 0, *highest
@@ -367,17 +368,17 @@ func (c *Consumer) checkVersions(ctx context.Context, saleID string, seg int, ta
 	}
 	c.stale.Add(1)
 	if seg > 0 {
-		_ = c.e.stale(tag, want, low)
+		_ = c.e.versionBook().refuse(tag, want, low)
 		return
 	}
-	if vs := c.e.versionSource(); vs != nil {
+	if vs := c.e.versionBook().source(); vs != nil {
 		dctx, cancel := context.WithTimeout(ctx, dbTimeout)
 		if db, err := vs.SaleVersion(dctx, saleID); err == nil {
 			want = max(want, db)
 		}
 		cancel()
 	}
-	_ = c.e.stale(saleID, want, low) // logs once per rebuild, and starts it
+	_ = c.e.versionBook().refuse(saleID, want, low) // logs once per rebuild, and starts it
 }
 
 // Stale is the number of batches whose entries showed a stream gone back in time.
@@ -419,7 +420,7 @@ func segmentEvent(saleID string, seg int, field, value string) (seckill.Event, e
 // segment 0 (segment.lua 'counts') until the sale is loaded, then nothing (kept).
 func (e *Engine) saleStreams(ctx context.Context, saleID string) (int, error) {
 	n := 1
-	if in := e.segmentsOf(saleID); in != nil {
+	if in := e.segs.of(saleID); in != nil {
 		n = in.n
 	}
 	if v, ok := e.streamCounts.Load(saleID); ok {
@@ -490,3 +491,20 @@ func decodeEvent(saleID string, fv rueidis.XRangeFieldValue) (seckill.Event, err
 	}
 	return seckill.Event{Reservation: r, At: fromMillis(nums[4]), Type: typ, Version: version}, nil
 }
+
+// streamHost is all the streams' readers (Consumer, the export's streamLog, EventReader) see of
+// the engine: the client, the sale's streams and their keys, the trimming, the decoding for the
+// export, and the versions (a stream gone back in time starts the sale's rebuild).
+type streamHost interface {
+	redis() rueidis.Client
+	streamKey(tag string) string
+	saleStreams(ctx context.Context, saleID string) (int, error)
+	streamTags(saleID string, n int) []string
+	trimStream(ctx context.Context, saleID string) error
+	exported(saleID, id string, fvs []rueidis.XRangeFieldValue) []events.Event
+	streamLastIDs(ctx context.Context, saleID string, n int) ([]string, error)
+	versionBook() *versionBook
+	logger() *slog.Logger
+}
+
+func (e *Engine) streamTags(saleID string, n int) []string { return e.segs.tagsOf(saleID, n) }

@@ -34,8 +34,11 @@ func (e *Engine) Sweeper(interval time.Duration, list SaleLister, locks *lock.Cl
 	return &sweeper{e: e, interval: interval, list: list, locks: locks}
 }
 
+// sweeper sees of the engine only its Reclaim.
 type sweeper struct {
-	e        *Engine
+	e interface {
+		Reclaim(ctx context.Context, saleID string) (int, error)
+	}
 	interval time.Duration
 	list     SaleLister
 	locks    *lock.Client

@@ -2,14 +2,11 @@ package redisinv
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/rueidis"
 
 	"github.com/seckill-go/seckill"
 )
@@ -60,8 +57,12 @@ const (
 	dbTimeout = 500 * time.Millisecond
 )
 
-// versionBook is what an instance knows of its sales' versions.
+// versionBook is what an instance knows of its sales' versions. The core asks it before and
+// after every script call (mark, check); it sees of the engine only the rebuilder, which
+// repairs what it finds (nil: no check), and the logger.
 type versionBook struct {
+	rb      *rebuilder
+	log     *slog.Logger
 	off     bool     // withoutVersionCheck: tests only (the negative control)
 	m       sync.Map // sale id -> *saleVersion
 	entries atomic.Int64
@@ -88,39 +89,45 @@ type versionMark struct {
 	sv    *saleVersion
 }
 
-// versionFloor is the highest version of the sale this instance has seen, read before a call is
+// attach gives the book the engine's rebuilder and logger, once its options are applied.
+func (b *versionBook) attach(rb *rebuilder, log *slog.Logger) { b.rb, b.log = rb, log }
+
+// versionFloor is the highest version of the sale this instance has seen (versionBook.mark).
+func (e *Engine) versionFloor(saleID string) versionMark { return e.versions.mark(saleID) }
+
+// mark is the highest version of the sale this instance has seen, read before a call is
 // sent: any reply to the call must carry at least it, since Redis produced it before the call
 // was sent. Reading it before rather than after the reply is what makes concurrent replies
 // safe: a reply that arrives late with a lower version than one stored meanwhile was produced
 // earlier, not by a Redis that went back.
-func (e *Engine) versionFloor(saleID string) versionMark {
-	if v, ok := e.versions.m.Load(saleID); ok {
+func (b *versionBook) mark(saleID string) versionMark {
+	if v, ok := b.m.Load(saleID); ok {
 		sv := v.(*saleVersion)
 		return versionMark{floor: sv.seen.Load(), sv: sv}
 	}
 	return versionMark{}
 }
 
-// checkVersion compares a reply's version v with the mark taken before the call and, the first
+// check compares a reply's version v with the mark taken before the call and, the first
 // time this instance sees the sale, with the database's. It returns an unavailable error, after
 // starting the rebuild, when Redis is behind; otherwise it raises the sale's highest version
 // seen. v = 0 is a sale not loaded or loaded before versions existed: nothing to compare. On the
 // hot path (the sale seen before) it costs a comparison, an atomic load and, when the version
 // rose, a compare-and-swap.
-func (e *Engine) checkVersion(ctx context.Context, saleID string, m versionMark, v uint64) error {
-	if v == 0 || !e.versionsOn() {
+func (b *versionBook) check(ctx context.Context, saleID string, m versionMark, v uint64) error {
+	if v == 0 || !b.on() {
 		return nil
 	}
 	if v < m.floor {
-		return e.stale(saleID, m.floor, v)
+		return b.refuse(saleID, m.floor, v)
 	}
 	sv := m.sv
 	if sv == nil {
-		sv = e.saleVersion(saleID)
+		sv = b.saleVersion(saleID)
 	}
 	if !sv.checked.Load() {
-		if db, ok := e.dbVersion(ctx, saleID, sv); ok && v < db {
-			return e.stale(saleID, db, v)
+		if db, ok := b.dbVersion(ctx, saleID, sv); ok && v < db {
+			return b.refuse(saleID, db, v)
 		}
 	}
 	for {
@@ -132,25 +139,25 @@ func (e *Engine) checkVersion(ctx context.Context, saleID string, m versionMark,
 }
 
 // saleVersion returns the sale's entry, made on first use.
-func (e *Engine) saleVersion(saleID string) *saleVersion {
-	if v, ok := e.versions.m.Load(saleID); ok {
+func (b *versionBook) saleVersion(saleID string) *saleVersion {
+	if v, ok := b.m.Load(saleID); ok {
 		return v.(*saleVersion)
 	}
-	if e.versions.entries.Load() >= maxVersionEntries {
-		e.versions.m.Clear()
-		e.versions.entries.Store(0)
+	if b.entries.Load() >= maxVersionEntries {
+		b.m.Clear()
+		b.entries.Store(0)
 	}
-	v, loaded := e.versions.m.LoadOrStore(saleID, &saleVersion{})
+	v, loaded := b.m.LoadOrStore(saleID, &saleVersion{})
 	if !loaded {
-		e.versions.entries.Add(1)
+		b.entries.Add(1)
 	}
 	return v.(*saleVersion)
 }
 
 // dbVersion reads the database's version of the sale once (then folds it into sv.seen) and
 // reports it; ok is false when there is no database to ask or it cannot be read now.
-func (e *Engine) dbVersion(ctx context.Context, saleID string, sv *saleVersion) (uint64, bool) {
-	vs := e.versionSource()
+func (b *versionBook) dbVersion(ctx context.Context, saleID string, sv *saleVersion) (uint64, bool) {
+	vs := b.source()
 	if vs == nil {
 		sv.checked.Store(true)
 		return 0, false
@@ -172,7 +179,7 @@ func (e *Engine) dbVersion(ctx context.Context, saleID string, sv *saleVersion) 
 	db, err := vs.SaleVersion(ctx, saleID)
 	if err != nil {
 		sv.retryAt.Store(time.Now().Add(dbRetry).UnixNano())
-		e.log.Warn("redisinv: cannot read the sale's version from the database; comparing with this instance's only for now",
+		b.log.Warn("redisinv: cannot read the sale's version from the database; comparing with this instance's only for now",
 			"sale", saleID, "err", err)
 		return 0, false
 	}
@@ -187,38 +194,38 @@ func (e *Engine) dbVersion(ctx context.Context, saleID string, sv *saleVersion) 
 	return db, true
 }
 
-// versionSource is the rebuild's source as a VersionSource, or nil.
-func (e *Engine) versionSource() VersionSource {
-	if e.rebuild == nil {
+// source is the rebuild's source as a VersionSource, or nil.
+func (b *versionBook) source() VersionSource {
+	if b.rb == nil {
 		return nil
 	}
-	vs, _ := e.rebuild.src.(VersionSource)
+	vs, _ := b.rb.src.(VersionSource)
 	return vs
 }
 
-// stale refuses a reply from a Redis that went back in time and starts the sale's rebuild.
-// Without WithRebuild there is nothing to rebuild from: the check is then off (versionsOn).
-func (e *Engine) stale(saleID string, want, got uint64) error {
-	e.versions.stale.Add(1)
+// refuse refuses a reply from a Redis that went back in time and starts the sale's rebuild.
+// Without WithRebuild there is nothing to rebuild from: the check is then off (on).
+func (b *versionBook) refuse(saleID string, want, got uint64) error {
+	b.stale.Add(1)
 	if sale, _, seg := strings.Cut(saleID, "#"); seg {
 		// A segment's versions are its own (the database records segment 0's only): a
 		// segment gone back in time rebuilds the whole sale, as a lost one does.
-		if e.rebuild.startLost(sale) {
-			e.log.Error("redisinv: Redis answered with an older state of a segment of the sale than already seen; rebuilding the sale from the database",
+		if b.rb.startLost(sale) {
+			b.log.Error("redisinv: Redis answered with an older state of a segment of the sale than already seen; rebuilding the sale from the database",
 				"sale", sale, "segment", saleID, "version", got, "seen", want)
 		}
 		return seckill.Errorf(seckill.CodeUnavailable, "sale %q is being restored from the database; retry shortly", sale)
 	}
-	if e.rebuild.startStale(saleID, want) { // logged once per rebuild, not per refused call
-		e.log.Error("redisinv: Redis answered with an older state of the sale than already seen (a failover to a replica that lagged?); rebuilding it from the database",
+	if b.rb.startStale(saleID, want) { // logged once per rebuild, not per refused call
+		b.log.Error("redisinv: Redis answered with an older state of the sale than already seen (a failover to a replica that lagged?); rebuilding it from the database",
 			"sale", saleID, "version", got, "seen", want)
 	}
 	return seckill.Errorf(seckill.CodeUnavailable, "sale %q is being restored from the database; retry shortly", saleID)
 }
 
-// versionsOn reports whether replies are checked: only with a rebuild to repair what the check
+// on reports whether replies are checked: only with a rebuild to repair what the check
 // finds (WithRebuild), and not in the negative control.
-func (e *Engine) versionsOn() bool { return e.rebuild != nil && !e.versions.off }
+func (b *versionBook) on() bool { return b.rb != nil && !b.off }
 
 // rebuildVersion is the version a rebuild of the sale starts from: the next epoch above the
 // database's version, this instance's highest seen and stale (the version that showed Redis
@@ -249,16 +256,4 @@ func (rb *rebuilder) recordVersion(ctx context.Context, saleID string, v uint64)
 		return vs.RaiseSaleVersion(ctx, saleID, v)
 	}
 	return nil
-}
-
-// splitVersion takes the version off the end of a script's reply (with_version in common.lua).
-func splitVersion(msgs []rueidis.RedisMessage) (reply, uint64, error) {
-	if len(msgs) < 2 {
-		return nil, 0, errors.New("reply too short: want a code and a version")
-	}
-	v, err := msgs[len(msgs)-1].AsInt64()
-	if err != nil || v < 0 {
-		return nil, 0, fmt.Errorf("reply does not end with a version: %v", err)
-	}
-	return reply(msgs[:len(msgs)-1]), uint64(v), nil
 }

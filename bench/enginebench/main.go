@@ -26,7 +26,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/csv"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -49,6 +48,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/purchasetoken"
 	"github.com/seckill-go/seckill/loadgen"
@@ -466,20 +466,11 @@ func benchmarkHTTP(ctx context.Context, redisURL string) error {
 	}
 	fmt.Printf("HTTP buy path: seckill serve --engine %s --db %s against a bare net/http handler; %d client connections, every buy a new user, %v each\n",
 		*httpEngine, redact(store), *clients, *duration)
+	admin := client.New("http://"+addr, client.WithToken(benchAdmin))
 	createSale := func(saleID string, stock int, startsAt time.Time) error {
-		body, _ := json.Marshal(map[string]any{"id": saleID, "price_cents": 100, "stock": stock,
-			"hold_seconds": 3600, "queue_limit": 0, "starts_at": startsAt, "ends_at": startsAt.Add(24 * time.Hour)})
-		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/api/v1/sales", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+benchAdmin)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 201 {
-			return fmt.Errorf("create sale: %d", resp.StatusCode)
-		}
-		return nil
+		_, err := admin.CreateSale(ctx, client.NewSale{ID: saleID, PriceCents: 100, Stock: stock,
+			HoldSeconds: 3600, QueueLimit: client.Ptr(0), StartsAt: startsAt, EndsAt: startsAt.Add(24 * time.Hour)})
+		return err
 	}
 	type series struct {
 		ours, refs, ratios []float64
@@ -549,7 +540,7 @@ func drive(ctx context.Context, base, saleID string, startsAt time.Time, tag str
 		Buyer: func(i int) (string, string) {
 			user := fmt.Sprintf("%s-%d", tag, i)
 			tok, _ := httpapi.MintToken([]byte(benchAuth), user, time.Now(), time.Hour)
-			return "/api/v1/sales/" + saleID + "/buy/" + purchasetoken.New(key, saleID, user, startsAt), tok
+			return client.BuyPath(saleID, purchasetoken.New(key, saleID, user, startsAt)), tok
 		}})
 	if err != nil {
 		return 0, nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/closer"
 	"github.com/seckill-go/seckill/events"
 	"github.com/seckill-go/seckill/httpapi"
@@ -226,7 +227,7 @@ func (a *app) newGateway(cfg config, opts appOptions, log *slog.Logger) (payment
 	switch name {
 	case gatewayMock:
 		a.gateway = payment.NewMockGateway(payment.MockConfig{
-			WebhookURL:    a.url + "/api/v1/payments/webhook/" + payment.MockName,
+			WebhookURL:    a.url + client.WebhookPath(payment.MockName),
 			Secret:        []byte(cfg.PaymentSecret),
 			Delay:         opts.gatewayDelay,
 			FailureRate:   opts.gatewayFail,

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,13 +19,13 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/purchasetoken"
 	"github.com/seckill-go/seckill/internal/wait"
 	"github.com/seckill-go/seckill/loadgen"
 	"github.com/seckill-go/seckill/payment"
 	"github.com/seckill-go/seckill/payment/stripegw"
-	"github.com/seckill-go/seckill/service"
 )
 
 // benchOptions is one `seckill bench` run (and the demo's preset of it).
@@ -179,18 +178,15 @@ func parseMix(s string) (loadgen.Mix, error) {
 // runBench creates the sale, lets the crowd buy, waits until the sale has settled and every
 // instance's audit has caught up, and reports; an invariant that does not hold is an error.
 func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) error {
-	admin := func(method, path string, body, out any) error {
-		return call(ctx, method, o.targets[0]+path, o.adminToken, body, out)
-	}
 	start := time.Now().UTC().Add(time.Second).Truncate(time.Millisecond)
-	var sale service.SaleView
-	if err := admin("POST", "/api/v1/sales", map[string]any{
-		"id": o.saleID, "name": "seckill bench " + o.saleID, "price_cents": 999, "stock": o.units,
-		"starts_at": start, "ends_at": start.Add(10 * time.Minute),
-		"per_user_limit": o.perUser, "hold_seconds": int(o.hold.Seconds()),
-		"listed":   false, // a load test's sale is not for shoppers: kept off the storefront's list
-		"segments": o.segments,
-	}, &sale); err != nil {
+	sale, err := o.admin(0).CreateSale(ctx, client.NewSale{
+		ID: o.saleID, Name: "seckill bench " + o.saleID, PriceCents: 999, Stock: o.units,
+		StartsAt: start, EndsAt: start.Add(10 * time.Minute),
+		PerUserLimit: o.perUser, HoldSeconds: int(o.hold.Seconds()),
+		Listed:   client.Ptr(false), // a load test's sale is not for shoppers: kept off the storefront's list
+		Segments: o.segments,
+	})
+	if err != nil {
 		if _, isNetErr := errors.AsType[net.Error](err); isNetErr {
 			return fmt.Errorf("create sale: no server answers at %s (start one with seckill serve --dev, or point --target at yours): %w", o.targets[0], err)
 		}
@@ -283,6 +279,11 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 	return nil
 }
 
+// admin is a client of the i-th target (round robin) with the admin token.
+func (o benchOptions) admin(i int) *client.Client {
+	return client.New(o.targets[i%len(o.targets)], client.WithToken(o.adminToken))
+}
+
 // payThrough sets how the crowd pays, by the gateway the targets take payments with (their
 // audit's gateway; docs/PAYMENTS.md), as the shop's buyers would: the mock's through POST /pay
 // (whatever secrets the environment holds: the dev secrets file sets a payment secret too);
@@ -338,10 +339,11 @@ func settleRefunds(ctx context.Context, o benchOptions) loadgen.Audit {
 // (GET /api/v1/refunds) to be paid back by hand, and are reported as that, not as failures.
 // It reads the list's first 1 000 (the most it answers), oldest first.
 func refundsByHand(ctx context.Context, o benchOptions) (int, error) {
-	var list struct{ Refunds []seckill.Refund }
-	_, _, err := getJSON(ctx, o.targets[0]+"/api/v1/refunds?status=refund_failed&limit=1000", o.adminToken, &list)
+	ctx, cancel := context.WithTimeout(ctx, auditTimeout)
+	defer cancel()
+	refunds, err := o.admin(0).Refunds(ctx, seckill.RefundFailed, 1000)
 	n := 0
-	for _, r := range list.Refunds {
+	for _, r := range refunds {
 		if r.SaleID == o.saleID && r.Gateway == payment.WebhookName {
 			n++
 		}
@@ -384,11 +386,10 @@ func stripeRefundChecks(ctx context.Context, o benchOptions, res *loadgen.Result
 // left: the last holds expire, late payments land, the streams drain. It asks the targets in
 // turn, so one that died or answers 503 does not end the run; the last state read is
 // returned (the one from the sale's creation if no target answered).
-func settleSale(ctx context.Context, o benchOptions, sale service.SaleView) service.SaleView {
+func settleSale(ctx context.Context, o benchOptions, sale client.Sale) client.Sale {
 	settleBy := time.Now().Add(o.hold + 30*time.Second)
 	for i := 0; time.Now().Before(settleBy) && ctx.Err() == nil; i++ {
-		var s service.SaleView
-		if err := call(ctx, "GET", o.targets[i%len(o.targets)]+"/api/v1/sales/"+o.saleID, o.adminToken, nil, &s); err == nil {
+		if s, err := o.admin(i).Sale(ctx, o.saleID); err == nil {
 			sale = s
 			if s.StockState.Held == 0 && s.StockState.Queued == 0 {
 				break
@@ -445,15 +446,20 @@ const (
 // pause, at most auditTries times and not past by (but always once). Any other error answer
 // is final: asking again would not change it.
 func fetchAudit(ctx context.Context, target, saleID, token string, by time.Time) (loadgen.Audit, error) {
-	url := target + "/api/v1/sales/" + saleID + "/audit"
+	c := client.New(target, client.WithToken(token))
 	for try := 1; ; try++ {
-		var a loadgen.Audit
-		status, pause, err := getJSON(ctx, url, token, &a)
+		actx, cancel := context.WithTimeout(ctx, auditTimeout)
+		a, err := c.Audit(actx, saleID)
+		cancel()
 		if err == nil {
 			return a, nil
 		}
-		if status != 0 && status != http.StatusServiceUnavailable && status != http.StatusTooManyRequests {
-			return a, err
+		var pause time.Duration
+		if e, ok := errors.AsType[*client.Error](err); ok {
+			if !e.Temporary() {
+				return a, err
+			}
+			pause = e.RetryAfter
 		}
 		if pause <= 0 {
 			pause = auditPause
@@ -465,34 +471,6 @@ func fetchAudit(ctx context.Context, target, saleID, token string, by time.Time)
 			return a, ctx.Err()
 		}
 	}
-}
-
-// getJSON GETs url and decodes a 2xx JSON answer into out. status is the answer's (0 if none
-// came: a transport error) and wait its Retry-After, if any.
-func getJSON(ctx context.Context, url, token string, out any) (status int, wait time.Duration, err error) {
-	ctx, cancel := context.WithTimeout(ctx, auditTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
-	if err != nil {
-		return 0, 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return resp.StatusCode, 0, fmt.Errorf("GET %s: %d, body: %w", url, resp.StatusCode, err)
-	}
-	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-		wait = time.Duration(s) * time.Second
-	}
-	if resp.StatusCode >= 300 {
-		return resp.StatusCode, wait, fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, strings.TrimSpace(string(b)))
-	}
-	return resp.StatusCode, 0, json.Unmarshal(b, out)
 }
 
 // writeReport writes the Markdown report and its SVG chart (same name, .svg).
@@ -527,18 +505,16 @@ func calibrate(ctx context.Context, o benchOptions, d time.Duration, rounds, cli
 		want  int
 	}{{"hold (201)", seckill.MaxQuantity, 201}, {"sold out (409)", 0, 409}} {
 		id := fmt.Sprintf("%s-cal%d", o.saleID, path.want)
-		var sale service.SaleView
-		if err := call(ctx, "POST", o.targets[0]+"/api/v1/sales", o.adminToken, map[string]any{
-			"id": id, "price_cents": 1, "stock": path.stock, "hold_seconds": 3600, "queue_limit": 0,
-			"listed": false,
-		}, &sale); err != nil {
+		sale, err := o.admin(0).CreateSale(ctx, client.NewSale{ID: id, PriceCents: 1, Stock: path.stock, HoldSeconds: 3600,
+			QueueLimit: client.Ptr(0), Listed: client.Ptr(false)})
+		if err != nil {
 			return fmt.Errorf("create calibration sale: %w", err)
 		}
 		buyer := func(tag string) func(int) (string, string) {
 			return func(i int) (string, string) {
 				user := fmt.Sprintf("cal-%s-%d", tag, i)
 				tok, _ := httpapi.MintToken([]byte(o.authSecret), user, time.Now(), time.Hour)
-				return "/api/v1/sales/" + id + "/buy/" + purchasetoken.New(key, id, user, sale.StartsAt), tok
+				return client.BuyPath(id, purchasetoken.New(key, id, user, sale.StartsAt)), tok
 			}
 		}
 		// One real answer fixes the reference's body (same status, same size).
@@ -606,7 +582,8 @@ func calibrate(ctx context.Context, o benchOptions, d time.Duration, rounds, cli
 // calibratePause separates the floods of a calibration.
 const calibratePause = 2 * time.Second
 
-// post sends one buy and returns its status and body.
+// post sends one buy to url (a target and a buy path) and returns its status and body, as they
+// are: the calibration's reference answers with a body of the same size.
 func post(ctx context.Context, url, token string) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(`{"quantity":1}`))
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/seckill-go/seckill/client"
 )
 
 // TestBrowserFreeSale: a free sale's hold (price 0) offers "Confirm (free)" rather than a
@@ -17,8 +18,7 @@ func TestBrowserFreeSale(t *testing.T) {
 	tb.do("open the storefront", chromedp.Navigate(a.url+"/"), chromedp.WaitVisible(chromedp.CSS(`#view-list`)))
 	tb.signIn("alice")
 	start := time.Now().UTC().Add(-time.Second)
-	createSale(t, a, cfg, map[string]any{"id": "gift", "name": "Gift", "price_cents": 0,
-		"stock": 5, "hold_seconds": 60, "starts_at": start, "ends_at": start.Add(time.Hour)})
+	createSale(t, a, cfg, client.NewSale{ID: "gift", Name: "Gift", PriceCents: 0, Stock: 5, HoldSeconds: 60, StartsAt: start, EndsAt: start.Add(time.Hour)})
 	tb.do("open the sale", chromedp.Evaluate[chromedp.Void](`location.hash = '#/sale/gift'`))
 	tb.wait("the buy button is enabled", jsQ(`[data-testid=sale-status]`)+`?.dataset.status === 'active' && !`+jsQ(`[data-testid=buy-button]`)+`.disabled`)
 	tb.do("buy", chromedp.Click(chromedp.CSS(`[data-testid=buy-button]`)))

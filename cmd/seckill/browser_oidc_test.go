@@ -10,6 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/internal/testkit/oidctest"
 )
 
@@ -37,7 +38,7 @@ func TestBrowserSignInWithTheShop(t *testing.T) {
 	p := oidctest.Start("ES256")
 	t.Cleanup(p.Close)
 	a, cfg := startOIDCApp(t, p)
-	createSale(t, a, cfg, map[string]any{"id": "drop", "name": "Drop", "price_cents": 1500, "stock": 3})
+	createSale(t, a, cfg, client.NewSale{ID: "drop", Name: "Drop", PriceCents: 1500, Stock: 3})
 	tb := b.newTab("carol", time.Now().Add(60*time.Second), false)
 
 	tb.do("open the sale", chromedp.Navigate(a.url+"/#/sale/drop"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=oidc-signin]`)))

@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/seckill-go/seckill/service"
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 )
 
 // rawWords are what a shopper must never read: the API's codes and statuses as they are on the
@@ -47,17 +48,16 @@ func TestBrowserSalesOnStorefront(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, out)
 	}
-	var bench service.SaleView
-	if err := call(context.Background(), "GET", a.url+"/api/v1/sales/benchrun", "", nil, &bench); err != nil {
+	bench, err := client.New(a.url).Sale(context.Background(), "benchrun")
+	if err != nil {
 		t.Fatal(err)
 	}
 	if bench.Listed {
 		t.Fatalf("the bench's sale is listed: %+v", bench.Sale)
 	}
-	createSale(t, a, cfg, map[string]any{"id": "lamp", "name": "Desk lamp", "price_cents": 1999, "currency": "eur",
-		"stock": 3, "per_user_limit": 2})
-	createSale(t, a, cfg, map[string]any{"id": "gone", "name": "Sold-out mug", "price_cents": 500, "stock": 0})
-	createSale(t, a, cfg, map[string]any{"id": "draft", "name": "Draft", "price_cents": 100, "stock": 1})
+	createSale(t, a, cfg, client.NewSale{ID: "lamp", Name: "Desk lamp", PriceCents: 1999, Currency: "eur", Stock: 3, PerUserLimit: 2})
+	createSale(t, a, cfg, client.NewSale{ID: "gone", Name: "Sold-out mug", PriceCents: 500, Stock: 0})
+	createSale(t, a, cfg, client.NewSale{ID: "draft", Name: "Draft", PriceCents: 100, Stock: 1})
 
 	shop := b.newTab("shopper", deadline, false)
 	shop.do("open the storefront", chromedp.EmulateViewport(1280, 900),
@@ -167,10 +167,10 @@ func TestBrowserSalesOnStorefront(t *testing.T) {
 	deleteFrom("draft")
 	adm.wait("the deleted sale leaves the table", row("draft")+` === null && document.getElementById('status').textContent.includes('deleted')`)
 	adm.shot("deleted")
-	if err := call(context.Background(), "GET", a.url+"/api/v1/sales/draft", "", nil, nil); err == nil || !strings.Contains(err.Error(), "404") {
+	if _, err := client.New(a.url).Sale(context.Background(), "draft"); client.CodeOf(err) != seckill.CodeNotFound {
 		t.Fatalf("GET of the deleted sale: %v, want 404", err)
 	}
-	if err := call(context.Background(), "GET", a.url+"/api/v1/sales/benchrun", "", nil, nil); err != nil {
+	if _, err := client.New(a.url).Sale(context.Background(), "benchrun"); err != nil {
 		t.Fatalf("the sale whose delete was refused: %v", err)
 	}
 
@@ -184,8 +184,8 @@ func TestBrowserSalesOnStorefront(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`[data-testid=create-listed]`)),
 		chromedp.Click(chromedp.CSS(`[data-testid=create-button]`)))
 	adm.wait("the yen sale is shown", `document.getElementById('d-terms').textContent.startsWith('¥500 ')`)
-	var yen service.SaleView
-	if err := call(context.Background(), "GET", a.url+"/api/v1/sales/yen", "", nil, &yen); err != nil {
+	yen, err := client.New(a.url).Sale(context.Background(), "yen")
+	if err != nil {
 		t.Fatal(err)
 	}
 	if yen.PriceCents != 500 || yen.Currency != "jpy" || yen.Listed {

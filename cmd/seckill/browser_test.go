@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,9 +21,9 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
-	"github.com/seckill-go/seckill/service"
 )
 
 // The browser tests drive the storefront (/) and the dashboard (/admin) in headless Chromium
@@ -256,10 +256,10 @@ func (tb *tab) noOverflow(what string) {
 }
 
 // createSale creates a sale through the API.
-func createSale(t *testing.T, a *app, cfg config, body map[string]any) service.SaleView {
+func createSale(t *testing.T, a *app, cfg config, s client.NewSale) client.Sale {
 	t.Helper()
-	var sale service.SaleView
-	if err := call(context.Background(), "POST", a.url+"/api/v1/sales", cfg.AdminToken, body, &sale); err != nil {
+	sale, err := client.New(a.url, client.WithToken(cfg.AdminToken)).CreateSale(context.Background(), s)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return sale
@@ -290,8 +290,7 @@ func TestBrowserBuyAndPay(t *testing.T) {
 
 	// The sale starts 3 s from now; the page must wait for the server's word.
 	start := time.Now().UTC().Add(3 * time.Second)
-	sale := createSale(t, a, cfg, map[string]any{"id": "phone", "name": "Phone <b>X</b>", "price_cents": 99900,
-		"stock": 5, "hold_seconds": 60, "starts_at": start, "ends_at": start.Add(time.Hour)})
+	sale := createSale(t, a, cfg, client.NewSale{ID: "phone", Name: "Phone <b>X</b>", PriceCents: 99900, Stock: 5, HoldSeconds: 60, StartsAt: start, EndsAt: start.Add(time.Hour)})
 	// Straight to the sale's page (the list refreshes every 2 s; the other test clicks its links).
 	tb.do("open the sale", chromedp.Evaluate[chromedp.Void](`location.hash = '#/sale/phone'`))
 	tb.wait("the sale page shows the sale", `['upcoming', 'active'].includes(`+jsQ(`[data-testid=sale-status]`)+`.dataset.status)`)
@@ -376,7 +375,7 @@ func TestBrowserQueueHandoff(t *testing.T) {
 func queueHandoff(t *testing.T, mode string) {
 	b := startBrowser(t)
 	a, cfg := startDevApp(t, nil)
-	createSale(t, a, cfg, map[string]any{"id": "one", "name": "The last one", "price_cents": 500, "stock": 1, "hold_seconds": 3})
+	createSale(t, a, cfg, client.NewSale{ID: "one", Name: "The last one", PriceCents: 500, Stock: 1, HoldSeconds: 3})
 	deadline := time.Now().Add(60 * time.Second)
 	first, second := b.newTab("ann", deadline, mode == "polling"), b.newTab("ben", deadline, mode == "polling")
 	for _, tb := range []*tab{first, second} {
@@ -446,8 +445,8 @@ func TestBrowserDashboard(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`[data-testid=create-button]`)))
 	tb.wait("the new sale is shown", jsQ(`[data-testid=detail-status]`)+`.dataset.status === 'active' && `+jsQ(`[data-testid=gauge-available]`)+`.dataset.value === '150'`)
 	tb.wait("the audit is ok", jsQ(`[data-testid=audit-status]`)+`.dataset.ok === 'true'`)
-	var sale service.SaleView
-	if err := call(context.Background(), "GET", a.url+"/api/v1/sales/dash", "", nil, &sale); err != nil {
+	sale, err := client.New(a.url).Sale(context.Background(), "dash")
+	if err != nil {
 		t.Fatal(err)
 	}
 	if sale.PriceCents != 500 || sale.HoldSeconds != 2 || sale.Stock != 150 {
@@ -488,7 +487,7 @@ func TestBrowserDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	// At the end the dashboard agrees with the API.
-	if err := call(context.Background(), "GET", a.url+"/api/v1/sales/dash", "", nil, &sale); err != nil {
+	if sale, err = client.New(a.url).Sale(context.Background(), "dash"); err != nil {
 		t.Fatal(err)
 	}
 	st := sale.StockState
@@ -504,7 +503,7 @@ func TestBrowserDashboard(t *testing.T) {
 	tb.wait("the stock grew", `document.getElementById('g-sellable').textContent.startsWith('160 sellable')`)
 	tb.do("close", chromedp.Click(chromedp.CSS(`[data-testid=close-button]`)), chromedp.Click(chromedp.CSS(`[data-testid=close-button]`)))
 	tb.wait("the sale is closed", jsQ(`[data-testid=detail-status]`)+`.dataset.status === 'ended'`)
-	if err := call(context.Background(), "GET", a.url+"/api/v1/sales/dash", "", nil, &sale); err != nil {
+	if sale, err = client.New(a.url).Sale(context.Background(), "dash"); err != nil {
 		t.Fatal(err)
 	}
 	if sale.Stock != 160 || sale.Status != seckill.SaleEnded {
@@ -536,25 +535,21 @@ func crowd(ctx context.Context, base string, secret []byte, saleID string, n, co
 					fail(err)
 					continue
 				}
-				var p struct{ Path string }
-				if err := call(ctx, "GET", base+"/api/v1/sales/"+saleID+"/path", tok, nil, &p); err != nil {
-					fail(err)
-					continue
-				}
-				status, body, err := post(ctx, base+p.Path, tok)
+				buyer := client.New(base, client.WithToken(tok))
+				p, err := buyer.Path(ctx, saleID)
 				if err != nil {
 					fail(err)
 					continue
 				}
-				if status != http.StatusCreated || i%2 == 1 {
-					continue // queued, sold out, queue full…; or a hold left to expire
-				}
-				var res seckill.Reservation
-				if err := json.Unmarshal(body, &res); err != nil {
+				res, err := buyer.Buy(ctx, p.Path, 1, "")
+				if _, refused := errors.AsType[*client.Error](err); err != nil && !refused {
 					fail(err)
 					continue
 				}
-				if err := call(ctx, "POST", base+"/api/v1/reservations/"+res.ID+"/pay", tok, nil, nil); err != nil && !strings.Contains(err.Error(), "hold_expired") {
+				if err != nil || res.Replayed || res.Status != seckill.StatusHeld || i%2 == 1 {
+					continue // queued, sold out, queue full…; or a hold left to expire
+				}
+				if _, err := buyer.Pay(ctx, res.ID); err != nil && client.CodeOf(err) != seckill.CodeHoldExpired {
 					fail(err)
 				}
 			}
@@ -594,8 +589,8 @@ func buyAs(t *testing.T, a *app, sale, user string) seckill.Reservation {
 func TestBrowserQueuePositionOnPhone(t *testing.T) {
 	b := startBrowser(t)
 	a, cfg := startDevApp(t, nil)
-	createSale(t, a, cfg, map[string]any{"id": benchID, "name": benchName(benchID) + " " + benchID, "price_cents": 1999, "stock": 3, "hold_seconds": 60})
-	createSale(t, a, cfg, map[string]any{"id": "line", "name": "The last one", "price_cents": 500, "stock": 1, "hold_seconds": 60})
+	createSale(t, a, cfg, client.NewSale{ID: benchID, Name: benchName(benchID) + " " + benchID, PriceCents: 1999, Stock: 3, HoldSeconds: 60})
+	createSale(t, a, cfg, client.NewSale{ID: "line", Name: "The last one", PriceCents: 500, Stock: 1, HoldSeconds: 60})
 	if r := buyAs(t, a, "line", "first"); r.Status != seckill.StatusHeld {
 		t.Fatalf("the first buyer's reservation is %s, want held", r.Status)
 	}
@@ -640,7 +635,7 @@ func TestBrowserQueuePositionOnPhone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := call(context.Background(), "DELETE", a.url+"/api/v1/reservations/"+ahead.ID, tok, nil, nil); err != nil {
+	if _, err := client.New(a.url, client.WithToken(tok)).Cancel(context.Background(), ahead.ID); err != nil {
 		t.Fatal(err)
 	}
 	tb.wait("the card shows place 1", jsQ(`[data-testid=queue-position]`)+`.textContent === '1'`)
@@ -663,9 +658,9 @@ func TestBrowserDashboardTokenAndLayout(t *testing.T) {
 	for i := range 3 {
 		id := fmt.Sprintf("%s-%d", benchID, i)
 		// As `seckill bench` makes them: off the storefront's list (the table marks them so).
-		createSale(t, a, cfg, map[string]any{"id": id, "name": benchName(id), "price_cents": 100, "stock": 1000, "hold_seconds": 60, "listed": i == 0})
+		createSale(t, a, cfg, client.NewSale{ID: id, Name: benchName(id), PriceCents: 100, Stock: 1000, HoldSeconds: 60, Listed: client.Ptr(i == 0)})
 	}
-	createSale(t, a, cfg, map[string]any{"id": "dash", "name": "A sale whose name goes on for quite a while, as some shops like them", "price_cents": 2500, "stock": 10, "hold_seconds": 600})
+	createSale(t, a, cfg, client.NewSale{ID: "dash", Name: "A sale whose name goes on for quite a while, as some shops like them", PriceCents: 2500, Stock: 10, HoldSeconds: 600})
 	buyAs(t, a, "dash", "holder")
 
 	tb := b.newTab("admin", time.Now().Add(60*time.Second), false)

@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/payment"
 )
@@ -46,10 +46,10 @@ func TestServeClosesPaymentOfExpiredHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status, out := postTo(t, a, "/api/v1/reservations/"+alice.Reservation.ID+"/pay", tok, nil)
-	pid, _ := out["payment_id"].(string)
-	if status != http.StatusOK || pid == "" {
-		t.Fatalf("/pay: %d %v", status, out)
+	intent, err := client.New(a.url, client.WithToken(tok)).Pay(ctx, alice.Reservation.ID)
+	pid := intent.PaymentID
+	if err != nil || pid == "" {
+		t.Fatalf("/pay: %+v %v", intent, err)
 	}
 	if st, _ := a.gateway.State(ctx, pid); st != payment.StateOpen {
 		t.Fatalf("payment %s is %s at the mock right after /pay, want open", pid, st)

@@ -1,16 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	crand "crypto/rand"
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
+	"iter"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -29,12 +30,12 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/purchasetoken"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/loadgen"
 	"github.com/seckill-go/seckill/payment"
-	"github.com/seckill-go/seckill/service"
 )
 
 // The tests in this file are the distributed deployment's acceptance runs, as a new user
@@ -340,25 +341,26 @@ func (c *cluster) do(in *instance, method, path, token string, body any, hdr map
 	return resp.StatusCode, p.Code, b, nil
 }
 
-// admin calls an admin endpoint on a live instance, retrying 503s, and decodes the answer.
-func (c *cluster) admin(method, path string, body, out any) {
+// admin makes an admin call with f on a live instance, retrying a 503 or a transport error on
+// the next instance for up to 20 s; any other error fails the test.
+func (c *cluster) admin(what string, f func(a *client.Client) error) {
 	c.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for i := 0; ; i++ {
-		st, _, b, err := c.do(c.pick(i), method, path, clusterAdmin, body, nil)
-		if err == nil && st < 300 {
-			if out != nil {
-				if err := json.Unmarshal(b, out); err != nil {
-					c.t.Fatalf("%s %s: %v: %s", method, path, err, b)
-				}
-			}
+		err := f(c.api(c.pick(i), clusterAdmin))
+		if err == nil {
 			return
 		}
-		if time.Now().After(deadline) || (err == nil && st != 503) {
-			c.t.Fatalf("%s %s: %d %v %s", method, path, st, err, b)
+		if time.Now().After(deadline) || statusOf(err) != http.StatusServiceUnavailable && statusOf(err) != http.StatusOK {
+			c.t.Fatalf("%s: %v", what, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// api is a client of instance in, as token, over the cluster's HTTP client.
+func (c *cluster) api(in *instance, token string) *client.Client {
+	return client.New(in.url, client.WithHTTPClient(c.client), client.WithToken(token))
 }
 
 // behavior is what one simulated buyer does with its hold.
@@ -434,35 +436,31 @@ func (r *rush) problem(format string, args ...any) {
 	r.mu.Unlock()
 }
 
-type resv struct {
-	ID        string     `json:"id"`
-	Status    string     `json:"status"`
-	ExpiresAt *time.Time `json:"expires_at"`
-	Amount    int64      `json:"amount_cents"`
-	Position  int        `json:"position"`
-}
-
 // retry is how a client handles 503 unavailable (a sale being rebuilt, an instance going
 // away): wait the Retry-After and try again, on another instance if the first one is gone.
 const retryFor = 30 * time.Second
 
-// request sends a buyer's request, following 503 and transport errors like a client behind a
-// load balancer; giveUpOnError makes a transport error final (the buyer's instance died mid-way).
-func (r *rush) request(i int, method, path, token string, body any, hdr map[string]string, giveUpOnError bool) (int, string, []byte, bool) {
+// request makes a buyer's call with f, following 503 and transport errors like a client
+// behind a load balancer; giveUpOnError makes a transport error final (the buyer's instance
+// died mid-way). It returns the call's error (nil, or an answer other than 503) and whether
+// it was answered at all.
+func (r *rush) request(i int, what, token string, giveUpOnError bool, f func(c *client.Client) error) (error, bool) {
 	deadline := time.Now().Add(retryFor)
 	for attempt := 0; ; attempt++ {
-		st, code, b, err := r.c.do(r.c.pick(i+attempt), method, path, token, body, hdr)
+		err := f(r.c.api(r.c.pick(i+attempt), token))
+		_, answered := errors.AsType[*client.Error](err)
+		transport := err != nil && !answered
 		switch {
-		case err != nil && giveUpOnError:
+		case transport && giveUpOnError:
 			r.count("gave up: transport error")
-			return 0, "", nil, false
-		case err == nil && st != 503:
-			return st, code, b, true
+			return nil, false
+		case !transport && statusOf(err) != http.StatusServiceUnavailable:
+			return err, true
 		case time.Now().After(deadline):
-			r.problem("%s %s: still failing after %v: %d %v", method, path, retryFor, st, err)
-			return 0, "", nil, false
+			r.problem("%s: still failing after %v: %v", what, retryFor, err)
+			return nil, false
 		}
-		if err == nil {
+		if !transport {
 			r.count("503 retried")
 		}
 		time.Sleep(time.Duration(100+rand.IntN(100)) * time.Millisecond)
@@ -472,32 +470,22 @@ func (r *rush) request(i int, method, path, token string, body any, hdr map[stri
 // deliver is the gateway: a succeeded payment's signed webhook to any live instance, retried
 // until one answers 200 (or 30 s pass).
 func (r *rush) deliver(i int, pid, rid string, amount int64) {
-	body, _ := json.Marshal(map[string]any{"payment_id": pid, "reservation_id": rid, "amount_cents": amount, "status": "succeeded"})
+	ev := payment.Event{PaymentID: pid, ReservationID: rid, AmountCents: amount, Status: payment.StatusSucceeded}
 	deadline := time.Now().Add(retryFor)
 	for attempt := 0; ; attempt++ {
-		in := r.c.pick(i + attempt + 1)
-		req, _ := http.NewRequest("POST", in.url+"/api/v1/payments/webhook", bytes.NewReader(body))
-		req.Header.Set("Seckill-Signature", payment.Sign([]byte(clusterPayment), time.Now(), body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := r.c.client.Do(req)
+		result, err := r.c.api(r.c.pick(i+attempt+1), "").Webhook(context.Background(), []byte(clusterPayment), ev)
 		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				var out struct{ Result string }
-				_ = json.Unmarshal(b, &out)
-				r.mu.Lock()
-				if prev, ok := r.payments[pid]; !ok || prev == "duplicate" {
-					r.payments[pid] = out.Result
-				}
-				r.mu.Unlock()
-				r.count("webhook " + out.Result)
-				return
+			r.mu.Lock()
+			if prev, ok := r.payments[pid]; !ok || prev == "duplicate" {
+				r.payments[pid] = string(result)
 			}
-			if resp.StatusCode != 503 {
-				r.problem("webhook %s: %d %s", pid, resp.StatusCode, b)
-				return
-			}
+			r.mu.Unlock()
+			r.count("webhook " + string(result))
+			return
+		}
+		if st := statusOf(err); st != http.StatusOK && st != http.StatusServiceUnavailable {
+			r.problem("webhook %s: %v", pid, err)
+			return
 		}
 		if time.Now().After(deadline) {
 			r.problem("webhook %s never answered 200: %v", pid, err)
@@ -512,34 +500,40 @@ func (r *rush) buyer(i int) {
 	user := fmt.Sprintf("buyer-%d", i)
 	token, _ := httpapi.MintToken([]byte(clusterAuth), user, time.Now(), time.Hour)
 	b := behaviorOf(user, r.seed)
-	var path struct{ Path string }
+	ctx := context.Background()
+	var path client.PurchasePath
 	for {
-		st, code, body, ok := r.request(i, "GET", "/api/v1/sales/"+r.sale+"/path", token, nil, nil, false)
+		err, ok := r.request(i, "path", token, false, func(c *client.Client) (err error) {
+			path, err = c.Path(ctx, r.sale)
+			return err
+		})
 		if !ok {
 			return
 		}
-		if st == 200 {
-			_ = json.Unmarshal(body, &path)
+		if err == nil {
 			break
 		}
-		if code != "not_started" {
-			r.problem("%s: /path %d %s", user, st, code)
+		if client.CodeOf(err) != seckill.CodeNotStarted {
+			r.problem("%s: /path %v", user, err)
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	key := "k-" + user
 	for attempt := 0; ; attempt++ {
-		var res resv
-		st, code, body, ok := r.request(i, "POST", path.Path, token, map[string]int{"quantity": 1}, map[string]string{"Idempotency-Key": key}, true)
+		var got client.Bought
+		err, ok := r.request(i, "buy", token, true, func(c *client.Client) (err error) {
+			got, err = c.Buy(ctx, path.Path, 1, key)
+			return err
+		})
 		if !ok {
 			return
 		}
+		res := got.Reservation
+		code := client.CodeOf(err)
 		switch {
-		case st == 201 || st == 200:
-			_ = json.Unmarshal(body, &res)
-		case st == 202:
-			_ = json.Unmarshal(body, &res)
+		case err == nil && (got.Replayed || res.Status != seckill.StatusQueued):
+		case err == nil:
 			r.count("queued")
 			q := &loadgen.QueuedBuyer{Seq: seqOf(res.ID)}
 			r.mu.Lock()
@@ -552,14 +546,14 @@ func (r *rush) buyer(i int) {
 				}
 				return
 			}
-		case code == "queue_full":
+		case code == seckill.CodeQueueFull:
 			time.Sleep(time.Duration(100+rand.IntN(200)) * time.Millisecond)
 			continue
-		case code == "sold_out" || code == "ended":
-			r.count(code)
+		case code == seckill.CodeSoldOut || code == seckill.CodeEnded:
+			r.count(string(code))
 			return
 		default:
-			r.problem("%s: buy %d %s %s", user, st, code, body)
+			r.problem("%s: buy %v", user, err)
 			return
 		}
 		if res.Status != "held" {
@@ -572,20 +566,22 @@ func (r *rush) buyer(i int) {
 }
 
 // waitGrant polls a queued reservation until it is held (true), rejected or lost.
-func (r *rush) waitGrant(i int, token string, res *resv, q *loadgen.QueuedBuyer) bool {
+func (r *rush) waitGrant(i int, token string, res *seckill.Reservation, q *loadgen.QueuedBuyer) bool {
 	for {
 		time.Sleep(50 * time.Millisecond)
-		st, _, body, ok := r.request(i, "GET", "/api/v1/reservations/"+res.ID, token, nil, nil, true)
+		var cur seckill.Reservation
+		err, ok := r.request(i, "poll", token, true, func(c *client.Client) (err error) {
+			cur, err = c.Reservation(context.Background(), res.ID)
+			return err
+		})
 		if !ok {
 			return false
 		}
-		if st == 404 {
+		if statusOf(err) == http.StatusNotFound {
 			res.Status = "lost"
 			r.count("lost after a flush")
 			return false
 		}
-		var cur resv
-		_ = json.Unmarshal(body, &cur)
 		switch cur.Status {
 		case "queued":
 			continue
@@ -603,11 +599,14 @@ func (r *rush) waitGrant(i int, token string, res *resv, q *loadgen.QueuedBuyer)
 }
 
 // act does what the buyer does with its hold.
-func (r *rush) act(i int, user, token, path, key string, b behavior, res resv) {
+func (r *rush) act(i int, user, token, path, key string, b behavior, res seckill.Reservation) {
 	pid := "pay-" + user + "-" + res.ID[len(res.ID)-8:]
 	switch b {
 	case cancelHold:
-		if _, _, _, ok := r.request(i, "DELETE", "/api/v1/reservations/"+res.ID, token, nil, nil, true); !ok {
+		if _, ok := r.request(i, "cancel", token, true, func(c *client.Client) error {
+			_, err := c.Cancel(context.Background(), res.ID)
+			return err
+		}); !ok {
 			r.count("gave up holding") // its instance died: the hold expires and passes on
 			return
 		}
@@ -616,18 +615,20 @@ func (r *rush) act(i int, user, token, path, key string, b behavior, res resv) {
 		r.count("abandoned")
 	case payLate:
 		time.Sleep(time.Until(*res.ExpiresAt) + 300*time.Millisecond)
-		r.deliver(i, pid, res.ID, res.Amount)
+		r.deliver(i, pid, res.ID, res.AmountCents)
 	case retryThenPay:
-		st, _, body, ok := r.request(i, "POST", path, token, map[string]int{"quantity": 1}, map[string]string{"Idempotency-Key": key}, true)
-		var again resv
-		_ = json.Unmarshal(body, &again)
-		if ok && st == 200 && again.ID != res.ID {
+		var again client.Bought
+		err, ok := r.request(i, "replay", token, true, func(c *client.Client) (err error) {
+			again, err = c.Buy(context.Background(), path, 1, key)
+			return err
+		})
+		if ok && err == nil && again.Replayed && again.ID != res.ID {
 			r.problem("%s: replay returned %s, want %s", user, again.ID, res.ID)
 		}
-		r.deliver(i, pid, res.ID, res.Amount)
+		r.deliver(i, pid, res.ID, res.AmountCents)
 	default:
 		time.Sleep(time.Duration(rand.IntN(200)) * time.Millisecond) // the buyer at the gateway
-		r.deliver(i, pid, res.ID, res.Amount)
+		r.deliver(i, pid, res.ID, res.AmountCents)
 	}
 }
 
@@ -642,8 +643,11 @@ func runRush(t *testing.T, c *cluster, buyers int, during func(r *rush)) *rush {
 	r := &rush{c: c, sale: "acc", hold: 2 * time.Second, seed: 7, buyers: buyers,
 		payments: map[string]string{}, stats: map[string]int{}}
 	start := time.Now().UTC().Add(time.Second)
-	c.admin("POST", "/api/v1/sales", map[string]any{"id": r.sale, "name": "Acceptance", "price_cents": 500,
-		"stock": 100, "starts_at": start, "ends_at": start.Add(time.Hour), "hold_seconds": 2}, nil)
+	c.admin("create the sale", func(a *client.Client) error {
+		_, err := a.CreateSale(context.Background(), client.NewSale{ID: r.sale, Name: "Acceptance", PriceCents: 500,
+			Stock: 100, StartsAt: start, EndsAt: start.Add(time.Hour), HoldSeconds: 2})
+		return err
+	})
 	r.started = start
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 512)
@@ -662,26 +666,23 @@ func runRush(t *testing.T, c *cluster, buyers int, during func(r *rush)) *rush {
 
 // settle waits until every live instance's audit is ok, nothing is held or queued and the
 // stream has nothing pending, and returns the last audit.
-func (r *rush) settle(t *testing.T) service.Audit {
+func (r *rush) settle(t *testing.T) client.Audit {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		var sale service.SaleView
-		r.c.admin("GET", "/api/v1/sales/"+r.sale, nil, &sale)
+		sale := r.sale0()
 		pending := r.pending(t)
 		allOK := true
-		var last service.Audit
+		var last client.Audit
 		for i, in := range r.c.insts {
 			if !in.alive.Load() {
 				continue
 			}
-			st, _, b, err := r.c.do(in, "GET", "/api/v1/sales/"+r.sale+"/audit", clusterAdmin, nil, nil)
-			if err != nil || st != 200 {
+			a, err := r.c.api(in, clusterAdmin).Audit(context.Background(), r.sale)
+			if err != nil {
 				allOK = false
 				continue
 			}
-			var a service.Audit
-			_ = json.Unmarshal(b, &a)
 			if !a.OK {
 				allOK = false
 			}
@@ -724,7 +725,7 @@ func (r *rush) pending(t *testing.T) int64 {
 
 // checkPayments: every payment an instance answered 200 for is in the database exactly once,
 // as a paid order or a refund owed (invariant 4).
-func (r *rush) checkPayments(t *testing.T, a service.Audit) {
+func (r *rush) checkPayments(t *testing.T, a client.Audit) {
 	t.Helper()
 	if got := a.Database.PaidOrders + a.Database.Refunds; got != len(r.payments) {
 		t.Errorf("the gateway got 200 for %d payments; the database records %d paid + %d refunds",
@@ -760,12 +761,20 @@ func (r *rush) midRush(n int) seckill.StockState {
 		applied := r.stats["webhook applied"]
 		r.mu.Unlock()
 		if applied >= n {
-			var sale service.SaleView
-			r.c.admin("GET", "/api/v1/sales/"+r.sale, nil, &sale)
-			return sale.StockState
+			return r.sale0().StockState
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// sale0 reads the rush's sale, as the admin, from a live instance.
+func (r *rush) sale0() client.Sale {
+	var sale client.Sale
+	r.c.admin("read the sale", func(a *client.Client) (err error) {
+		sale, err = a.Sale(context.Background(), r.sale)
+		return err
+	})
+	return sale
 }
 
 func (r *rush) report(t *testing.T) {
@@ -868,17 +877,20 @@ func TestWorkerStoresTheStreams(t *testing.T) {
 	skipShort(t)
 	c := startCluster(t, 1, "--consume=false")
 	r := &rush{c: c, sale: "wk", hold: 60 * time.Second, payments: map[string]string{}, stats: map[string]int{}}
-	c.admin("POST", "/api/v1/sales", map[string]any{"id": r.sale, "price_cents": 1, "stock": 5, "hold_seconds": 60}, nil)
+	ctx := context.Background()
+	c.admin("create the sale", func(a *client.Client) error {
+		_, err := a.CreateSale(ctx, client.NewSale{ID: r.sale, PriceCents: 1, Stock: 5, HoldSeconds: 60})
+		return err
+	})
 	token, _ := httpapi.MintToken([]byte(clusterAuth), "alice", time.Now(), time.Hour)
-	st, _, body, _ := c.do(c.insts[0], "GET", "/api/v1/sales/wk/path", token, nil, nil)
-	var path struct{ Path string }
-	if err := json.Unmarshal(body, &path); st != 200 || err != nil {
-		t.Fatalf("/path: %d %s", st, body)
+	alice := c.api(c.insts[0], token)
+	path, err := alice.Path(ctx, "wk")
+	if err != nil {
+		t.Fatalf("/path: %v", err)
 	}
-	st, _, body, _ = c.do(c.insts[0], "POST", path.Path, token, map[string]int{"quantity": 1}, nil)
-	var res resv
-	if err := json.Unmarshal(body, &res); st != 201 || err != nil {
-		t.Fatalf("buy: %d %s", st, body)
+	res, err := alice.Buy(ctx, path.Path, 1, "")
+	if err != nil || res.Status != seckill.StatusHeld {
+		t.Fatalf("buy: %+v %v", res, err)
 	}
 	db, err := sql.Open("mysql", mysqlConfig(t, c.db).FormatDSN())
 	if err != nil {
@@ -934,60 +946,55 @@ func TestEventsAcrossInstances(t *testing.T) {
 	skipShort(t)
 	c := startCluster(t, 3)
 	start := time.Now().Add(-time.Second)
-	c.admin("POST", "/api/v1/sales", map[string]any{"id": "live", "price_cents": 100, "stock": 2, "hold_seconds": 60,
-		"queue_limit": 10, "starts_at": start, "ends_at": start.Add(time.Hour)}, nil)
+	c.admin("create the sale", func(a *client.Client) error {
+		_, err := a.CreateSale(context.Background(), client.NewSale{ID: "live", PriceCents: 100, Stock: 2, HoldSeconds: 60,
+			QueueLimit: client.Ptr(10), StartsAt: start, EndsAt: start.Add(time.Hour)})
+		return err
+	})
 	key := purchasetoken.Key([]byte(clusterAuth))
-	buy := func(in *instance, user string, want int) seckill.Reservation {
+	buy := func(in *instance, user string, want seckill.ReservationStatus) seckill.Reservation {
 		tok, _ := httpapi.MintToken([]byte(clusterAuth), user, time.Now(), time.Hour)
-		var sale service.SaleView
-		c.admin("GET", "/api/v1/sales/live", nil, &sale)
-		st, code, b, err := c.do(in, "POST", "/api/v1/sales/live/buy/"+purchasetoken.New(key, "live", user, sale.StartsAt), tok, nil, nil)
-		if err != nil || st != want {
-			t.Fatalf("buy by %s: %d %s %v %s", user, st, code, err, b)
+		var sale client.Sale
+		c.admin("read the sale", func(a *client.Client) (err error) {
+			sale, err = a.Sale(context.Background(), "live")
+			return err
+		})
+		r, err := c.api(in, tok).Buy(context.Background(), client.BuyPath("live", purchasetoken.New(key, "live", user, sale.StartsAt)), 1, "")
+		if err != nil || r.Replayed || r.Status != want {
+			t.Fatalf("buy by %s: %+v %v, want %s", user, r, err, want)
 		}
-		var r seckill.Reservation
-		_ = json.Unmarshal(b, &r)
-		return r
+		return r.Reservation
 	}
 	type stream struct {
-		sales chan service.SaleView
+		sales chan client.Sale
 		res   chan seckill.Reservation
 	}
-	open := func(in *instance, query, token string) stream {
+	// open follows the sale's events on in (and, with a token, the reservations named).
+	open := func(in *instance, token string, reservations ...string) stream {
 		ctx, cancel := context.WithCancel(context.Background())
 		t.Cleanup(cancel)
-		req, _ := http.NewRequestWithContext(ctx, "GET", in.url+"/api/v1/sales/live/events"+query, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
+		s := stream{sales: make(chan client.Sale, 256), res: make(chan seckill.Reservation, 256)}
+		events := client.New(in.url, client.WithToken(token)).Events(ctx, "live", reservations...)
+		next, stop := iter.Pull2(events)
+		first, err, _ := next() // the sale, on connect: the stream is open
+		if err != nil {
+			stop()
+			t.Fatalf("events on %s: %v", in.url, err)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("events on %s: %v %v", in.url, resp, err)
-		}
-		s := stream{sales: make(chan service.SaleView, 256), res: make(chan seckill.Reservation, 256)}
 		go func() {
-			defer resp.Body.Close()
-			sc := bufio.NewScanner(resp.Body)
-			name := ""
-			for sc.Scan() {
-				line := sc.Text()
-				switch {
-				case strings.HasPrefix(line, "event: "):
-					name = line[7:]
-				case strings.HasPrefix(line, "data: ") && name == "sale":
-					var v service.SaleView
-					_ = json.Unmarshal([]byte(line[6:]), &v)
-					s.sales <- v
-				case strings.HasPrefix(line, "data: ") && name == "reservation":
-					var r seckill.Reservation
-					_ = json.Unmarshal([]byte(line[6:]), &r)
-					s.res <- r
+			defer stop()
+			for ev, err, ok := first, error(nil), true; ok && err == nil; ev, err, ok = next() {
+				switch ev.Type {
+				case client.EventSale:
+					s.sales <- *ev.Sale
+				case client.EventReservation:
+					s.res <- *ev.Reservation
 				}
 			}
 		}()
 		return s
 	}
-	waitFor := func(what string, ch <-chan service.SaleView, ok func(seckill.StockState) bool) {
+	waitFor := func(what string, ch <-chan client.Sale, ok func(seckill.StockState) bool) {
 		deadline := time.After(15 * time.Second)
 		for {
 			select {
@@ -1000,20 +1007,20 @@ func TestEventsAcrossInstances(t *testing.T) {
 			}
 		}
 	}
-	watchers := []stream{open(c.insts[0], "", ""), open(c.insts[1], "", ""), open(c.insts[2], "", "")}
+	watchers := []stream{open(c.insts[0], ""), open(c.insts[1], ""), open(c.insts[2], "")}
 
-	alice := buy(c.insts[1], "alice", 201)
-	buy(c.insts[2], "bob", 201)
-	carol := buy(c.insts[0], "carol", 202)
+	alice := buy(c.insts[1], "alice", seckill.StatusHeld)
+	buy(c.insts[2], "bob", seckill.StatusHeld)
+	carol := buy(c.insts[0], "carol", seckill.StatusQueued)
 	carolTok, _ := httpapi.MintToken([]byte(clusterAuth), "carol", time.Now(), time.Hour)
-	cs := open(c.insts[2], "?reservation="+carol.ID, carolTok)
+	cs := open(c.insts[2], carolTok, carol.ID)
 	if r := <-cs.res; r.Status != seckill.StatusQueued || r.Position != 1 {
 		t.Fatalf("carol's first event on instance 2: %+v", r)
 	}
 	// Alice cancels through instance 0: carol, on instance 2, is granted the unit.
 	aliceTok, _ := httpapi.MintToken([]byte(clusterAuth), "alice", time.Now(), time.Hour)
-	if st, _, b, err := c.do(c.insts[0], "DELETE", "/api/v1/reservations/"+alice.ID, aliceTok, nil, nil); err != nil || st != 200 {
-		t.Fatalf("cancel: %d %v %s", st, err, b)
+	if _, err := c.api(c.insts[0], aliceTok).Cancel(context.Background(), alice.ID); err != nil {
+		t.Fatalf("cancel: %v", err)
 	}
 	deadline := time.After(15 * time.Second)
 	for granted := false; !granted; {

@@ -20,10 +20,10 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/loadgen"
-	"github.com/seckill-go/seckill/service"
 )
 
 // The database outage test: three Redis-engine instances on a private Redis and a private
@@ -372,8 +372,11 @@ func TestClusterRushDatabaseOutage(t *testing.T) {
 	c := startClusterOn(t, 3, m.url())
 	const sale, buyers, seed = "outage", 1200, 7
 	start := time.Now().UTC().Add(time.Second)
-	c.admin("POST", "/api/v1/sales", map[string]any{"id": sale, "name": "Outage", "price_cents": 500,
-		"stock": 100, "starts_at": start, "ends_at": start.Add(time.Hour), "hold_seconds": 2, "queue_limit": 200}, nil)
+	c.admin("create the sale", func(a *client.Client) error {
+		_, err := a.CreateSale(context.Background(), client.NewSale{ID: sale, Name: "Outage", PriceCents: 500,
+			Stock: 100, StartsAt: start, EndsAt: start.Add(time.Hour), HoldSeconds: 2, QueueLimit: client.Ptr(200)})
+		return err
+	})
 
 	rec := newRecorder()
 	var urls []string
@@ -395,8 +398,11 @@ func TestClusterRushDatabaseOutage(t *testing.T) {
 	go func() {
 		defer close(outage)
 		for {
-			var v service.SaleView
-			c.admin("GET", "/api/v1/sales/"+sale, nil, &v)
+			var v client.Sale
+			c.admin("read the sale", func(a *client.Client) (err error) {
+				v, err = a.Sale(context.Background(), sale)
+				return err
+			})
 			if before = v.StockState; before.Sold >= 25 {
 				break
 			}
@@ -447,10 +453,9 @@ func TestClusterRushDatabaseOutage(t *testing.T) {
 	settled := r.settle(t)
 	var audits []loadgen.InstanceAudit
 	for _, in := range c.insts {
-		st, _, b, err := c.do(in, "GET", "/api/v1/sales/"+sale+"/audit", clusterAdmin, nil, nil)
-		var a loadgen.Audit
-		if err != nil || st != 200 || json.Unmarshal(b, &a) != nil {
-			t.Fatalf("audit: %d %v %s", st, err, b)
+		a, err := c.api(in, clusterAdmin).Audit(context.Background(), sale)
+		if err != nil {
+			t.Fatalf("audit: %v", err)
 		}
 		audits = append(audits, loadgen.InstanceAudit{Target: in.url, Audit: a})
 	}

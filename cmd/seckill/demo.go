@@ -1,18 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/seckill-go/seckill"
@@ -107,40 +103,6 @@ func reconcileGateway(gw payment.MockStats, audit loadgen.Audit, v *loadgen.Verd
 	if recorded := int64(audit.Database.PaidOrders + audit.Database.Refunds); gw.PaymentsSucceeded != recorded {
 		return []string{fmt.Sprintf("payments: %d succeeded at the gateway but %d paid + %d refunds recorded",
 			gw.PaymentsSucceeded, audit.Database.PaidOrders, audit.Database.Refunds)}
-	}
-	return nil
-}
-
-// call sends a JSON request and decodes a JSON answer; non-2xx answers are errors.
-func call(ctx context.Context, method, url, token string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, strings.TrimSpace(string(b)))
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
 	}
 	return nil
 }

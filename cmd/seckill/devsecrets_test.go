@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
 )
 
@@ -73,10 +74,10 @@ func TestServeDevKeepsSecretsAcrossRestarts(t *testing.T) {
 	if strings.Count(secretsMsg, file) != 1 {
 		t.Errorf("the secrets file's path is printed %d times, want once:\n%s", strings.Count(secretsMsg, file), secretsMsg)
 	}
-	if err := call(ctx, "GET", second.url+"/api/v1/refunds?limit=1", values["SECKILL_ADMIN_TOKEN"], nil, nil); err != nil {
+	if _, err := client.New(second.url, client.WithToken(values["SECKILL_ADMIN_TOKEN"])).Refunds(ctx, "", 1); err != nil {
 		t.Errorf("the first start's admin token after the restart: %v", err)
 	}
-	if err := call(ctx, "GET", second.url+"/api/v1/orders", jwt, nil, nil); err != nil {
+	if _, err := client.New(second.url, client.WithToken(jwt)).Orders(ctx); err != nil {
 		t.Errorf("a session signed before the restart: %v", err)
 	}
 	if after, _ := os.ReadFile(file); string(after) != string(data) {

@@ -1,16 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/testkit/redistest"
 	"github.com/seckill-go/seckill/payment"
@@ -183,8 +183,11 @@ func TestFaultSentinelStaleAnswer(t *testing.T) {
 			c := launchCluster(t, 1, d.faultRedis(t).rdb, d.url(), freshMySQL(t))
 			const sale = "stale"
 			start := time.Now().UTC().Add(-time.Second)
-			c.admin("POST", "/api/v1/sales", map[string]any{"id": sale, "name": "Stale", "price_cents": 100,
-				"stock": 20, "starts_at": start, "ends_at": start.Add(time.Hour), "hold_seconds": 600, "listed": false}, nil)
+			c.admin("create the sale", func(a *client.Client) error {
+				_, err := a.CreateSale(context.Background(), client.NewSale{ID: sale, Name: "Stale", PriceCents: 100,
+					Stock: 20, StartsAt: start, EndsAt: start.Add(time.Hour), HoldSeconds: 600, Listed: client.Ptr(false)})
+				return err
+			})
 			for i := range 3 {
 				buyAndPay(t, c, sale, fmt.Sprint("early-", i))
 			}
@@ -202,24 +205,21 @@ func TestFaultSentinelStaleAnswer(t *testing.T) {
 			served := map[int]int{} // sold units answered 200 → how many times
 			unavailable := 0
 			redistest.WaitUntil(t, 30*time.Second, "the sale is answered after the failover", func() bool {
-				st, _, b, err := c.do(c.insts[0], "GET", "/api/v1/sales/"+sale, clusterAdmin, nil, nil)
-				var s struct {
-					StockState struct{ Sold int } `json:"stock_state"`
-				}
+				s, err := c.api(c.insts[0], clusterAdmin).Sale(context.Background(), sale)
 				switch {
-				case err == nil && st == 200 && json.Unmarshal(b, &s) == nil:
+				case err == nil:
 					served[s.StockState.Sold]++
 					return served[s.StockState.Sold] >= 3 // a few answers, not the first alone
-				case err == nil && st == 503:
+				case statusOf(err) == http.StatusServiceUnavailable:
 					unavailable++
 				}
 				return false
 			})
-			var audit struct {
-				OK         bool     `json:"ok"`
-				Violations []string `json:"violations"`
-			}
-			c.admin("GET", "/api/v1/sales/"+sale+"/audit", nil, &audit)
+			var audit client.Audit
+			c.admin("audit the sale", func(a *client.Client) (err error) {
+				audit, err = a.Audit(context.Background(), sale)
+				return err
+			})
 			logged := strings.Contains(c.insts[0].log.String(), staleLogLine)
 			t.Logf("sold units served after the failover: %v; 503 answers %d; stale sale logged %v; audit ok %v %v",
 				served, unavailable, logged, audit.OK, audit.Violations)
@@ -249,47 +249,41 @@ func TestFaultSentinelStaleAnswer(t *testing.T) {
 func buyAndPay(t *testing.T, c *cluster, sale, user string) {
 	t.Helper()
 	tok, _ := httpapi.MintToken([]byte(clusterAuth), user, time.Now(), time.Hour)
-	retry := func(method, path string, body any) []byte {
+	ctx := context.Background()
+	retry := func(what string, f func(c *client.Client) error) {
 		t.Helper()
-		var st int
-		var b []byte
-		redistest.WaitUntil(t, 20*time.Second, method+" "+path, func() bool {
-			var err error
-			st, _, b, err = c.do(c.pick(0), method, path, tok, body, map[string]string{"Idempotency-Key": user})
-			return err == nil && st != 503
+		var err error
+		redistest.WaitUntil(t, 20*time.Second, what, func() bool {
+			err = f(c.api(c.pick(0), tok))
+			_, answered := errors.AsType[*client.Error](err)
+			return (err == nil || answered) && statusOf(err) != http.StatusServiceUnavailable
 		})
-		if st >= 300 {
-			t.Fatalf("%s %s: %d %s", method, path, st, b)
-		}
-		return b
-	}
-	var path struct{ Path string }
-	if err := json.Unmarshal(retry("GET", "/api/v1/sales/"+sale+"/path", nil), &path); err != nil {
-		t.Fatal(err)
-	}
-	var res resv
-	if err := json.Unmarshal(retry("POST", path.Path, map[string]int{"quantity": 1}), &res); err != nil || res.Status != "held" {
-		t.Fatalf("buy as %s: %+v %v", user, res, err)
-	}
-	body, _ := json.Marshal(map[string]any{"payment_id": "pay-" + user, "reservation_id": res.ID, "amount_cents": res.Amount, "status": "succeeded"})
-	redistest.WaitUntil(t, 20*time.Second, "the payment of "+user+" answered 200", func() bool {
-		req, _ := http.NewRequest("POST", c.pick(0).url+"/api/v1/payments/webhook", bytes.NewReader(body))
-		req.Header.Set("Seckill-Signature", payment.Sign([]byte(clusterPayment), time.Now(), body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := c.client.Do(req)
 		if err != nil {
-			return false
+			t.Fatalf("%s: %v", what, err)
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 && resp.StatusCode != 503 {
-			t.Fatalf("payment of %s: %d %s", user, resp.StatusCode, b)
+	}
+	var path client.PurchasePath
+	retry("the purchase path", func(c *client.Client) (err error) {
+		path, err = c.Path(ctx, sale)
+		return err
+	})
+	var res client.Bought
+	retry("the buy", func(c *client.Client) (err error) {
+		res, err = c.Buy(ctx, path.Path, 1, user)
+		return err
+	})
+	if res.Status != seckill.StatusHeld {
+		t.Fatalf("buy as %s: %+v", user, res)
+	}
+	ev := payment.Event{PaymentID: "pay-" + user, ReservationID: res.ID, AmountCents: res.AmountCents, Status: payment.StatusSucceeded}
+	redistest.WaitUntil(t, 20*time.Second, "the payment of "+user+" answered 200", func() bool {
+		result, err := c.api(c.pick(0), "").Webhook(ctx, []byte(clusterPayment), ev)
+		if st := statusOf(err); err != nil && st != http.StatusOK && st != http.StatusServiceUnavailable {
+			t.Fatalf("payment of %s: %v", user, err)
 		}
-		var out struct{ Result string }
-		_ = json.Unmarshal(b, &out)
-		if resp.StatusCode == 200 && out.Result != "applied" {
-			t.Fatalf("payment of %s: %s", user, b)
+		if err == nil && result != seckill.PaymentApplied {
+			t.Fatalf("payment of %s: %s", user, result)
 		}
-		return resp.StatusCode == 200
+		return err == nil
 	})
 }

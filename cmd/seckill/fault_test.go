@@ -5,9 +5,11 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +24,8 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/rs/zerolog"
 
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/loadgen"
@@ -154,8 +158,11 @@ const probeSale = "probe"
 
 func startProbe(t *testing.T, c *cluster) *probe {
 	start := time.Now().UTC().Add(-time.Second)
-	c.admin("POST", "/api/v1/sales", map[string]any{"id": probeSale, "name": "Probe", "price_cents": 1,
-		"stock": 100000, "starts_at": start, "ends_at": start.Add(time.Hour), "hold_seconds": 2, "listed": false}, nil)
+	c.admin("create the probe's sale", func(a *client.Client) error {
+		_, err := a.CreateSale(context.Background(), client.NewSale{ID: probeSale, Name: "Probe", PriceCents: 1,
+			Stock: 100000, StartsAt: start, EndsAt: start.Add(time.Hour), HoldSeconds: 2, Listed: client.Ptr(false)})
+		return err
+	})
 	p := &probe{c: c, sale: probeSale, stop: make(chan struct{})}
 	p.done.Go(func() {
 		tick := time.NewTicker(100 * time.Millisecond)
@@ -184,23 +191,38 @@ func (p *probe) buy(n int, b *probeBuy) {
 		p.mu.Unlock()
 	}()
 	tok, _ := httpapi.MintToken([]byte(clusterAuth), b.user, time.Now(), time.Hour)
-	in := p.c.pick(n)
-	st, _, body, err := p.c.do(in, "GET", "/api/v1/sales/"+p.sale+"/path", tok, nil, nil)
-	var path struct{ Path string }
-	if err != nil || st != 200 || json.Unmarshal(body, &path) != nil {
+	buyer := p.c.api(p.c.pick(n), tok)
+	path, err := buyer.Path(context.Background(), p.sale)
+	if err != nil {
 		p.mu.Lock()
-		b.status = st
+		b.status = answered(err)
 		p.mu.Unlock()
 		return
 	}
-	st, _, body, err = p.c.do(in, "POST", path.Path, tok, map[string]int{"quantity": 1}, nil)
-	var res resv
-	if err == nil && st == 201 {
-		_ = json.Unmarshal(body, &res)
+	res, err := buyer.Buy(context.Background(), path.Path, 1, "")
+	st := answered(err)
+	switch {
+	case err != nil || res.Replayed:
+	case res.Status == seckill.StatusQueued:
+		st = http.StatusAccepted
+	default:
+		st = http.StatusCreated
 	}
 	p.mu.Lock()
-	b.status, b.id = st, res.ID
+	b.status = st
+	if st == http.StatusCreated {
+		b.id = res.ID
+	}
 	p.mu.Unlock()
+}
+
+// answered is the HTTP status of a call's answer: 200 for a success, 0 for none (a transport
+// error).
+func answered(err error) int {
+	if _, ok := errors.AsType[*client.Error](err); err != nil && !ok {
+		return 0
+	}
+	return statusOf(err)
 }
 
 func (p *probe) finish() {
@@ -230,15 +252,12 @@ func (p *probe) lost(t *testing.T) (held int, lost []string) {
 	r := &rush{c: p.c, sale: p.sale}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var sale struct {
-			StockState struct{ Held, Queued int } `json:"stock_state"`
-		}
-		st, _, b, err := p.c.do(p.c.pick(0), "GET", "/api/v1/sales/"+p.sale, clusterAdmin, nil, nil)
-		if err == nil && st == 200 && json.Unmarshal(b, &sale) == nil && sale.StockState.Held == 0 && r.pending(t) == 0 {
+		sale, err := p.c.api(p.c.pick(0), clusterAdmin).Sale(context.Background(), p.sale)
+		if err == nil && sale.StockState.Held == 0 && r.pending(t) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Logf("probe sale did not settle in 30 s (%d %s); counting anyway", st, b)
+			t.Logf("probe sale did not settle in 30 s (%+v %v); counting anyway", sale.StockState, err)
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -269,11 +288,12 @@ func (p *probe) lost(t *testing.T) (held int, lost []string) {
 		}
 		held++
 		tok, _ := httpapi.MintToken([]byte(clusterAuth), b.user, time.Now(), time.Hour)
-		st, _, _, err := p.c.do(p.c.pick(i), "GET", "/api/v1/reservations/"+b.id, tok, nil, nil)
+		_, err := p.c.api(p.c.pick(i), tok).Reservation(context.Background(), b.id)
+		st := answered(err)
 		switch {
 		case !stored[b.id]:
 			lost = append(lost, fmt.Sprintf("%s (answered %s): no row in the database", b.id, b.at.Format(time.StampMilli)))
-		case err == nil && st == 404:
+		case st == http.StatusNotFound:
 			lost = append(lost, fmt.Sprintf("%s (answered %s): the engine answers 404", b.id, b.at.Format(time.StampMilli)))
 		}
 	}
@@ -408,10 +428,7 @@ func runFaultOn(t *testing.T, c *cluster, name string, inject func(c *cluster)) 
 		for ctx.Err() == nil {
 			var sold int
 			if err := db.QueryRowContext(ctx, "SELECT sold FROM sales WHERE id = ?", sale).Scan(&sold); err == nil && sold >= 30 {
-				var s struct {
-					StockState struct{ Sold, Held, Available int } `json:"stock_state"`
-				}
-				if st, _, b, err := c.do(c.pick(0), "GET", "/api/v1/sales/"+sale, clusterAdmin, nil, nil); err == nil && st == 200 && json.Unmarshal(b, &s) == nil {
+				if s, err := c.api(c.pick(0), clusterAdmin).Sale(context.Background(), sale); err == nil {
 					before = fmt.Sprintf("%+v", s.StockState)
 				}
 				faultAt = time.Now()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/payment"
@@ -99,32 +101,8 @@ func startGatewayAppWith(t *testing.T, cfg *config, opts appOptions) *app {
 	return a
 }
 
-// postTo sends body to the app and returns the status and the decoded answer.
-func postTo(t *testing.T, a *app, path, auth string, body []byte, header ...string) (int, map[string]any) {
-	t.Helper()
-	req, err := http.NewRequest("POST", a.url+path, strings.NewReader(string(body)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if auth != "" {
-		req.Header.Set("Authorization", "Bearer "+auth)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	return resp.StatusCode, out
-}
-
-// holdAndPay holds a unit for user and asks /pay for it.
-func holdAndPay(t *testing.T, a *app, cfg config, user string) (seckill.Reservation, int, map[string]any) {
+// holdAndPay holds a unit for user and asks /pay for it, through the API.
+func holdAndPay(t *testing.T, a *app, cfg config, user string) (seckill.Reservation, seckill.PaymentIntent, error) {
 	t.Helper()
 	res, err := a.svc.Buy(context.Background(), seckill.BuyRequest{SaleID: "g", UserID: user, Quantity: 1})
 	if err != nil {
@@ -134,18 +112,29 @@ func holdAndPay(t *testing.T, a *app, cfg config, user string) (seckill.Reservat
 	if err != nil {
 		t.Fatal(err)
 	}
-	status, out := postTo(t, a, "/api/v1/reservations/"+res.Reservation.ID+"/pay", tok, nil)
-	return res.Reservation, status, out
+	intent, err := client.New(a.url, client.WithToken(tok)).Pay(context.Background(), res.Reservation.ID)
+	return res.Reservation, intent, err
 }
 
-// signed is our scheme's succeeded notification for r, signed with secret now.
-func signed(t *testing.T, secret, paymentID string, r seckill.Reservation) ([]byte, string) {
+// notify posts our scheme's succeeded notification of r's payment paymentID, signed with
+// secret, to the named gateway's route ("": the scheme's original route).
+func notify(t *testing.T, a *app, gateway, secret, paymentID string, r seckill.Reservation) (seckill.PaymentResult, error) {
 	t.Helper()
 	body, err := json.Marshal(payment.Event{PaymentID: paymentID, ReservationID: r.ID, AmountCents: r.AmountCents, Status: payment.StatusSucceeded})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return body, payment.Sign([]byte(secret), time.Now(), body)
+	return client.New(a.url).Notify(context.Background(), gateway, func(now time.Time) payment.SignedBody {
+		return payment.Signed([]byte(secret), now, body)
+	})
+}
+
+// statusOf is the HTTP status of an error answer (200 for none).
+func statusOf(err error) int {
+	if e, ok := errors.AsType[*client.Error](err); ok {
+		return e.Status
+	}
+	return http.StatusOK
 }
 
 // TestServeGatewayWebhook: with the webhook gateway, /pay answers 503 (the shop's payment
@@ -157,16 +146,15 @@ func TestServeGatewayWebhook(t *testing.T) {
 	if a.gateway != nil {
 		t.Fatal("the mock gateway runs though --gateway webhook was chosen")
 	}
-	r, status, out := holdAndPay(t, a, cfg, "alice")
-	if status != http.StatusServiceUnavailable || out["code"] != "unavailable" {
-		t.Fatalf("/pay with the webhook gateway: %d %v, want 503 unavailable", status, out)
+	r, _, err := holdAndPay(t, a, cfg, "alice")
+	if statusOf(err) != http.StatusServiceUnavailable || client.CodeOf(err) != seckill.CodeUnavailable {
+		t.Fatalf("/pay with the webhook gateway: %v, want 503 unavailable", err)
 	}
-	body, sig := signed(t, cfg.PaymentSecret, "pay_shop_1", r)
-	if status, out := postTo(t, a, "/api/v1/payments/webhook/webhook", "", body, payment.SignatureHeader, sig); status != 200 || out["result"] != "applied" {
-		t.Fatalf("the shop's webhook: %d %v, want 200 applied", status, out)
+	if result, err := notify(t, a, payment.WebhookName, cfg.PaymentSecret, "pay_shop_1", r); err != nil || result != seckill.PaymentApplied {
+		t.Fatalf("the shop's webhook: %v %v, want 200 applied", result, err)
 	}
-	if status, out := postTo(t, a, "/api/v1/payments/webhook/mock", "", body, payment.SignatureHeader, sig); status != http.StatusNotFound {
-		t.Fatalf("the mock's route without the mock: %d %v, want 404", status, out)
+	if _, err := notify(t, a, payment.MockName, cfg.PaymentSecret, "pay_shop_1", r); statusOf(err) != http.StatusNotFound {
+		t.Fatalf("the mock's route without the mock: %v, want 404", err)
 	}
 }
 
@@ -178,16 +166,15 @@ func TestServeGatewayMockDefault(t *testing.T) {
 	if a.gateway == nil || a.payGW.Name() != "mock" {
 		t.Fatal("--dev without --gateway does not run the mock")
 	}
-	r, status, out := holdAndPay(t, a, cfg, "alice")
-	if status != 200 || out["payment_id"] == "" {
-		t.Fatalf("/pay: %d %v", status, out)
+	r, intent, err := holdAndPay(t, a, cfg, "alice")
+	if err != nil || intent.PaymentID == "" {
+		t.Fatalf("/pay: %+v %v", intent, err)
 	}
 	if err := a.gateway.WaitIdle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	body, sig := signed(t, cfg.PaymentSecret, out["payment_id"].(string), r)
-	if status, out := postTo(t, a, "/api/v1/payments/webhook/mock", "", body, payment.SignatureHeader, sig); status != 200 || out["result"] != "duplicate" {
-		t.Fatalf("the mock's payment again at its route: %d %v, want 200 duplicate", status, out)
+	if result, err := notify(t, a, payment.MockName, cfg.PaymentSecret, intent.PaymentID, r); err != nil || result != seckill.PaymentDuplicate {
+		t.Fatalf("the mock's payment again at its route: %v %v, want 200 duplicate", result, err)
 	}
 }
 
@@ -200,9 +187,9 @@ func TestServeGatewayStripe(t *testing.T) {
 	if a.payGW.Name() != "stripe" {
 		t.Fatalf("gateway %q, want stripe", a.payGW.Name())
 	}
-	_, status, out := holdAndPay(t, a, cfg, "alice")
-	if status != 200 || out["payment_id"] == "" || out["redirect_url"] == "" {
-		t.Fatalf("/pay with stripe: %d %v, want a session and its page", status, out)
+	_, intent, err := holdAndPay(t, a, cfg, "alice")
+	if err != nil || intent.PaymentID == "" || intent.RedirectURL == "" {
+		t.Fatalf("/pay with stripe: %+v %v, want a session and its page", intent, err)
 	}
 }
 
@@ -242,14 +229,13 @@ func TestServeGatewayStripeRefusesBuiltInWebhook(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, sig := signed(t, cfg.PaymentSecret, "pay_minted", r.Reservation)
-		for _, path := range []string{"/api/v1/payments/webhook", "/api/v1/payments/webhook/webhook"} {
-			status, out := postTo(t, a, path, "", body, payment.SignatureHeader, sig)
+		for _, route := range []string{"", payment.WebhookName} { // the original route and the per-gateway one
+			result, err := notify(t, a, route, cfg.PaymentSecret, "pay_minted", r.Reservation)
 			switch {
-			case !accept && (status != http.StatusNotFound || out["code"] != "not_found"):
-				t.Fatalf("the built-in webhook at %s with stripe: %d %v, want 404 not_found", path, status, out)
-			case accept && (status != 200 || out["result"] == nil):
-				t.Fatalf("the built-in webhook at %s with --accept-webhook: %d %v, want 200", path, status, out)
+			case !accept && (statusOf(err) != http.StatusNotFound || client.CodeOf(err) != seckill.CodeNotFound):
+				t.Fatalf("the built-in webhook at %q with stripe: %v, want 404 not_found", client.WebhookPath(route), err)
+			case accept && (err != nil || result == ""):
+				t.Fatalf("the built-in webhook at %q with --accept-webhook: %v %v, want 200", client.WebhookPath(route), result, err)
 			}
 		}
 		got, err := a.svc.Reservation(context.Background(), r.Reservation.ID, "alice")

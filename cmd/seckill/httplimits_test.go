@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckill-go/seckill/client"
 )
 
 // closedWithin reads c until the server closes it, and fails if that takes more than 10 s:
@@ -83,38 +85,40 @@ func TestServeTimeouts(t *testing.T) {
 		t.Fatalf("no admin token printed: %q", a.out.String())
 	}
 	ctx := context.Background()
-	if err := call(ctx, "POST", a.url+"/api/v1/sales", admin[1], map[string]any{"id": "t", "price_cents": 1, "stock": 10}, nil); err != nil {
+	api := client.New(a.url, client.WithToken(admin[1]))
+	if _, err := api.CreateSale(ctx, client.NewSale{ID: "t", PriceCents: 1, Stock: 10}); err != nil {
 		t.Fatal(err)
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(sctx, "GET", a.url+"/api/v1/sales/t/events", nil)
-	sres, err := http.DefaultClient.Do(req)
-	if err != nil || sres.StatusCode != 200 {
-		t.Fatalf("events: %v %v", sres, err)
-	}
-	defer sres.Body.Close()
-	lines := make(chan string, 100)
+	sales := make(chan client.Sale, 100)
 	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(sres.Body)
-		for sc.Scan() {
-			lines <- sc.Text()
+		defer close(sales)
+		for ev, err := range client.New(a.url).Events(sctx, "t") {
+			if err != nil {
+				return
+			}
+			if ev.Type == client.EventSale {
+				sales <- *ev.Sale
+			}
 		}
 	}()
+	if _, open := <-sales; !open { // the sale, on connect
+		t.Fatal("events: the stream did not open")
+	}
 	time.Sleep(1500 * time.Millisecond)
-	if err := call(ctx, "POST", a.url+"/api/v1/sales/t/stock", admin[1], map[string]any{"add": 5}, nil); err != nil {
+	if _, err := api.AddStock(ctx, "t", 5); err != nil {
 		t.Fatal(err)
 	}
 	for timeout := time.After(10 * time.Second); ; {
 		select {
-		case l, open := <-lines:
+		case sale, open := <-sales:
 			if !open {
 				t.Fatal("the event stream ended: the server's timeouts cut it")
 			}
-			if strings.Contains(l, `"stock":15`) {
+			if sale.Stock == 15 {
 				cancel()
-				for range lines {
+				for range sales {
 				}
 				a.stop(t)
 				return

@@ -18,10 +18,10 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/purchasetoken"
 	"github.com/seckill-go/seckill/loadgen"
-	"github.com/seckill-go/seckill/service"
 )
 
 // TestLocalAnswersBenchmark measures the Redis engine's local answers (docs/BENCHMARKS.md,
@@ -153,11 +153,9 @@ func localAnswersRun(t *testing.T, local bool, units, buyers int) []string {
 	t.Log(lines[0])
 
 	// 2. After the sell-out: new buyers flood the sold-out sale through every instance.
-	var sv service.SaleView
-	if st, _, body, err := c.do(c.insts[0], "GET", "/api/v1/sales/"+sale, "", nil, nil); err != nil || st != 200 {
-		t.Fatalf("read the sale: %d %s %v", st, body, err)
-	} else if err := json.Unmarshal(body, &sv); err != nil {
-		t.Fatal(err)
+	sv, err := c.api(c.insts[0], "").Sale(context.Background(), sale)
+	if err != nil {
+		t.Fatalf("read the sale: %v", err)
 	}
 	key := purchasetoken.Key([]byte(clusterAuth))
 	before = commandStats(t, c.rdb)
@@ -169,7 +167,7 @@ func localAnswersRun(t *testing.T, local bool, units, buyers int) []string {
 				Buyer: func(j int) (string, string) {
 					user := fmt.Sprintf("after-%d-%d", i, j)
 					tok, _ := httpapi.MintToken([]byte(clusterAuth), user, time.Now(), time.Hour)
-					return "/api/v1/sales/" + sale + "/buy/" + purchasetoken.New(key, sale, user, sv.StartsAt), tok
+					return client.BuyPath(sale, purchasetoken.New(key, sale, user, sv.StartsAt)), tok
 				}})
 			if err != nil {
 				t.Errorf("flood %s: %v", u, err)

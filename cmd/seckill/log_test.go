@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 )
@@ -81,18 +82,19 @@ func TestServeOnPostgresLogsNoSecret(t *testing.T) {
 	ctx := context.Background()
 	secret := strings.TrimPrefix(regexpFind(t, a.out.String(), `SECKILL_AUTH_SECRET=[0-9a-f]+`), "SECKILL_AUTH_SECRET=")
 	admin := strings.TrimPrefix(regexpFind(t, a.out.String(), `SECKILL_ADMIN_TOKEN=[0-9a-f]+`), "SECKILL_ADMIN_TOKEN=")
-	if err := call(ctx, "POST", a.url+"/api/v1/sales", admin, map[string]any{"id": "logs", "price_cents": 1, "stock": 5, "hold_seconds": 60}, nil); err != nil {
+	if _, err := client.New(a.url, client.WithToken(admin)).CreateSale(ctx, client.NewSale{ID: "logs", PriceCents: 1, Stock: 5, HoldSeconds: 60}); err != nil {
 		t.Fatal(err)
 	}
 	jwt, err := httpapi.MintToken([]byte(secret), "alice", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p struct{ Path string }
-	if err := call(ctx, "GET", a.url+"/api/v1/sales/logs/path", jwt, nil, &p); err != nil {
+	alice := client.New(a.url, client.WithToken(jwt))
+	p, err := alice.Path(ctx, "logs")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := call(ctx, "POST", a.url+p.Path, jwt, map[string]int{"quantity": 1}, nil); err != nil {
+	if _, err := alice.Buy(ctx, p.Path, 1, ""); err != nil {
 		t.Fatal(err)
 	}
 	token := p.Path[strings.LastIndex(p.Path, "/")+1:]
@@ -152,16 +154,17 @@ func TestBuyFailureLogsRouteNotToken(t *testing.T) {
 	}
 	defer a.close(context.Background())
 	ctx := context.Background()
-	if err := call(ctx, "POST", a.url+"/api/v1/sales", cfg.AdminToken, map[string]any{"id": "logs", "price_cents": 1, "stock": 5, "hold_seconds": 60}, nil); err != nil {
+	if _, err := client.New(a.url, client.WithToken(cfg.AdminToken)).CreateSale(ctx, client.NewSale{ID: "logs", PriceCents: 1, Stock: 5, HoldSeconds: 60}); err != nil {
 		t.Fatal(err)
 	}
 	jwt, _ := httpapi.MintToken([]byte(cfg.AuthSecret), "alice", time.Now(), time.Hour)
-	var p struct{ Path string }
-	if err := call(ctx, "GET", a.url+"/api/v1/sales/logs/path", jwt, nil, &p); err != nil {
+	alice := client.New(a.url, client.WithToken(jwt))
+	p, err := alice.Path(ctx, "logs")
+	if err != nil {
 		t.Fatal(err)
 	}
-	err = call(ctx, "POST", a.url+p.Path+"?token=q-secret-1", jwt, map[string]int{"quantity": 1}, nil)
-	if err == nil || !strings.Contains(err.Error(), "503") {
+	_, err = alice.Buy(ctx, p.Path+"?token=q-secret-1", 1, "")
+	if e, ok := errors.AsType[*client.Error](err); !ok || e.Status != 503 {
 		t.Fatalf("buy on an unavailable engine: %v, want 503", err)
 	}
 	token := p.Path[strings.LastIndex(p.Path, "/")+1:]

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/loadgen"
-	"github.com/seckill-go/seckill/service"
 )
 
 func noEnv(string) string { return "" }
@@ -109,12 +109,10 @@ func TestServeDevAndGracefulShutdown(t *testing.T) {
 	if strings.Contains(a.log.String(), "/debug/pprof/") {
 		t.Fatal("without --pprof a profiling listener was started")
 	}
-	var health map[string]string
-	if err := call(ctx, "GET", a.url+"/healthz", "", nil, &health); err != nil || health["status"] != "ok" {
-		t.Fatalf("healthz: %v %v", health, err)
+	if err := client.New(a.url).Health(ctx); err != nil {
+		t.Fatalf("healthz: %v", err)
 	}
-	var tok map[string]string
-	if err := call(ctx, "POST", a.url+"/api/v1/dev/token", "", map[string]string{"user": "alice"}, &tok); err != nil || tok["token"] == "" {
+	if tok, err := client.New(a.url).DevToken(ctx, "alice"); err != nil || tok == "" {
 		t.Fatalf("dev token: %v %v", tok, err)
 	}
 	a.stop(t)
@@ -163,15 +161,12 @@ func TestAcceptanceRush(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.close(ctx)
-	admin := func(method, path string, body, out any) {
-		t.Helper()
-		if err := call(ctx, method, a.url+path, cfg.AdminToken, body, out); err != nil {
-			t.Fatal(err)
-		}
-	}
+	admin := client.New(a.url, client.WithToken(cfg.AdminToken))
 	start := time.Now().UTC().Add(300 * time.Millisecond)
-	admin("POST", "/api/v1/sales", map[string]any{"id": "rush", "price_cents": 500, "stock": 100,
-		"starts_at": start, "ends_at": start.Add(time.Hour), "hold_seconds": 2}, nil)
+	if _, err := admin.CreateSale(ctx, client.NewSale{ID: "rush", PriceCents: 500, Stock: 100,
+		StartsAt: start, EndsAt: start.Add(time.Hour), HoldSeconds: 2}); err != nil {
+		t.Fatal(err)
+	}
 	secret := []byte(cfg.AuthSecret)
 	token := func(u string) (string, error) { return httpapi.MintToken(secret, u, time.Now(), time.Hour) }
 	res, err := loadgen.Run(ctx, loadgen.Config{Targets: []string{a.url}, SaleID: "rush", Buyers: 2000, Concurrency: 96, Hold: hold,
@@ -192,9 +187,11 @@ func TestAcceptanceRush(t *testing.T) {
 	if err := a.gateway.WaitIdle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var sale service.SaleView
+	var sale client.Sale
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		admin("GET", "/api/v1/sales/rush", nil, &sale)
+		if sale, err = admin.Sale(ctx, "rush"); err != nil {
+			t.Fatal(err)
+		}
 		if sale.StockState.Held == 0 && sale.StockState.Queued == 0 && a.pipe.Backlog() == 0 {
 			break
 		}
@@ -206,9 +203,11 @@ func TestAcceptanceRush(t *testing.T) {
 		t.Fatalf("sold %d units, want exactly 100 (state %+v, %s)", sale.StockState.Sold, sale.StockState, crowd)
 	}
 	// The pipeline's last batch may still be on its way to the database: the audit is awaited.
-	var audit service.Audit
+	var audit client.Audit
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		admin("GET", "/api/v1/sales/rush/audit", nil, &audit)
+		if audit, err = admin.Audit(ctx, "rush"); err != nil {
+			t.Fatal(err)
+		}
 		if audit.OK && audit.Database.Sold == 100 && audit.Database.PaidUnits == 100 {
 			break
 		}
@@ -225,12 +224,12 @@ func TestAcceptanceRush(t *testing.T) {
 	for i := range 2000 {
 		user := loadgen.UserName(i)
 		tok, _ := token(user)
-		var orders struct{ Orders []seckill.Order }
-		if err := call(ctx, "GET", a.url+"/api/v1/orders", tok, nil, &orders); err != nil {
+		orders, err := admin.WithToken(tok).Orders(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
 		userPaid := 0
-		for _, o := range orders.Orders {
+		for _, o := range orders {
 			switch o.Status {
 			case seckill.StatusPaid:
 				userPaid += o.Quantity
@@ -259,13 +258,14 @@ func TestAcceptanceRush(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.close(ctx)
-	if err := call(ctx, "GET", b.url+"/api/v1/sales/rush", "", nil, &sale); err != nil {
+	after := client.New(b.url, client.WithToken(cfg.AdminToken))
+	if sale, err = after.Sale(ctx, "rush"); err != nil {
 		t.Fatal(err)
 	}
 	if sale.StockState.Sold != 100 || sale.StockState.Available != 0 || sale.StockState.Held != 0 {
 		t.Fatalf("after restart: %+v", sale.StockState)
 	}
-	if err := call(ctx, "GET", b.url+"/api/v1/sales/rush/audit", cfg.AdminToken, nil, &audit); err != nil || !audit.OK {
+	if audit, err = after.Audit(ctx, "rush"); err != nil || !audit.OK {
 		t.Fatalf("audit after restart: %+v %v", audit, err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckill-go/seckill/client"
 )
 
 // startMetricsApp starts a --dev server with cfg's settings (startGatewayApp).
@@ -77,8 +79,8 @@ func TestMetricsAddr(t *testing.T) {
 	if status != 200 || !strings.Contains(body, "go_goroutines") {
 		t.Errorf("/metrics on --metrics-addr: %d", status)
 	}
-	if status, _ := scrape(t, "http://"+a.metrics.listener.Addr().String()+"/api/v1/sales", ""); status != http.StatusNotFound {
-		t.Errorf("the API on --metrics-addr: %d, want 404", status)
+	if _, err := client.New("http://"+a.metrics.listener.Addr().String()).ListSales(t.Context(), false); statusOf(err) != http.StatusNotFound {
+		t.Errorf("the API on --metrics-addr: %v, want 404", err)
 	}
 }
 

@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 )
@@ -114,20 +115,17 @@ func payAs(t *testing.T, a *app, cfg config, user string) (seckill.Reservation, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	buyer := client.New(a.url, client.WithToken(tok))
 	return res.Reservation, func() (int, string, string) {
-		req, err := http.NewRequest("POST", a.url+"/api/v1/reservations/"+res.Reservation.ID+"/pay", nil)
-		if err != nil {
-			panic(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
+		_, err := buyer.Pay(context.Background(), res.Reservation.ID)
+		e, answered := errors.AsType[*client.Error](err)
+		switch {
+		case err == nil:
+			return http.StatusOK, "", ""
+		case !answered:
 			return 0, err.Error(), ""
 		}
-		defer resp.Body.Close()
-		var out struct{ Code string }
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		return resp.StatusCode, out.Code, resp.Header.Get("Retry-After")
+		return e.Status, string(e.Code), strconv.Itoa(int(e.RetryAfter / time.Second))
 	}
 }
 

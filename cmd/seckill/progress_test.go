@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/loadgen"
 )
@@ -116,8 +117,8 @@ func TestCrowdMovesInTheSamples(t *testing.T) {
 	}
 	defer a.close(ctx)
 	start := time.Now().UTC().Add(300 * time.Millisecond)
-	if err := call(ctx, "POST", a.url+"/api/v1/sales", cfg.AdminToken, map[string]any{"id": "p", "price_cents": 500, "stock": 10,
-		"starts_at": start, "ends_at": start.Add(time.Hour), "hold_seconds": 1}, nil); err != nil {
+	if _, err := client.New(a.url, client.WithToken(cfg.AdminToken)).CreateSale(ctx, client.NewSale{ID: "p", PriceCents: 500, Stock: 10,
+		StartsAt: start, EndsAt: start.Add(time.Hour), HoldSeconds: 1}); err != nil {
 		t.Fatal(err)
 	}
 	var samples []loadgen.Sample

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/internal/testkit/redistest"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 )
@@ -134,13 +136,13 @@ func TestReadmeAPITour(t *testing.T) {
 		}
 	}
 	// The mock gateway pays ~100 ms after /pay: alice's order is listed soon after.
-	var tok struct{ Token string }
-	if err := call(ctx, "POST", a.url+"/api/v1/dev/token", "", map[string]string{"user": "alice"}, &tok); err != nil {
+	tok, err := client.New(a.url).DevToken(ctx, "alice")
+	if err != nil {
 		t.Fatal(err)
 	}
+	alice := client.New(a.url, client.WithToken(tok))
 	redistest.WaitUntil(t, 10*time.Second, "alice's order is listed", func() bool {
-		var orders struct{ Orders []struct{ Status string } }
-		return call(ctx, "GET", a.url+"/api/v1/orders", tok.Token, nil, &orders) == nil &&
-			len(orders.Orders) == 1 && orders.Orders[0].Status == "paid"
+		orders, err := alice.Orders(ctx)
+		return err == nil && len(orders) == 1 && orders[0].Status == seckill.StatusPaid
 	})
 }

@@ -13,8 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/internal/wait"
-	"github.com/seckill-go/seckill/loadgen"
+	"github.com/seckill-go/seckill/payment/stripegw"
 	"github.com/seckill-go/seckill/payment/stripegw/stripetest"
 )
 
@@ -29,7 +30,7 @@ func stripeRehearse(ctx context.Context, args []string, getenv func(string) stri
 	env := envOr(getenv)
 	addr := fs.String("addr", "127.0.0.1:12100", "listen address of the stand-in, loopback only; give serve http://<addr> as SECKILL_STRIPE_API_URL")
 	mock := fs.String("stripe-mock", env("SECKILL_STRIPE_MOCK_URL", "http://127.0.0.1:12111"), "URL of the stripe-mock that checks every API call against Stripe's specification (SECKILL_STRIPE_MOCK_URL)")
-	target := fs.String("webhook-url", "http://127.0.0.1:8080", "the seckill instance that receives Stripe's events, or its full webhook URL (an instance's is <instance>"+loadgen.StripeRoute+")")
+	target := fs.String("webhook-url", "http://127.0.0.1:8080", "the seckill instance that receives Stripe's events, or its full webhook URL (an instance's is <instance>"+client.WebhookPath(stripegw.Name)+")")
 	secret := fs.String("stripe-webhook-secret", env("SECKILL_STRIPE_WEBHOOK_SECRET", ""), "signing secret (whsec_...) of the events, the same as serve's (SECKILL_STRIPE_WEBHOOK_SECRET)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
@@ -77,7 +78,7 @@ func rehearsalWebhook(target string) (string, error) {
 		return "", usageError{fmt.Errorf("stripe-rehearse: --webhook-url %q: want an absolute http(s) URL such as http://127.0.0.1:8080", target)}
 	}
 	if u.Path == "" || u.Path == "/" {
-		u.Path = loadgen.StripeRoute
+		u.Path = client.WebhookPath(stripegw.Name)
 	}
 	return u.String(), nil
 }

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 )
 
@@ -44,9 +44,9 @@ func TestStripeRehearsal(t *testing.T) {
 		t.Fatalf("serve --dev printed no admin token:\n%s", serve.log.String())
 	}
 	ctx := context.Background()
-	for _, sale := range []map[string]any{{"id": "r", "name": "rehearsal", "price_cents": 1999, "stock": 2, "hold_seconds": 120},
-		{"id": "short", "name": "short hold", "price_cents": 500, "stock": 2, "hold_seconds": 1}} {
-		if err := call(ctx, "POST", shop+"/api/v1/sales", admin[1], sale, nil); err != nil {
+	for _, sale := range []client.NewSale{{ID: "r", Name: "rehearsal", PriceCents: 1999, Stock: 2, HoldSeconds: 120},
+		{ID: "short", Name: "short hold", PriceCents: 500, Stock: 2, HoldSeconds: 1}} {
+		if _, err := client.New(shop, client.WithToken(admin[1])).CreateSale(ctx, sale); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -91,30 +91,28 @@ func TestStripeRehearsal(t *testing.T) {
 func startStripePayment(t *testing.T, shop, sale, user string) (rid, token, redirect string) {
 	t.Helper()
 	ctx := context.Background()
-	var tok struct{ Token string }
-	var path struct{ Path string }
-	var res seckill.Reservation
-	var intent struct {
-		RedirectURL string `json:"redirect_url"`
-	}
-	steps := []error{
-		call(ctx, "POST", shop+"/api/v1/dev/token", "", map[string]string{"user": user}, &tok),
-	}
-	steps = append(steps, call(ctx, "GET", shop+"/api/v1/sales/"+sale+"/path", tok.Token, nil, &path))
-	steps = append(steps, call(ctx, "POST", shop+path.Path, tok.Token, map[string]int{"quantity": 1}, &res))
-	steps = append(steps, call(ctx, "POST", shop+"/api/v1/reservations/"+res.ID+"/pay", tok.Token, nil, &intent))
-	for i, err := range steps {
+	step := func(n int, err error) {
+		t.Helper()
 		if err != nil {
-			t.Fatalf("%s: step %d: %v", user, i+1, err)
+			t.Fatalf("%s: step %d: %v", user, n, err)
 		}
 	}
-	return res.ID, tok.Token, intent.RedirectURL
+	tok, err := client.New(shop).DevToken(ctx, user)
+	step(1, err)
+	buyer := client.New(shop, client.WithToken(tok))
+	path, err := buyer.Path(ctx, sale)
+	step(2, err)
+	res, err := buyer.Buy(ctx, path.Path, 1, "")
+	step(3, err)
+	intent, err := buyer.Pay(ctx, res.ID)
+	step(4, err)
+	return res.ID, tok, intent.RedirectURL
 }
 
 func reservationStatus(t *testing.T, shop, rid, token string) string {
 	t.Helper()
-	var r seckill.Reservation
-	if err := call(context.Background(), "GET", shop+"/api/v1/reservations/"+rid, token, nil, &r); err != nil {
+	r, err := client.New(shop, client.WithToken(token)).Reservation(context.Background(), rid)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return string(r.Status)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -13,7 +12,6 @@ import (
 
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/redisinv"
-	"github.com/seckill-go/seckill/service"
 )
 
 // TestBenchSegmentedOnRedisCluster: `seckill bench --segments 4` against three instances on a
@@ -50,11 +48,10 @@ func TestBenchSegmentedOnRedisCluster(t *testing.T) {
 		t.Fatalf("bench --segments 4 on a Redis Cluster: %v\n%s", err, out.String())
 	}
 	for _, in := range c.insts {
-		var v service.SaleView
-		if st, _, body, err := c.do(in, "GET", "/api/v1/sales/"+sale, "", nil, nil); err != nil || st != 200 {
-			t.Fatalf("GET the sale on %s: %d %v %s", in.url, st, err, body)
-		} else if err := json.Unmarshal(body, &v); err != nil || v.Segments != 4 || v.StockState.Sold != 300 {
-			t.Fatalf("the sale on %s: segments %d, sold %d (%v); want 4 segments, 300 sold", in.url, v.Segments, v.StockState.Sold, err)
+		if v, err := c.api(in, "").Sale(context.Background(), sale); err != nil {
+			t.Fatalf("GET the sale on %s: %v", in.url, err)
+		} else if v.Segments != 4 || v.StockState.Sold != 300 {
+			t.Fatalf("the sale on %s: segments %d, sold %d; want 4 segments, 300 sold", in.url, v.Segments, v.StockState.Sold)
 		}
 	}
 	t.Logf("keys of the sale per cluster node: %v\n%s", saleKeysPerNode(t, rc, sale), out.String())

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/payment"
 	"github.com/seckill-go/seckill/payment/stripegw"
 )
@@ -118,7 +119,7 @@ func TestStandInPlaysStripeForTheGateway(t *testing.T) {
 		events <- got{n, err}
 	}))
 	defer target.Close()
-	s, err := Start(Config{WebhookURL: target.URL + "/api/v1/payments/webhook/stripe", WebhookSecret: whsec})
+	s, err := Start(Config{WebhookURL: target.URL + client.WebhookPath(stripegw.Name), WebhookSecret: whsec})
 	if err != nil {
 		t.Fatal(err)
 	}

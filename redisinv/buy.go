@@ -1,13 +1,107 @@
+// The buy room: Buy's checks, then its doors to the local answers (localanswers.go) and the
+// in-flight bound (inflight.go), the batching of one sale's buys into one buy.lua call, and the
+// decoding of each buyer's answer. A segmented sale leaves through one door (segment.go
+// buySegmented) and comes back through buy, one segment's buys batched as a sale's are.
+
 package redisinv
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"sync"
 	"time"
 
 	"github.com/seckill-go/seckill"
 )
+
+// Buy runs buy.lua: docs/MODEL.md "Buy" in one script.
+func (e *Engine) Buy(ctx context.Context, req seckill.BuyRequest) (seckill.BuyResult, error) {
+	if !seckill.ValidID(req.SaleID) {
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", req.SaleID)
+	}
+	if !seckill.ValidID(req.UserID) {
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "user id must be 1–64 of [A-Za-z0-9_.-]")
+	}
+	if len(req.IdempotencyKey) > maxIdempotencyKey {
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "idempotency key is longer than %d bytes", maxIdempotencyKey)
+	}
+	q := min(max(req.Quantity, 0), maxExact) // the script answers invalid_argument for 0
+	if in := e.segs.of(req.SaleID); in != nil {
+		return e.segs.buySegmented(ctx, in, req, q)
+	}
+	res, err := e.buyGuarded(ctx, req, q)
+	var sig *segSignal
+	if errors.As(err, &sig) { // a segmented sale this instance had not seen yet (segment.go)
+		return e.segs.buyNewlySegmented(ctx, req, q, sig)
+	}
+	return res, err
+}
+
+// buyAnswer decodes one buyer's answer of buy.lua.
+func buyAnswer(req seckill.BuyRequest, r reply) (seckill.BuyResult, error) {
+	switch r.code() {
+	case "ok":
+		return seckill.BuyResult{Reservation: reservationOf(req.SaleID, r), Replayed: r.int(1) == 1}, nil
+	case "invalid_argument":
+		if req.Quantity < 1 {
+			return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "quantity must be at least 1")
+		}
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "quantity %d × price is too large", req.Quantity)
+	case "not_started":
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeNotStarted, "sale %s has not started", req.SaleID)
+	case "ended":
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeEnded, "sale %s has ended", req.SaleID)
+	case "limit_exceeded":
+		if r.str(1) == "quantity" {
+			return seckill.BuyResult{}, seckill.Errorf(seckill.CodeLimitExceeded, "quantity %d is over the per-user limit %d", req.Quantity, r.int(2))
+		}
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeLimitExceeded, "user %q would hold more than %s", req.UserID, seckill.Units(r.int(2)))
+	case "sold_out":
+		if left := r.int(1); left > 0 {
+			return seckill.BuyResult{}, seckill.Errorf(seckill.CodeSoldOut, "only %s left unsold, fewer than the %d asked for", seckill.Units(left), req.Quantity)
+		}
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeSoldOut, "sold out")
+	case "queue_full":
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeQueueFull, "every unit is held and the queue is full; try again later")
+	}
+	if sig := segSignalOf(r); sig != nil {
+		return seckill.BuyResult{}, sig // segment.go acts on it
+	}
+	return seckill.BuyResult{}, unexpected("buy", r)
+}
+
+// buyGuarded is Buy after its checks: the local answer if the sale's view has one
+// (localanswers.go), else a place among the sale's buys in flight, else unavailable.
+func (e *Engine) buyGuarded(ctx context.Context, req seckill.BuyRequest, q int) (seckill.BuyResult, error) {
+	if ok, err := e.local.answer(req, q); ok {
+		return seckill.BuyResult{}, err
+	}
+	c, ok := e.inflight.acquire(req.SaleID)
+	if !ok {
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeUnavailable,
+			"too many buys of sale %s are waiting for the inventory on this instance; retry shortly", req.SaleID)
+	}
+	if c != nil {
+		defer c.Add(-1)
+	}
+	return e.buy(ctx, &buyCall{req: req, q: q, random: e.random()})
+}
+
+// random returns 16 lowercase hex digits from crypto/rand, the random half of a reservation
+// id. It reads 4 KiB at a time, so a buy pays for one system call per 512 reservations.
+func (e *Engine) random() string {
+	e.randMu.Lock()
+	defer e.randMu.Unlock()
+	if len(e.randBuf) < 8 {
+		e.randBuf = make([]byte, 4096)
+		_, _ = rand.Read(e.randBuf)
+	}
+	s := hex.EncodeToString(e.randBuf[:8])
+	e.randBuf = e.randBuf[8:]
+	return s
+}
 
 // Buys of one sale that arrive together are sent together: one buy.lua call for up to
 // maxBatch buyers, which Redis runs as that many buys one after the other. The script's fixed
@@ -32,7 +126,7 @@ type buyCall struct {
 	ctx    context.Context // the buyer's; a call whose buyer gave up is not sent
 	until  time.Time       // not sent after this (queued longer than the engine's timeout)
 	req    seckill.BuyRequest
-	tag    string // the segment's id (segment.go segTag): the sale's id for a one-segment sale
+	tag    string // the segment's id (segplace.go segTag): the sale's id for a one-segment sale
 	floor  uint64 // a segmented sale's seq floor (segment.go), 0 for none
 	q      int
 	random string
@@ -167,6 +261,15 @@ func (e *Engine) drain(saleID string, sb *saleBatcher) {
 
 // sendBatch runs buy.lua for the batch and hands each buyer its answer. The call is bounded by
 // the engine's timeout, not by any one buyer's context: it serves all of them.
+//
+// buy.lua (its header in lua/ is the whole contract):
+//
+//	KEYS   the sale's (or segment's) seven keys (keys)
+//	ARGV   [1] clock; then 4 per buyer, 1 to 64 buyers: user id, quantity, idempotency key
+//	       ('' for none), the random half of a new id (random); then, optionally, the seq
+//	       floor of a segmented sale (seqFloor)
+//	reply  {'ok', answer per buyer...} or {'not_loaded'} / {'loading'}; each answer {'ok',
+//	       replayed, res_reply...}, a refusal (buyAnswer) or a segment's signal (segSignalOf)
 func (e *Engine) sendBatch(saleID string, batch []*buyCall) {
 	args := make([]string, 0, 4*len(batch))
 	for _, c := range batch {
@@ -197,3 +300,16 @@ func (e *Engine) sendBatch(saleID string, batch []*buyCall) {
 		close(c.done)
 	}
 }
+
+// seqFloor is the highest seq floor of a batch's buys.
+func seqFloor(batch []*buyCall) uint64 {
+	var fl uint64
+	for _, c := range batch {
+		fl = max(fl, c.floor)
+	}
+	return fl
+}
+
+// goSend runs f in a goroutine the engine owns (Close waits for it): the batches' senders, and
+// the local answers' reads of a view.
+func (e *Engine) goSend(f func()) { e.batches.goSend(f) }

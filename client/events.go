@@ -1,0 +1,139 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"net/http"
+	"net/url"
+
+	"github.com/seckill-go/seckill"
+)
+
+// Event is one event of a sale's live stream (docs/API.md, Live events): the sale as it is
+// now (Type "sale": on connect, then whenever its status or stock changes), or one of the
+// caller's reservations (Type "reservation": on connect, then whenever it changes).
+type Event struct {
+	Type        string               // EventSale or EventReservation
+	Sale        *Sale                // with EventSale
+	Reservation *seckill.Reservation // with EventReservation
+}
+
+// Event types.
+const (
+	EventSale        = "sale"
+	EventReservation = "reservation"
+)
+
+// maxEventBytes bounds one event's data: a sale or a reservation is well under 1 KiB.
+const maxEventBytes = 64 << 10
+
+// Events is GET /api/v1/sales/{id}/events, the sale's live stream, as a sequence of events.
+// reservationIDs (at most 8) add the caller's reservations of this sale to it, and need a
+// user's token; others' are silently left out. Events of kinds this client does not know are
+// skipped.
+//
+// The sequence ends when ctx is done (without an error), or after yielding one error: the
+// connect's *Error (not_found, rate_limited with RetryAfter: the user's streams are at their
+// bound…), a broken connection's, or io.EOF when the server closed the stream (it shuts down,
+// or this reader fell 16 events behind). Reconnect to go on, or poll Sale and Reservation. A
+// stream lasts: give the client an http.Client without a Timeout (WithHTTPClient).
+func (c *Client) Events(ctx context.Context, saleID string, reservationIDs ...string) iter.Seq2[Event, error] {
+	path := salePath(saleID) + "/events"
+	if len(reservationIDs) > 0 {
+		path += "?" + url.Values{"reservation": reservationIDs}.Encode()
+	}
+	return func(yield func(Event, error) bool) {
+		resp, err := c.send(ctx, func() (*http.Request, error) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+			if err == nil {
+				req.Header.Set("Accept", "text/event-stream")
+			}
+			return req, err
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				yield(Event{}, err)
+			}
+			return
+		}
+		defer resp.Body.Close()
+		s := &sseReader{r: bufio.NewReaderSize(resp.Body, maxEventBytes)}
+		for {
+			ev, err := s.next()
+			if err != nil {
+				if ctx.Err() == nil {
+					yield(Event{}, err)
+				}
+				return
+			}
+			if ev.Type != "" && !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+// sseReader reads Server-Sent Events: "event:" and "data:" lines up to a blank line; comments
+// (": ping") and "retry:" are skipped.
+type sseReader struct {
+	r    *bufio.Reader
+	data bytes.Buffer
+}
+
+// next returns the next event; its Type is "" for an event of another kind.
+func (s *sseReader) next() (Event, error) {
+	var kind string
+	s.data.Reset()
+	for {
+		line, err := s.r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return Event{}, errors.New("seckill: live events: a line longer than the reader's buffer")
+		}
+		if err != nil {
+			return Event{}, err // io.EOF: the server closed the stream
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		switch field, value, _ := bytes.Cut(line, []byte(":")); {
+		case len(line) == 0:
+			if s.data.Len() > 0 || kind != "" {
+				return s.decode(kind)
+			}
+		case len(field) == 0: // a comment
+		case string(field) == "event":
+			kind = string(bytes.TrimPrefix(value, []byte(" ")))
+		case string(field) == "data":
+			if s.data.Len() > 0 {
+				s.data.WriteByte('\n')
+			}
+			s.data.Write(bytes.TrimPrefix(value, []byte(" ")))
+			if s.data.Len() > maxEventBytes {
+				return Event{}, fmt.Errorf("seckill: live events: an event over %d bytes", maxEventBytes)
+			}
+		}
+	}
+}
+
+// decode is the event of kind whose data has been read.
+func (s *sseReader) decode(kind string) (Event, error) {
+	ev := Event{Type: kind}
+	var err error
+	switch kind {
+	case EventSale:
+		ev.Sale = new(Sale)
+		err = json.Unmarshal(s.data.Bytes(), ev.Sale)
+	case EventReservation:
+		ev.Reservation = new(seckill.Reservation)
+		err = json.Unmarshal(s.data.Bytes(), ev.Reservation)
+	default:
+		return Event{}, nil
+	}
+	if err != nil {
+		return Event{}, fmt.Errorf("seckill: live events: a %s event: %w", kind, err)
+	}
+	return ev, nil
+}

@@ -1,0 +1,126 @@
+package client
+
+import (
+	"time"
+
+	"github.com/seckill-go/seckill"
+)
+
+// The shapes of the API's bodies (docs/API.md; the schemas of GET /openapi.json). Where the
+// root package has the shape already (seckill.Reservation, seckill.Order, seckill.Refund,
+// seckill.StockState…) the client uses it; the types here are the answers made of several.
+
+// Sale is the Sale JSON: a sale with its live stock, its derived status and the server's clock
+// when it answered (compare the sale's times to ServerTime, not to the local clock).
+type Sale struct {
+	seckill.Sale
+	Status     seckill.SaleStatus `json:"status"`
+	StockState seckill.StockState `json:"stock_state"`
+	ServerTime time.Time          `json:"server_time"`
+}
+
+// NewSale is the body of CreateSale. Only PriceCents and Stock are required; a field left at
+// its zero value takes the server's default (docs/API.md, Create a sale), except where a zero
+// means something of its own: QueueLimit and Listed are pointers for that (nil: the default,
+// 10 × sellable and true).
+type NewSale struct {
+	ID           string    `json:"id,omitempty"`   // default: 16 random hex digits
+	Name         string    `json:"name,omitempty"` // default: the id
+	PriceCents   int64     `json:"price_cents"`    // 0: a free sale (a giveaway)
+	Stock        int       `json:"stock"`
+	Holdback     int       `json:"holdback,omitempty"`
+	StartsAt     time.Time `json:"starts_at,omitzero"`      // default: now
+	EndsAt       time.Time `json:"ends_at,omitzero"`        // default: StartsAt + 1 h
+	PerUserLimit int       `json:"per_user_limit,omitzero"` // default: 1
+	HoldSeconds  int       `json:"hold_seconds,omitzero"`   // default: 60
+	QueueLimit   *int      `json:"queue_limit,omitempty"`   // buyers; 0: no queue
+	Currency     string    `json:"currency,omitempty"`      // ISO 4217, lower case; default "usd"
+	Listed       *bool     `json:"listed,omitempty"`        // false keeps it off the storefront's list
+	Segments     int       `json:"segments,omitzero"`       // default 1 (Redis engine only: more)
+}
+
+// Ptr returns a pointer to v: for NewSale's QueueLimit and Listed.
+func Ptr[T any](v T) *T { return &v }
+
+// SaleList is the answer of ListSales: the sales, oldest first, and the server's clock.
+type SaleList struct {
+	Sales      []Sale    `json:"sales"`
+	ServerTime time.Time `json:"server_time"`
+}
+
+// PurchasePath is the answer of Path: the secret path to buy at (Buy), valid for the whole
+// sale (ExpiresAt is the sale's end).
+type PurchasePath struct {
+	Path      string    `json:"path"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// Bought is the answer of Buy: the reservation, held or queued (its Status says which), and
+// whether the buy was a replay of an earlier one with the same Idempotency-Key (answered 200,
+// the reservation as it is now, which may have moved on since).
+type Bought struct {
+	seckill.Reservation
+	Replayed bool `json:"-"`
+}
+
+// WebhookResult is the answer to a payment notification: what was done with it
+// (seckill.PaymentResult: applied, late_applied, duplicate, refund_required, ignored).
+type WebhookResult struct {
+	Result seckill.PaymentResult `json:"result"`
+}
+
+// Audit is the answer of Audit: the invariants of docs/MODEL.md checked for one sale.
+type Audit struct {
+	OK         bool     `json:"ok"`
+	Violations []string `json:"violations"`
+	// Gateway is the gateway that takes this instance's payments: mock, webhook or stripe
+	// ("" when none is configured).
+	Gateway  string             `json:"gateway"`
+	Engine   seckill.StockState `json:"engine"`
+	Database seckill.DBCounts   `json:"database"`
+}
+
+// SinkStatus is where one sink of the event export stands on the instance that answered
+// (docs/API.md, Event export).
+type SinkStatus struct {
+	Name         string  `json:"name"`
+	Sink         string  `json:"sink"` // its URL, credentials redacted
+	Published    uint64  `json:"published"`
+	Failures     uint64  `json:"failures"`
+	DeadLettered uint64  `json:"dead_lettered"`
+	LagEvents    int64   `json:"lag_events"`
+	LagSeconds   float64 `json:"lag_seconds"`
+	FarBehind    bool    `json:"far_behind"`
+}
+
+// Activity is the answer of Activity: this instance's buy outcomes per second for the last
+// five minutes, and the holds expiring soonest (the dashboard's feed).
+type Activity struct {
+	SaleID          string                `json:"sale_id"`
+	ServerTime      time.Time             `json:"server_time"`
+	IntervalSeconds int                   `json:"interval_seconds"`
+	Buckets         []ActivityBucket      `json:"buckets"`
+	Expiring        []seckill.Reservation `json:"expiring"`
+}
+
+// ActivityBucket is one second of buy outcomes, counted by outcome ("held", "sold_out"…).
+type ActivityBucket struct {
+	At       time.Time         `json:"at"`
+	Outcomes map[string]uint32 `json:"outcomes"`
+}
+
+// SignIn is the answer of SignIn: where the storefront sends buyers to sign in.
+type SignIn struct {
+	LoginURL  string `json:"login_url,omitempty"` // "" without OpenID Connect
+	ClientID  string `json:"client_id,omitempty"`
+	UserClaim string `json:"user_claim"`
+	DevTokens bool   `json:"dev_tokens"` // DevToken hands out tokens (--dev)
+}
+
+// Readiness is the answer of Ready: whether this instance can serve buys, and its checks by
+// name ("database", "redis") with "ok" or "unavailable".
+type Readiness struct {
+	Status       string            `json:"status"` // ready, or degraded (the database is down; buys work)
+	Checks       map[string]string `json:"checks"`
+	ExportBehind []string          `json:"export_behind,omitempty"` // export sinks a minute or more behind
+}
