@@ -16,8 +16,8 @@ import (
 	"github.com/seckill-go/seckill/events"
 	"github.com/seckill-go/seckill/events/amqpsink"
 	"github.com/seckill-go/seckill/events/sinks"
-	"github.com/seckill-go/seckill/internal/testkit/tcpproxy"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/toxic"
 	"github.com/seckill-go/seckill/seckilltest"
 )
 
@@ -29,7 +29,7 @@ func TestSink(t *testing.T) {
 	seckilltest.TestSink(t, seckilltest.SinkHarness{
 		Open: func(t *testing.T) seckilltest.SinkUnderTest {
 			exchange := "seckill.test." + seckill.NewID()[:12]
-			proxy := tcpproxy.New(t, hostPort(t, base))
+			proxy := toxic.New(t, hostPort(t, base))
 			sinkURL := via(t, base, proxy.Addr) + "?exchange=" + exchange
 			s := open(t, sinkURL)
 			received := consume(t, base, exchange)
@@ -171,7 +171,7 @@ func TestUnroutable(t *testing.T) {
 // context at the latest.
 func TestPublishHonoursContext(t *testing.T) {
 	base := testenv.AMQP(t)
-	proxy := tcpproxy.New(t, hostPort(t, base))
+	proxy := toxic.New(t, hostPort(t, base))
 	proxy.Cut()
 	s := open(t, via(t, base, proxy.Addr))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

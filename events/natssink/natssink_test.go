@@ -19,8 +19,8 @@ import (
 	"github.com/seckill-go/seckill/events"
 	"github.com/seckill-go/seckill/events/natssink"
 	"github.com/seckill-go/seckill/events/sinks"
-	"github.com/seckill-go/seckill/internal/testkit/tcpproxy"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/toxic"
 	"github.com/seckill-go/seckill/seckilltest"
 )
 
@@ -33,7 +33,7 @@ func TestSink(t *testing.T) {
 		Open: func(t *testing.T) seckilltest.SinkUnderTest {
 			id := seckill.NewID()[:12]
 			stream, prefix := "SECKILL_TEST_"+id, "seckill.test."+id
-			proxy := tcpproxy.New(t, hostPort(t, base))
+			proxy := toxic.New(t, hostPort(t, base))
 			sinkURL := "nats://" + proxy.Addr + "?stream=" + stream + "&subject=" + prefix
 			s := open(t, sinkURL)
 			js := client(t, base)
@@ -229,7 +229,7 @@ func TestExistingStreamLeftAlone(t *testing.T) {
 // context at the latest, rather than buffer the events.
 func TestPublishHonoursContext(t *testing.T) {
 	base := testenv.NATS(t)
-	proxy := tcpproxy.New(t, hostPort(t, base))
+	proxy := toxic.New(t, hostPort(t, base))
 	proxy.Cut()
 	s := open(t, "nats://"+proxy.Addr+"?stream=SECKILL_TEST_UNREACHABLE")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
