@@ -43,6 +43,18 @@ type SinkUnderTest struct {
 	Destination string
 }
 
+// OpenSink opens a sink with its package's Open (amqpsink.Open, natssink.Open) and no
+// options, for a harness and a sink's own tests, and closes it when t ends.
+func OpenSink[S events.Sink](t *testing.T, open func(context.Context, string, events.Options) (S, error), raw string) S {
+	t.Helper()
+	s, err := open(context.Background(), raw, events.Options{})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 // TestSink runs the events.Sink conformance suite.
 func TestSink(t *testing.T, h SinkHarness) {
 	t.Helper()

@@ -134,7 +134,7 @@ func TestSink(t *testing.T) {
 			return seckilltest.SinkUnderTest{
 				Sink:        open(t, dest, testSecret),
 				Received:    func(*testing.T) []events.Event { return sh.received() },
-				Cut:         func(*testing.T) func() { p.Cut(); return p.Restore },
+				Cut:         p.Outage,
 				Destination: dest,
 			}
 		},

@@ -87,6 +87,13 @@ func (x *Proxy) Restore() {
 	x.Remove("cut_down")
 }
 
+// Outage cuts the path (Cut) and returns Restore: the shape of an outage a conformance suite
+// asks of its harness (seckilltest.SinkUnderTest.Cut).
+func (x *Proxy) Outage(*testing.T) (restore func()) {
+	x.Cut()
+	return x.Restore
+}
+
 // Stop disables the proxy, toxiproxy's way: its connections are closed and its port is
 // closed too, so new connections are refused until Start listens on it again.
 func (x *Proxy) Stop() { x.p.Stop() }
