@@ -58,10 +58,7 @@ func OpenSink[S events.Sink](t *testing.T, open func(context.Context, string, ev
 // TestSink runs the events.Sink conformance suite.
 func TestSink(t *testing.T, h SinkHarness) {
 	t.Helper()
-	stories := []struct {
-		name string
-		fn   func(t *testing.T, h SinkHarness)
-	}{
+	stories := []story[SinkHarness]{
 		{"RoundTrip", sinkRoundTrip},
 		{"OrderPerReservation", sinkOrderPerReservation},
 		{"DuplicatesCarryTheSameID", sinkDuplicates},
@@ -72,14 +69,7 @@ func TestSink(t *testing.T, h SinkHarness) {
 		{"ExporterKilledMidStream", exporterKilled},
 		{"ExporterOutage10s", exporterOutage},
 	}
-	for _, s := range stories {
-		t.Run(s.name, func(t *testing.T) {
-			if why, ok := h.Skip[s.name]; ok {
-				t.Skip(why)
-			}
-			s.fn(t, h)
-		})
-	}
+	runStories(t, stories, h.Skip, func(*testing.T) SinkHarness { return h })
 }
 
 // sinkEvents makes n events over reservations reservations of one sale, each reservation's in
