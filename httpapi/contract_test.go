@@ -282,18 +282,19 @@ func dropRedisPrefix(t *testing.T, c *redisinv.Clients, prefix string) {
 	defer cancel()
 	var cursor uint64
 	for {
-		keys, next, err := c.Locks.Scan(ctx, cursor, prefix+"*", 1000).Result()
+		rdb := c.Inventory
+		e, err := rdb.Do(ctx, rdb.B().Scan().Cursor(cursor).Match(prefix+"*").Count(1000).Build()).AsScanEntry()
 		if err != nil {
 			t.Errorf("scan %s: %v", prefix, err)
 			return
 		}
-		if len(keys) > 0 {
-			if err := c.Locks.Del(ctx, keys...).Err(); err != nil {
+		if len(e.Elements) > 0 {
+			if err := rdb.Do(ctx, rdb.B().Del().Key(e.Elements...).Build()).Error(); err != nil {
 				t.Errorf("del: %v", err)
 				return
 			}
 		}
-		if cursor = next; cursor == 0 {
+		if cursor = e.Cursor; cursor == 0 {
 			return
 		}
 	}

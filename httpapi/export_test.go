@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -60,6 +61,7 @@ func TestExportStatusAndReadyz(t *testing.T) {
 	if code != 200 || len(sinks) != 2 || sinks[0].(map[string]any)["lag_events"] != float64(3) {
 		t.Fatalf("GET /api/v1/export: %d %v", code, body)
 	}
+	checkExportAgainstDocument(t, srv.URL)
 	if code, body := get("/readyz", ""); code != 200 || body["export_behind"] != nil {
 		t.Fatalf("/readyz with every sink caught up: %d %v; want 200 without export_behind", code, body)
 	}
@@ -69,4 +71,47 @@ func TestExportStatusAndReadyz(t *testing.T) {
 	if code != 200 || body["status"] != "ready" || !slices.Equal(list, []any{"http-0"}) {
 		t.Fatalf("/readyz with a sink far behind: %d %v; want 200 ready naming it by its name, not its URL", code, body)
 	}
+}
+
+// checkExportAgainstDocument: the export status with sinks (every field a sink has) is what
+// the served OpenAPI document says; a field the document does not name fails
+// (additionalProperties is false there).
+func checkExportAgainstDocument(t *testing.T, url string) {
+	t.Helper()
+	raw := readAll(t, url+"/openapi.json", "")
+	c, err := newContract(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", url+"/api/v1/export", nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	x := exchange{Op: "exportStatus", Method: "GET", Target: "/api/v1/export", Header: req.Header,
+		Status: resp.StatusCode, RespHeader: resp.Header, RespBody: body}
+	if bad := c.check(x); len(bad) > 0 {
+		t.Fatalf("GET /api/v1/export against the document: %v\n%s", bad, body)
+	}
+}
+
+func readAll(t *testing.T, url, token string) []byte {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	return b
 }

@@ -147,27 +147,30 @@ func (s *Server) countBuy(saleID, outcome string, now time.Time, onlyKnown bool)
 }
 
 func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) error {
-	user, err := s.userOf(r)
-	if err != nil {
-		return err
-	}
-	res, err := s.svc.Reservation(r.Context(), r.PathValue("rid"), user)
-	if err != nil {
-		return err
-	}
-	return writeReservation(w, http.StatusOK, res)
+	return s.onReservation(w, r, s.svc.Reservation)
 }
 
 func (s *Server) cancelReservation(w http.ResponseWriter, r *http.Request) error {
+	return s.onReservation(w, r, func(ctx context.Context, id, user string) (seckill.Reservation, error) {
+		res, err := s.svc.Cancel(ctx, id, user)
+		if err == nil {
+			s.metrics.outcome("cancelled")
+		}
+		return res, err
+	})
+}
+
+// onReservation answers op (a read, a cancel) on the signed-in user's reservation that the
+// path names with the reservation as op left it.
+func (s *Server) onReservation(w http.ResponseWriter, r *http.Request, op func(ctx context.Context, id, user string) (seckill.Reservation, error)) error {
 	user, err := s.userOf(r)
 	if err != nil {
 		return err
 	}
-	res, err := s.svc.Cancel(r.Context(), r.PathValue("rid"), user)
+	res, err := op(r.Context(), r.PathValue("rid"), user)
 	if err != nil {
 		return err
 	}
-	s.metrics.outcome("cancelled")
 	return writeReservation(w, http.StatusOK, res)
 }
 

@@ -13,7 +13,7 @@ import (
 // BenchmarkUncontended: lock+unlock pairs by one owner on one name (ns/op is one pair).
 func BenchmarkUncontended(b *testing.B) {
 	rdb := redisClient(b)
-	c := lock.New(rdb, &lock.Options{Prefix: uniquePrefix(b, rdb)})
+	c := lock.New(lockRedis(b, rdb), &lock.Options{Prefix: uniquePrefix(b, rdb)})
 	defer c.Close()
 	m := c.NewMutex("uncontended")
 	ctx := context.Background()
@@ -43,7 +43,7 @@ func spin(d time.Duration) {
 // compared with other libraries come from the separate module bench/lockbench.
 func BenchmarkContended(b *testing.B) {
 	rdb := redisClient(b)
-	c := lock.New(rdb, &lock.Options{Prefix: uniquePrefix(b, rdb)})
+	c := lock.New(lockRedis(b, rdb), &lock.Options{Prefix: uniquePrefix(b, rdb)})
 	defer c.Close()
 	const goroutines = 32
 	ctx := context.Background()

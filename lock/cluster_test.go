@@ -13,8 +13,8 @@ import (
 // only keys of one hash tag, and hand-off messages published on one node reach waiters
 // subscribed through another.
 func TestClusterConformance(t *testing.T) {
-	rdb := startCluster(t)
-	c := lock.New(rdb, &lock.Options{Lease: testLease})
+	rdb, lr := startCluster(t)
+	c := lock.New(lr, &lock.Options{Lease: testLease})
 	t.Cleanup(func() { _ = c.Close() })
 	locktest.Run(t, locktest.Suite[*lock.Lease]{
 		New:   func(t testing.TB, name string) locktest.Mutex[*lock.Lease] { return c.NewMutex(name) },

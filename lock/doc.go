@@ -1,10 +1,10 @@
 // Package lock is a distributed lock on Redis in the tradition of Redisson's RLock, with
 // fencing tokens.
 //
-//	c := lock.New(rdb, nil)            // rdb: any redis.UniversalClient
+//	c := lock.New(lock.Rueidis(rdb), nil) // rdb: a rueidis.Client (go-redis: lock/goredis)
 //	defer c.Close()
-//	m := c.NewMutex("jobs:preheat")    // one handle = one owner
-//	l, err := m.Lock(ctx)              // blocks; the watchdog renews the lease until Unlock
+//	m := c.NewMutex("jobs:preheat")       // one handle = one owner
+//	l, err := m.Lock(ctx)                 // blocks; the watchdog renews the lease until Unlock
 //	if err != nil { ... }
 //	defer m.Unlock(ctx)
 //	err = store.Write(l.Context(), l.Token(), ...) // stops if the lock is lost; fenced
@@ -34,6 +34,12 @@
 // Lua scripts, one per file in lua/, do every step atomically; all keys of one lock carry the
 // hash tag {name}, so the package works on standalone Redis, Sentinel and Cluster alike. It
 // needs Redis 6.0 or later.
+//
+// # Clients
+//
+// The package reaches Redis through Redis, a small interface of its own: run a script, open a
+// pub/sub connection. Rueidis adapts a rueidis client (what seckill uses, sharing the engine's
+// connections); package lock/goredis adapts a go-redis client.
 //
 // # When to use it
 //

@@ -7,7 +7,7 @@ import (
 	"log"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/seckill-go/seckill/lock"
 )
@@ -16,9 +16,12 @@ import (
 // with the tests but do not run.
 
 func Example() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer rdb.Close()
-	c := lock.New(rdb, nil)
+	c := lock.New(lock.Rueidis(rdb), nil)
 	defer c.Close()
 
 	ctx := context.Background()
@@ -40,9 +43,12 @@ func Example() {
 }
 
 func ExampleMutex_TryLock() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer rdb.Close()
-	c := lock.New(rdb, nil)
+	c := lock.New(lock.Rueidis(rdb), nil)
 	defer c.Close()
 
 	ctx := context.Background()
@@ -65,9 +71,12 @@ func ExampleMutex_TryLock() {
 }
 
 func ExampleMutex_Lock_reentrant() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer rdb.Close()
-	c := lock.New(rdb, nil)
+	c := lock.New(lock.Rueidis(rdb), nil)
 	defer c.Close()
 
 	ctx := context.Background()
@@ -80,9 +89,12 @@ func ExampleMutex_Lock_reentrant() {
 }
 
 func ExampleLease_Context() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer rdb.Close()
-	c := lock.New(rdb, nil)
+	c := lock.New(lock.Rueidis(rdb), nil)
 	defer c.Close()
 
 	ctx := context.Background()
@@ -111,9 +123,14 @@ func ExampleFence() {
 }
 
 func ExampleNewQuorum() {
-	var nodes []redis.UniversalClient
+	var nodes []lock.Redis
 	for _, addr := range []string{"redis-a:6379", "redis-b:6379", "redis-c:6379"} {
-		nodes = append(nodes, redis.NewClient(&redis.Options{Addr: addr}))
+		rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer rdb.Close()
+		nodes = append(nodes, lock.Rueidis(rdb))
 	}
 	c, err := lock.NewQuorum(nodes, &lock.Options{NodeTimeout: 50 * time.Millisecond})
 	if err != nil {

@@ -103,7 +103,7 @@ func (r *fencedCounter) write(token uint64, v int) error {
 // resource right: every stale access is rejected and no admitted update is lost.
 func TestNegativeControl(t *testing.T) {
 	rdb := redisClient(t)
-	c := lock.New(rdb, &lock.Options{Prefix: uniquePrefix(t, rdb)})
+	c := lock.New(lockRedis(t, rdb), &lock.Options{Prefix: uniquePrefix(t, rdb)})
 	t.Cleanup(func() { _ = c.Close() })
 	const goroutines, rounds = 6, 6
 	// every other hold outlives its lease; the others finish well inside it

@@ -11,9 +11,37 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
+	"github.com/seckill-go/seckill/lock"
 )
+
+// lockRedis is a lock.Redis over a rueidis client to rdb's server, closed when the test ends:
+// the tests drive the lock the way seckill does (lock.Rueidis), and look into Redis with
+// go-redis.
+func lockRedis(t testing.TB, rdb *redis.Client) lock.Redis {
+	t.Helper()
+	c, err := newRueidis(rdb.Options())
+	if err != nil {
+		t.Fatalf("rueidis client for %s: %v", rdb.Options().Addr, err)
+	}
+	t.Cleanup(c.Close)
+	return lock.Rueidis(c)
+}
+
+// newRueidis makes a rueidis client with o's address, credentials and database. A client
+// that does not retry (a quorum node, killed on purpose) gets o's short timeouts too.
+func newRueidis(o *redis.Options) (rueidis.Client, error) {
+	opt := rueidis.ClientOption{InitAddress: []string{o.Addr}, Username: o.Username, Password: o.Password,
+		SelectDB: o.DB, DisableCache: true}
+	if o.MaxRetries < 0 {
+		opt.DisableRetry = true
+		opt.Dialer.Timeout = o.DialTimeout
+		opt.ConnWriteTimeout = o.WriteTimeout
+	}
+	return rueidis.NewClient(opt)
+}
 
 // redisClient connects to the test Redis (skips without SECKILL_TEST_REDIS, fails under CI).
 func redisClient(t testing.TB) *redis.Client {
@@ -130,8 +158,8 @@ func deletePrefix(rdb *redis.Client, prefix string) {
 }
 
 // startCluster starts a three-master Redis Cluster of child processes (no replicas) and
-// returns a client for it. Same skip/fail rule as startNodes; it also needs redis-cli.
-func startCluster(t testing.TB) *redis.ClusterClient {
+// returns a go-redis client for it, and a lock.Redis over a rueidis client. Same skip/fail rule as startNodes; it also needs redis-cli.
+func startCluster(t testing.TB) (*redis.ClusterClient, lock.Redis) {
 	t.Helper()
 	testenv.Redis(t)
 	bin, err := exec.LookPath("redis-server")
@@ -181,7 +209,12 @@ func startCluster(t testing.TB) *redis.ClusterClient {
 		info, err := rdb.ClusterInfo(ctx).Result()
 		if err == nil && strings.Contains(info, "cluster_state:ok") && rdb.Set(ctx, "probe{a}", 1, 0).Err() == nil &&
 			rdb.Set(ctx, "probe{b}", 1, 0).Err() == nil && rdb.Set(ctx, "probe{c}", 1, 0).Err() == nil {
-			return rdb
+			rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
+			if err != nil {
+				t.Fatalf("rueidis cluster client: %v", err)
+			}
+			t.Cleanup(rc.Close)
+			return rdb, lock.Rueidis(rc)
 		}
 		if ctx.Err() != nil {
 			t.Fatalf("cluster not ready: %v %q", err, info)

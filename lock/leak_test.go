@@ -27,9 +27,10 @@ func TestNoGoroutineLeft(t *testing.T) {
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	base := goleak.IgnoreCurrent() // the Redis client's own goroutines, and the test runner's
+	lr := lockRedis(t, rdb)
+	base := goleak.IgnoreCurrent() // the Redis clients' own goroutines, and the test runner's
 
-	c := lock.New(rdb, &lock.Options{Prefix: uniquePrefix(t, rdb), Lease: 300 * time.Millisecond})
+	c := lock.New(lr, &lock.Options{Prefix: uniquePrefix(t, rdb), Lease: 300 * time.Millisecond})
 	a, b := c.NewMutex("leak"), c.NewMutex("leak")
 	la, err := a.Lock(ctx) // watchdog
 	if err != nil {
@@ -96,7 +97,7 @@ func noneWithin(t *testing.T, d time.Duration, base goleak.Option) {
 func TestCloseEndsHolds(t *testing.T) {
 	rdb := redisClient(t)
 	prefix := uniquePrefix(t, rdb)
-	c := lock.New(rdb, &lock.Options{Prefix: prefix, Lease: time.Hour, WaiterTimeout: time.Hour})
+	c := lock.New(lockRedis(t, rdb), &lock.Options{Prefix: prefix, Lease: time.Hour, WaiterTimeout: time.Hour})
 	prefixOf := func(*lock.Client) string { return prefix }
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

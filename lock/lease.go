@@ -132,7 +132,7 @@ func (m *Mutex) renew(ctx context.Context, token uint64, lease time.Duration) (b
 		leaseMs = ms(lease)
 	}
 	if len(m.c.nodes) == 1 {
-		n, err := scriptRenew.run(ctx, m.c.nodes[0].rdb, m.keyArgs[:1], m.owner, token, leaseMs).Int64()
+		n, err := scriptRenew.run(ctx, m.c.nodes[0].r, m.keys[:1], m.owner, token, leaseMs).Int64()
 		if err != nil {
 			return false, err
 		}

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Errors returned by this package. Compare with errors.Is: they are often wrapped.
@@ -109,16 +107,16 @@ type Client struct {
 }
 
 type node struct {
-	rdb redis.UniversalClient
+	r   Redis
 	sub *subscriber
 }
 
 // New returns a Client over one Redis deployment: a standalone server, a Sentinel-managed
-// primary, or a Cluster (any redis.UniversalClient). This is the fair, queue-based mode. opts
-// may be nil.
-func New(rdb redis.UniversalClient, opts *Options) *Client {
+// primary, or a Cluster, reached through r (Rueidis, or package lock/goredis). This is the
+// fair, queue-based mode. opts may be nil.
+func New(r Redis, opts *Options) *Client {
 	return &Client{
-		nodes:  []*node{{rdb: rdb, sub: newSubscriber(rdb)}},
+		nodes:  []*node{{r: r, sub: newSubscriber(r)}},
 		quorum: 1,
 		opts:   opts.withDefaults(),
 		done:   make(chan struct{}),
@@ -130,16 +128,16 @@ func New(rdb redis.UniversalClient, opts *Options) *Client {
 // held when a majority of the nodes granted it within its lease. See the package
 // documentation for its assumptions. Use an odd number of nodes, at least 3; the nodes must
 // be independent (not replicas of each other). opts may be nil.
-func NewQuorum(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
+func NewQuorum(nodes []Redis, opts *Options) (*Client, error) {
 	if len(nodes) == 0 {
 		return nil, errors.New("lock: NewQuorum needs at least one node")
 	}
 	c := &Client{quorum: len(nodes)/2 + 1, opts: opts.withDefaults(), done: make(chan struct{}), wd: newWatchdog()}
-	for _, rdb := range nodes {
-		if rdb == nil {
+	for _, r := range nodes {
+		if r == nil {
 			return nil, errors.New("lock: NewQuorum: nil node")
 		}
-		c.nodes = append(c.nodes, &node{rdb: rdb, sub: newSubscriber(rdb)})
+		c.nodes = append(c.nodes, &node{r: r, sub: newSubscriber(r)})
 	}
 	return c, nil
 }
@@ -147,7 +145,8 @@ func NewQuorum(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
 // Close stops the Client's goroutines (pub/sub dispatchers and watchdog) and its pub/sub
 // connections. Waiters still blocked get ErrClosed. Holds are not released in Redis: Unlock
 // them first. A hold still open is no longer renewed, so its Lease ends at once with a cause
-// wrapping ErrLost, and its key expires after its lease. The Redis clients stay open.
+// wrapping ErrLost, and its key expires after its lease. The Redis clients behind the Redis
+// values stay open.
 // Idempotent.
 func (c *Client) Close() error {
 	c.closed.Store(true)
@@ -177,9 +176,6 @@ func (c *Client) NewMutex(name string) *Mutex {
 		keys:    []string{base, base + ":fence", base + ":queue", base + ":deadlines"},
 		channel: base + ":ch", // the scripts derive it the same way from the lock key
 	}
-	for _, k := range m.keys {
-		m.keyArgs = append(m.keyArgs, k)
-	}
 	return m
 }
 
@@ -200,7 +196,6 @@ type Mutex struct {
 	name    string
 	owner   string
 	keys    []string // lock, fence, queue, deadlines
-	keyArgs []any    // keys, boxed once for the script calls
 	channel string
 	nonce   atomic.Uint64
 
@@ -275,7 +270,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 		args[2] = h.takenBy + "|" + strconv.FormatUint(h.token, 10) + "|1|0||"
 		n = 3
 	}
-	v, err := scriptRelease.run(ctx, nd.rdb, m.keyArgs, args[:n]...).Result()
+	v, err := scriptRelease.run(ctx, nd.r, m.keys, args[:n]...).Result()
 	var left, token int64
 	var entry string
 	if err == nil {

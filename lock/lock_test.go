@@ -18,7 +18,7 @@ const testLease = 2 * time.Second
 func TestConformance(t *testing.T) {
 	rdb := redisClient(t)
 	prefix := uniquePrefix(t, rdb)
-	c := lock.New(rdb, &lock.Options{Prefix: prefix, Lease: testLease})
+	c := lock.New(lockRedis(t, rdb), &lock.Options{Prefix: prefix, Lease: testLease})
 	t.Cleanup(func() { _ = c.Close() })
 	locktest.Run(t, locktest.Suite[*lock.Lease]{
 		New:   func(t testing.TB, name string) locktest.Mutex[*lock.Lease] { return c.NewMutex(name) },

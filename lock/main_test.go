@@ -41,10 +41,16 @@ func helperProcess() int {
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
+	rc, err := newRueidis(opt)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer rc.Close()
 	prefix, name := os.Getenv("LOCK_PREFIX"), os.Getenv("LOCK_NAME")
 	rounds, _ := strconv.Atoi(os.Getenv("LOCK_ROUNDS"))
 	gs, _ := strconv.Atoi(os.Getenv("LOCK_GOROUTINES"))
-	c := lock.New(rdb, &lock.Options{Prefix: prefix, Lease: 10 * time.Second})
+	c := lock.New(lock.Rueidis(rc), &lock.Options{Prefix: prefix, Lease: 10 * time.Second})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()

@@ -68,7 +68,7 @@ func TestModelRejectsOverlap(t *testing.T) {
 // (no pauses, so leases never run out) and checks them with porcupine against mutexModel.
 func TestLinearizableHistory(t *testing.T) {
 	rdb := redisClient(t)
-	c := lock.New(rdb, &lock.Options{Prefix: uniquePrefix(t, rdb)})
+	c := lock.New(lockRedis(t, rdb), &lock.Options{Prefix: uniquePrefix(t, rdb)})
 	t.Cleanup(func() { _ = c.Close() })
 	const clients, rounds = 6, 20
 	var (

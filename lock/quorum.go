@@ -149,7 +149,7 @@ func (m *Mutex) tryQuorum(ctx context.Context, lease time.Duration, watchdog boo
 	leaseMs := ms(lease)
 	attempt := m.attemptID(leaseMs)
 	m.c.onNodes(ctx, func(ctx context.Context, i int, n *node) {
-		v, err := scriptAcquire.run(ctx, n.rdb, m.keyArgs, attempt).Result() // try once
+		v, err := scriptAcquire.run(ctx, n.r, m.keys, attempt).Result() // try once
 		var r acquireReply
 		if err == nil {
 			r, err = decodeAcquire(v)
@@ -185,7 +185,7 @@ func (m *Mutex) tryQuorum(ctx context.Context, lease time.Duration, watchdog boo
 			if !res[i].ok {
 				return
 			}
-			v, err := scriptFence.run(ctx, n.rdb, m.keyArgs[:2], m.owner, token).Int64()
+			v, err := scriptFence.run(ctx, n.r, m.keys[:2], m.owner, token).Int64()
 			if err == nil && v == 1 {
 				mu.Lock()
 				committed++
@@ -214,7 +214,7 @@ func (m *Mutex) releaseNodes(ctx context.Context, pick func(i int) bool) (releas
 		if !pick(i) {
 			return
 		}
-		left, err := scriptReleaseAll.run(ctx, n.rdb, m.keyArgs[:1], m.owner).Int64()
+		left, err := scriptReleaseAll.run(ctx, n.r, m.keys[:1], m.owner).Int64()
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -256,7 +256,7 @@ func (m *Mutex) renewQuorum(ctx context.Context, token uint64, leaseMs int64) (b
 	ok, gone := 0, 0
 	var errs []error
 	m.c.onNodes(ctx, func(ctx context.Context, i int, n *node) {
-		v, err := scriptRenew.run(ctx, n.rdb, m.keyArgs[:1], m.owner, token, leaseMs).Int64()
+		v, err := scriptRenew.run(ctx, n.r, m.keys[:1], m.owner, token, leaseMs).Int64()
 		mu.Lock()
 		defer mu.Unlock()
 		switch {

@@ -6,19 +6,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill-go/seckill/lock"
 	"github.com/seckill-go/seckill/lock/locktest"
 )
 
 func quorumClient(t *testing.T, nodes []*redisNode, opts *lock.Options) *lock.Client {
 	t.Helper()
-	var rdbs []redis.UniversalClient
+	var rs []lock.Redis
 	for _, n := range nodes {
-		rdbs = append(rdbs, n.rdb)
+		rs = append(rs, lockRedis(t, n.rdb))
 	}
-	c, err := lock.NewQuorum(rdbs, opts)
+	c, err := lock.NewQuorum(rs, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,10 @@
 package lock
 
 import (
-	"context"
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
-	"errors"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // The Lua scripts live one per file in lua/, each with a header listing KEYS, ARGV and what it
@@ -29,13 +25,19 @@ var (
 	scriptFence      = loadScript("fence.lua")
 )
 
-// script is one Lua script of this package.
-type script struct {
+// Script is one Lua script of this package, for Redis.Eval.
+type Script struct {
 	src string
 	sha string // hex SHA-1 of src, as EVALSHA wants it
 }
 
-func loadScript(name string) *script {
+// Source returns the script's Lua text, for EVAL.
+func (s *Script) Source() string { return s.src }
+
+// SHA1 returns the hex SHA-1 of the script's text, for EVALSHA.
+func (s *Script) SHA1() string { return s.sha }
+
+func loadScript(name string) *Script {
 	common, err := luaFS.ReadFile("lua/common.lua")
 	if err != nil {
 		panic("lock: missing embedded lua/common.lua: " + err.Error())
@@ -50,26 +52,5 @@ func loadScript(name string) *script {
 	}
 	src := strings.Replace(string(body), marker, "\n"+string(common)+"\n", 1)
 	sum := sha1.Sum([]byte(src))
-	return &script{src: src, sha: hex.EncodeToString(sum[:])}
-}
-
-// run calls the script with EVALSHA, and with EVAL (which also caches it) when the server
-// does not know it yet. keys are the lock's key names already boxed (Mutex.keyArgs): go-redis'
-// Script.Run would box each name again on every call, and the uncontended path is short
-// enough for that to show.
-func (s *script) run(ctx context.Context, rdb redis.UniversalClient, keys []any, args ...any) *redis.Cmd {
-	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
-	cmdArgs = append(cmdArgs, "evalsha", s.sha, len(keys))
-	cmdArgs = append(cmdArgs, keys...)
-	cmdArgs = append(cmdArgs, args...)
-	cmd := redis.NewCmd(ctx, cmdArgs...)
-	cmd.SetFirstKeyPos(3) // routes the call to the keys' slot on a Cluster
-	_ = rdb.Process(ctx, cmd)
-	if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
-		cmdArgs[0], cmdArgs[1] = "eval", s.src
-		cmd = redis.NewCmd(ctx, cmdArgs...)
-		cmd.SetFirstKeyPos(3)
-		_ = rdb.Process(ctx, cmd)
-	}
-	return cmd
+	return &Script{src: src, sha: hex.EncodeToString(sum[:])}
 }

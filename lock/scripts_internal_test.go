@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 )
@@ -25,12 +26,22 @@ func scriptEnv(t *testing.T) (*redis.Client, *Mutex) {
 	}
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
-	c := New(rdb, &Options{Prefix: fmt.Sprintf("lockscript:%d:", time.Now().UnixNano())})
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{opt.Addr}, Username: opt.Username,
+		Password: opt.Password, SelectDB: opt.DB, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	c := New(Rueidis(rc), &Options{Prefix: fmt.Sprintf("lockscript:%d:", time.Now().UnixNano())})
 	t.Cleanup(func() { _ = c.Close() })
 	m := c.NewMutex(t.Name())
 	t.Cleanup(func() { rdb.Del(context.Background(), m.keys...) })
 	return rdb, m
 }
+
+// redis is what the scripts run on: the rueidis client of scriptEnv (the one seckill uses);
+// the tests look into Redis with go-redis.
+func (m *Mutex) redis() Redis { return m.c.nodes[0].r }
 
 func noKeys(t *testing.T, rdb *redis.Client, m *Mutex) {
 	t.Helper()
@@ -47,7 +58,7 @@ func acquire(t *testing.T, rdb *redis.Client, m *Mutex, entry string, wttl int) 
 	if wttl > 0 {
 		args = append(args, wttl)
 	}
-	v, err := scriptAcquire.run(context.Background(), rdb, m.keyArgs, args...).Result()
+	v, err := scriptAcquire.run(context.Background(), m.redis(), m.keys, args...).Result()
 	if err != nil {
 		t.Fatalf("acquire %s: %v", entry, err)
 	}
@@ -66,7 +77,7 @@ func releaseWith(t *testing.T, rdb *redis.Client, m *Mutex, rid string, token in
 	for _, e := range expect {
 		args = append(args, e)
 	}
-	v, err := scriptRelease.run(context.Background(), rdb, m.keyArgs, args...).Result()
+	v, err := scriptRelease.run(context.Background(), m.redis(), m.keys, args...).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,42 +120,42 @@ func TestScriptsValidateBeforeWriting(t *testing.T) {
 	rdb, m := scriptEnv(t)
 	ctx := context.Background()
 	entry := m.owner + "|1|1000"
-	k := m.keyArgs
+	k := m.keys
 	cases := []struct {
 		name string
 		run  func() error
 	}{
-		{"acquire lease not a number", func() error { return scriptAcquire.run(ctx, rdb, k, m.owner+"|1|x", 1000).Err() }},
-		{"acquire lease 0", func() error { return scriptAcquire.run(ctx, rdb, k, m.owner+"|1|0", 1000).Err() }},
-		{"acquire fractional lease", func() error { return scriptAcquire.run(ctx, rdb, k, m.owner+"|1|1.5", 1000).Err() }},
+		{"acquire lease not a number", func() error { return scriptAcquire.run(ctx, m.redis(), k, m.owner+"|1|x", 1000).Err() }},
+		{"acquire lease 0", func() error { return scriptAcquire.run(ctx, m.redis(), k, m.owner+"|1|0", 1000).Err() }},
+		{"acquire fractional lease", func() error { return scriptAcquire.run(ctx, m.redis(), k, m.owner+"|1|1.5", 1000).Err() }},
 		{"acquire huge lease", func() error {
-			return scriptAcquire.run(ctx, rdb, k, m.owner+"|1|9999999999999999", 1000).Err()
+			return scriptAcquire.run(ctx, m.redis(), k, m.owner+"|1|9999999999999999", 1000).Err()
 		}},
-		{"acquire empty owner", func() error { return scriptAcquire.run(ctx, rdb, k, "|1|1000").Err() }},
-		{"acquire empty nonce", func() error { return scriptAcquire.run(ctx, rdb, k, m.owner+"||1000").Err() }},
-		{"acquire extra field", func() error { return scriptAcquire.run(ctx, rdb, k, "a|b|1|1000").Err() }},
-		{"acquire no attempt id", func() error { return scriptAcquire.run(ctx, rdb, k).Err() }},
-		{"acquire waiter timeout 0", func() error { return scriptAcquire.run(ctx, rdb, k, entry, 0).Err() }},
-		{"acquire waiter timeout not a number", func() error { return scriptAcquire.run(ctx, rdb, k, entry, "x").Err() }},
-		{"acquire waiter timeout inf", func() error { return scriptAcquire.run(ctx, rdb, k, entry, "inf").Err() }},
-		{"acquire waiter timeout 1e300", func() error { return scriptAcquire.run(ctx, rdb, k, entry, "1e300").Err() }},
-		{"acquire fractional waiter timeout", func() error { return scriptAcquire.run(ctx, rdb, k, entry, "1.5").Err() }},
-		{"acquire too many arguments", func() error { return scriptAcquire.run(ctx, rdb, k, entry, 1000, "x").Err() }},
-		{"acquire too few keys", func() error { return scriptAcquire.run(ctx, rdb, k[:2], entry).Err() }},
-		{"release bad token", func() error { return scriptRelease.run(ctx, rdb, k, m.owner+"|r1", "-1").Err() }},
-		{"release missing token", func() error { return scriptRelease.run(ctx, rdb, k, m.owner+"|r1").Err() }},
-		{"release bad id", func() error { return scriptRelease.run(ctx, rdb, k, "x", 0).Err() }},
+		{"acquire empty owner", func() error { return scriptAcquire.run(ctx, m.redis(), k, "|1|1000").Err() }},
+		{"acquire empty nonce", func() error { return scriptAcquire.run(ctx, m.redis(), k, m.owner+"||1000").Err() }},
+		{"acquire extra field", func() error { return scriptAcquire.run(ctx, m.redis(), k, "a|b|1|1000").Err() }},
+		{"acquire no attempt id", func() error { return scriptAcquire.run(ctx, m.redis(), k).Err() }},
+		{"acquire waiter timeout 0", func() error { return scriptAcquire.run(ctx, m.redis(), k, entry, 0).Err() }},
+		{"acquire waiter timeout not a number", func() error { return scriptAcquire.run(ctx, m.redis(), k, entry, "x").Err() }},
+		{"acquire waiter timeout inf", func() error { return scriptAcquire.run(ctx, m.redis(), k, entry, "inf").Err() }},
+		{"acquire waiter timeout 1e300", func() error { return scriptAcquire.run(ctx, m.redis(), k, entry, "1e300").Err() }},
+		{"acquire fractional waiter timeout", func() error { return scriptAcquire.run(ctx, m.redis(), k, entry, "1.5").Err() }},
+		{"acquire too many arguments", func() error { return scriptAcquire.run(ctx, m.redis(), k, entry, 1000, "x").Err() }},
+		{"acquire too few keys", func() error { return scriptAcquire.run(ctx, m.redis(), k[:2], entry).Err() }},
+		{"release bad token", func() error { return scriptRelease.run(ctx, m.redis(), k, m.owner+"|r1", "-1").Err() }},
+		{"release missing token", func() error { return scriptRelease.run(ctx, m.redis(), k, m.owner+"|r1").Err() }},
+		{"release bad id", func() error { return scriptRelease.run(ctx, m.redis(), k, "x", 0).Err() }},
 		{"release too many arguments", func() error {
-			return scriptRelease.run(ctx, rdb, k, m.owner+"|r1", 0, "v", "x").Err()
+			return scriptRelease.run(ctx, m.redis(), k, m.owner+"|r1", 0, "v", "x").Err()
 		}},
-		{"cancel bad entry", func() error { return scriptCancel.run(ctx, rdb, k, "zzz", "0").Err() }},
-		{"cancel bad orphan flag", func() error { return scriptCancel.run(ctx, rdb, k, entry, "x").Err() }},
-		{"renew bad lease", func() error { return scriptRenew.run(ctx, rdb, k[:1], m.owner, 0, "-5").Err() }},
-		{"fence token 0", func() error { return scriptFence.run(ctx, rdb, k[:2], m.owner, 0).Err() }},
-		{"renew lease inf", func() error { return scriptRenew.run(ctx, rdb, k[:1], m.owner, 0, "inf").Err() }},
-		{"renew token hex", func() error { return scriptRenew.run(ctx, rdb, k[:1], m.owner, "0x10", 0).Err() }},
-		{"fence token 1e300", func() error { return scriptFence.run(ctx, rdb, k[:2], m.owner, "1e300").Err() }},
-		{"release_all bad owner", func() error { return scriptReleaseAll.run(ctx, rdb, k[:1], "a|b").Err() }},
+		{"cancel bad entry", func() error { return scriptCancel.run(ctx, m.redis(), k, "zzz", "0").Err() }},
+		{"cancel bad orphan flag", func() error { return scriptCancel.run(ctx, m.redis(), k, entry, "x").Err() }},
+		{"renew bad lease", func() error { return scriptRenew.run(ctx, m.redis(), k[:1], m.owner, 0, "-5").Err() }},
+		{"fence token 0", func() error { return scriptFence.run(ctx, m.redis(), k[:2], m.owner, 0).Err() }},
+		{"renew lease inf", func() error { return scriptRenew.run(ctx, m.redis(), k[:1], m.owner, 0, "inf").Err() }},
+		{"renew token hex", func() error { return scriptRenew.run(ctx, m.redis(), k[:1], m.owner, "0x10", 0).Err() }},
+		{"fence token 1e300", func() error { return scriptFence.run(ctx, m.redis(), k[:2], m.owner, "1e300").Err() }},
+		{"release_all bad owner", func() error { return scriptReleaseAll.run(ctx, m.redis(), k[:1], "a|b").Err() }},
 	}
 	for _, tc := range cases {
 		err := tc.run()
@@ -165,7 +176,7 @@ func TestScriptsValidateWaiterTimeoutWhenBusy(t *testing.T) {
 		t.Fatalf("holder: %+v", v)
 	}
 	for _, wttl := range []string{"inf", "1e300", "-5", "0", "1.5", "1234567890123456"} {
-		if err := scriptAcquire.run(ctx, rdb, m.keyArgs, m.attemptID(5000), wttl).Err(); err == nil || !strings.Contains(err.Error(), "lock:") {
+		if err := scriptAcquire.run(ctx, m.redis(), m.keys, m.attemptID(5000), wttl).Err(); err == nil || !strings.Contains(err.Error(), "lock:") {
 			t.Errorf("waiter timeout %q: got %v, want a validation error", wttl, err)
 		}
 	}
@@ -186,16 +197,16 @@ func TestScriptsMissingKeys(t *testing.T) {
 	if n, _, _ := releaseWith(t, rdb, m, m.owner+"|r1", 0, m.owner+"|1|1000|1|1|0||"); n != -1 {
 		t.Errorf("fast-path release of a missing lock = %d; want -1", n)
 	}
-	if v, err := scriptRenew.run(ctx, rdb, m.keyArgs[:1], m.owner, 0, 1000).Int64(); err != nil || v != 0 {
+	if v, err := scriptRenew.run(ctx, m.redis(), m.keys[:1], m.owner, 0, 1000).Int64(); err != nil || v != 0 {
 		t.Errorf("renew of a missing lock = %d, %v; want 0", v, err)
 	}
-	if v, err := scriptCancel.run(ctx, rdb, m.keyArgs, m.owner+"|1|1000", "1").Int64(); err != nil || v != 0 {
+	if v, err := scriptCancel.run(ctx, m.redis(), m.keys, m.owner+"|1|1000", "1").Int64(); err != nil || v != 0 {
 		t.Errorf("cancel with nothing queued = %d, %v; want 0", v, err)
 	}
-	if v, err := scriptFence.run(ctx, rdb, m.keyArgs[:2], m.owner, 5).Int64(); err != nil || v != 0 {
+	if v, err := scriptFence.run(ctx, m.redis(), m.keys[:2], m.owner, 5).Int64(); err != nil || v != 0 {
 		t.Errorf("fence of a missing lock = %d, %v; want 0", v, err)
 	}
-	if v, err := scriptReleaseAll.run(ctx, rdb, m.keyArgs[:1], m.owner).Int64(); err != nil || v != -1 {
+	if v, err := scriptReleaseAll.run(ctx, m.redis(), m.keys[:1], m.owner).Int64(); err != nil || v != -1 {
 		t.Errorf("release_all of a missing lock = %d, %v; want -1", v, err)
 	}
 	noKeys(t, rdb, m)
@@ -218,10 +229,10 @@ func TestScriptsZeroIsNotTrue(t *testing.T) {
 	if r, _, _ := releaseWith(t, rdb, m, other+"|r1", 0, other+"|1|5000|"+fmt.Sprint(token)+"|1|0||"); r != -1 {
 		t.Errorf("stranger's fast-path release = %d, want -1", r)
 	}
-	if r, _ := scriptRenew.run(ctx, rdb, m.keyArgs[:1], other, 0, 99999).Int64(); r != 0 {
+	if r, _ := scriptRenew.run(ctx, m.redis(), m.keys[:1], other, 0, 99999).Int64(); r != 0 {
 		t.Errorf("stranger's renew = %d, want 0", r)
 	}
-	if r, _ := scriptRenew.run(ctx, rdb, m.keyArgs[:1], m.owner, token+1, 99999).Int64(); r != 0 {
+	if r, _ := scriptRenew.run(ctx, m.redis(), m.keys[:1], m.owner, token+1, 99999).Int64(); r != 0 {
 		t.Errorf("renew with the wrong token = %d, want 0", r)
 	}
 	if ttl := rdb.PTTL(ctx, m.keys[0]).Val(); ttl > 5*time.Second {
@@ -230,7 +241,7 @@ func TestScriptsZeroIsNotTrue(t *testing.T) {
 	if r := release(t, rdb, m, m.owner, token+1); r != -1 {
 		t.Errorf("release with the wrong token = %d, want -1", r)
 	}
-	if r, _ := scriptReleaseAll.run(ctx, rdb, m.keyArgs[:1], other).Int64(); r != -1 {
+	if r, _ := scriptReleaseAll.run(ctx, m.redis(), m.keys[:1], other).Int64(); r != -1 {
 		t.Errorf("stranger's release_all = %d, want -1", r)
 	}
 	if r := acquire(t, rdb, m, other+"|1|5000", 0); r.held {
@@ -396,14 +407,14 @@ func TestScriptsHandOffAndQueue(t *testing.T) {
 		t.Fatalf("newcomer took the lock from the queue's head: %+v", v)
 	}
 	// c gives up while holding the hand-off: the lock is given back, and a may now take it.
-	if r, _ := scriptCancel.run(ctx, rdb, m.keyArgs, eb, "0").Int64(); r != 1 {
+	if r, _ := scriptCancel.run(ctx, m.redis(), m.keys, eb, "0").Int64(); r != 1 {
 		t.Fatalf("cancel = %d, want 1 (hand-off given back)", r)
 	}
 	if v := run(a, 60000, ec); !v.held {
 		t.Fatalf("after the head gave up: %+v", v)
 	}
 	// a failed call of a handle that held nothing gives back the hold it may have taken
-	if r, _ := scriptCancel.run(ctx, rdb, m.keyArgs, ec, "1").Int64(); r != 1 {
+	if r, _ := scriptCancel.run(ctx, m.redis(), m.keys, ec, "1").Int64(); r != 1 {
 		t.Fatalf("orphan cancel = %d, want 1", r)
 	}
 	if rdb.Exists(ctx, m.keys[0]).Val() != 0 {
@@ -421,14 +432,14 @@ func TestScriptsCancelTakesBackAReentry(t *testing.T) {
 	if v := acquire(t, rdb, m, re, 0); v.count != 2 {
 		t.Fatalf("re-entry = %+v", v)
 	}
-	if r, _ := scriptCancel.run(ctx, rdb, m.keyArgs, re, "0").Int64(); r != 1 {
+	if r, _ := scriptCancel.run(ctx, m.redis(), m.keys, re, "0").Int64(); r != 1 {
 		t.Fatalf("cancel of the re-entry = %d, want 1", r)
 	}
 	h, ok := readHold(t, rdb, m)
 	if !ok || h.count != "1" || h.nonce != "" {
 		t.Fatalf("after the cancel: %+v, %v; want the hold with count 1", h, ok)
 	}
-	if r, _ := scriptCancel.run(ctx, rdb, m.keyArgs, re, "0").Int64(); r != 0 {
+	if r, _ := scriptCancel.run(ctx, m.redis(), m.keys, re, "0").Int64(); r != 0 {
 		t.Fatalf("the cancel re-sent = %d, want 0: it must not take a second level", r)
 	}
 	if r := release(t, rdb, m, m.owner, 0); r != 0 {
@@ -460,7 +471,7 @@ func TestScriptsForeignValue(t *testing.T) {
 	rdb, m := scriptEnv(t)
 	ctx := context.Background()
 	rdb.Set(ctx, m.keys[0], "not a hold", time.Minute)
-	if err := scriptAcquire.run(ctx, rdb, m.keyArgs, m.attemptID(5000), 1000).Err(); err == nil {
+	if err := scriptAcquire.run(ctx, m.redis(), m.keys, m.attemptID(5000), 1000).Err(); err == nil {
 		t.Error("acquire over a foreign value succeeded")
 	}
 	if r := release(t, rdb, m, m.owner, 0); r != -1 {
@@ -517,7 +528,7 @@ func TestScriptsLargeTokens(t *testing.T) {
 	if h, _ := readHold(t, rdb, m); h.token != fmt.Sprint(floor+1) {
 		t.Fatalf("token stored as %q", h.token)
 	}
-	if r, _ := scriptRenew.run(ctx, rdb, m.keyArgs[:1], m.owner, floor+1, 9000).Int64(); r != 1 {
+	if r, _ := scriptRenew.run(ctx, m.redis(), m.keys[:1], m.owner, floor+1, 9000).Int64(); r != 1 {
 		t.Fatalf("renew with the exact token = %d, want 1", r)
 	}
 	// a waiter is handed the lock: the published token is exact too
@@ -569,7 +580,7 @@ func TestScriptsHandOffSurvivesReentry(t *testing.T) {
 			t.Fatalf("re-entry by the same handle = %+v, want count 2", v)
 		}
 		if giveUp {
-			if r, _ := scriptCancel.run(ctx, rdb, m.keyArgs, handed, "0").Int64(); r != 1 {
+			if r, _ := scriptCancel.run(ctx, m.redis(), m.keys, handed, "0").Int64(); r != 1 {
 				t.Fatalf("the handed attempt gives up: cancel = %d, want 1 (its level given back)", r)
 			}
 			if r := release(t, rdb, m, m.owner, 0); r != 0 {

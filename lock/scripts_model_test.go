@@ -332,8 +332,8 @@ func (mc *scriptMachine) newAttempt(rt *rapid.T, wttl int64) attempt {
 
 // run calls a script and fails the check on a Redis or script error: every call the
 // machine makes is valid.
-func (mc *scriptMachine) run(rt *rapid.T, s *script, keys []any, args ...any) any {
-	v, err := s.run(context.Background(), mc.rdb, keys, args...).Result()
+func (mc *scriptMachine) run(rt *rapid.T, s *Script, keys []string, args ...any) any {
+	v, err := s.run(context.Background(), mc.m.redis(), keys, args...).Result()
 	if err != nil {
 		rt.Fatalf("script call %v: %v", args, err)
 	}
@@ -342,7 +342,7 @@ func (mc *scriptMachine) run(rt *rapid.T, s *script, keys []any, args ...any) an
 
 func (mc *scriptMachine) acquire(rt *rapid.T, a attempt) {
 	mc.calls = append(mc.calls, a)
-	v := mc.run(rt, scriptAcquire, mc.m.keyArgs, a.args()...)
+	v := mc.run(rt, scriptAcquire, mc.m.keys, a.args()...)
 	rt.Logf("acquire %v -> %v", a.args(), v)
 	got, err := decodeAcquire(v)
 	if err != nil {
@@ -386,7 +386,7 @@ func (mc *scriptMachine) drawToken(rt *rapid.T) int64 {
 
 func (mc *scriptMachine) release(rt *rapid.T, c releaseCall) {
 	mc.lastRelease[c.owner] = c
-	v := mc.run(rt, scriptRelease, mc.m.keyArgs, c.args()...)
+	v := mc.run(rt, scriptRelease, mc.m.keys, c.args()...)
 	rt.Logf("release %v -> %v", c.args(), v)
 	var got releaseReply
 	var err error
@@ -468,7 +468,7 @@ func (mc *scriptMachine) cancel(rt *rapid.T, orphan bool) {
 	if orphan {
 		flag = "1"
 	}
-	v := mc.run(rt, scriptCancel, mc.m.keyArgs, a.id(), flag)
+	v := mc.run(rt, scriptCancel, mc.m.keys, a.id(), flag)
 	rt.Logf("cancel %s %s -> %v", a.id(), flag, v)
 	if want := mc.model.cancel(a, orphan); v != want {
 		rt.Fatalf("cancel %s %s = %v, model %d", a.id(), flag, v, want)
@@ -479,7 +479,7 @@ func (mc *scriptMachine) renew(rt *rapid.T) {
 	owner := mc.drawCaller(rt)
 	token := mc.drawToken(rt)
 	lease := rapid.SampledFrom([]int64{0, modelRenewLease}).Draw(rt, "renew_lease")
-	v := mc.run(rt, scriptRenew, mc.m.keyArgs[:1], owner, token, lease)
+	v := mc.run(rt, scriptRenew, mc.m.keys[:1], owner, token, lease)
 	rt.Logf("renew %s %d %d -> %v", owner, token, lease, v)
 	if want := mc.model.renew(owner, token, lease); v != want {
 		rt.Fatalf("renew %s %d %d = %v, model %d", owner, token, lease, v, want)

@@ -35,7 +35,7 @@ func (m *Mutex) acquireSingle(ctx context.Context, wait time.Duration, deadline 
 
 	for {
 		sent := time.Now()
-		v, err := scriptAcquire.run(ctx, nd.rdb, m.keyArgs, args...).Result()
+		v, err := scriptAcquire.run(ctx, nd.r, m.keys, args...).Result()
 		var res acquireReply
 		if err == nil {
 			res, err = decodeAcquire(v)
@@ -176,7 +176,7 @@ func (m *Mutex) abandon(ctx context.Context, entry string) {
 func (m *Mutex) cancelScript(ctx context.Context, entry, orphan string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	_ = scriptCancel.run(ctx, m.c.nodes[0].rdb, m.keyArgs, entry, orphan).Err()
+	_ = scriptCancel.run(ctx, m.c.nodes[0].r, m.keys, entry, orphan).Err()
 }
 
 // acquireReply is acquire.lua's answer: held (with the hold's token and the reentrancy count

@@ -2,12 +2,9 @@ package lock
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // subscriber multiplexes the pub/sub channels of all locks one Client waits on over a single
@@ -19,10 +16,10 @@ import (
 // Goroutine: run, started with the first join, is the only reader of the connection. It exits
 // when close is called (Client.Close), which also closes the connection.
 type subscriber struct {
-	rdb redis.UniversalClient
+	r Redis
 
 	mu      sync.Mutex
-	ps      *redis.PubSub
+	ps      PubSub
 	closed  bool
 	chans   map[string]*channelState
 	unsubs  map[string]int // UNSUBSCRIBEs sent whose confirmation has not been read yet
@@ -41,9 +38,9 @@ type channelState struct {
 // nudge means "something changed, try again".
 const nudge = ""
 
-func newSubscriber(rdb redis.UniversalClient) *subscriber {
+func newSubscriber(r Redis) *subscriber {
 	return &subscriber{
-		rdb:     rdb,
+		r:       r,
 		chans:   make(map[string]*channelState),
 		unsubs:  make(map[string]int),
 		stopped: make(chan struct{}),
@@ -69,14 +66,14 @@ func (s *subscriber) join(ch, entry string, mb chan string) (<-chan struct{}, er
 		return nil, ErrClosed
 	}
 	if s.ps == nil {
-		s.ps = s.rdb.Subscribe(context.Background())
+		s.ps = s.r.PubSub()
 		go s.run(s.ps)
 	}
 	st := s.chans[ch]
 	if st == nil {
 		st = &channelState{ready: make(chan struct{}), waiters: make(map[string]chan string)}
 		s.chans[ch] = st
-		// A write error is not fatal: go-redis keeps the channel and subscribes again when it
+		// An error is not fatal: the PubSub keeps the channel and subscribes again when it
 		// reconnects; until then the waiter falls back to its timer.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = s.ps.Subscribe(ctx, ch)
@@ -136,27 +133,19 @@ func (s *subscriber) close() {
 	<-s.exited
 }
 
-func (s *subscriber) run(ps *redis.PubSub) {
+func (s *subscriber) run(ps PubSub) {
 	defer close(s.exited)
 	backoff := 10 * time.Millisecond
 	for {
-		msg, err := ps.ReceiveTimeout(context.Background(), 30*time.Second)
+		ev, err := ps.Receive(context.Background()) // close closes ps, which ends the wait
 		select {
 		case <-s.stopped:
 			return
 		default:
 		}
 		if err != nil {
-			var nerr interface{ Timeout() bool }
-			if errors.As(err, &nerr) && nerr.Timeout() {
-				// idle: check the connection; a failed ping makes go-redis reconnect
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				_ = ps.Ping(ctx)
-				cancel()
-				continue
-			}
 			// The connection broke: confirmations of UNSUBSCRIBEs in flight will never come;
-			// go-redis reconnects and subscribes again to every channel it knows.
+			// the next Receive reconnects and subscribes again to every channel it knows.
 			s.mu.Lock()
 			clear(s.unsubs)
 			s.mu.Unlock()
@@ -169,54 +158,51 @@ func (s *subscriber) run(ps *redis.PubSub) {
 			continue
 		}
 		backoff = 10 * time.Millisecond
-		s.dispatch(msg)
+		s.dispatch(ev)
 	}
 }
 
-func (s *subscriber) dispatch(msg any) {
+func (s *subscriber) dispatch(ev Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch m := msg.(type) {
-	case *redis.Subscription:
-		switch m.Kind {
-		case "subscribe":
-			if s.unsubs[m.Channel] > 0 {
-				return // confirms a SUBSCRIBE sent before an UNSUBSCRIBE still in flight
-			}
-			st := s.chans[m.Channel]
-			if st == nil {
-				return
-			}
-			if !st.isReady {
-				st.isReady = true
-				close(st.ready)
-				return
-			}
-			// subscribed again after a reconnect: messages may have been lost meanwhile
-			for _, mb := range st.waiters {
-				post(mb, nudge)
-			}
-		case "unsubscribe":
-			if n := s.unsubs[m.Channel]; n > 1 {
-				s.unsubs[m.Channel] = n - 1
-			} else {
-				delete(s.unsubs, m.Channel)
-			}
+	switch ev.Kind {
+	case Subscribed:
+		if s.unsubs[ev.Channel] > 0 {
+			return // confirms a SUBSCRIBE sent before an UNSUBSCRIBE still in flight
 		}
-	case *redis.Message:
-		st := s.chans[m.Channel]
+		st := s.chans[ev.Channel]
 		if st == nil {
 			return
 		}
-		i := strings.LastIndexByte(m.Payload, '|')
+		if !st.isReady {
+			st.isReady = true
+			close(st.ready)
+			return
+		}
+		// subscribed again after a reconnect: messages may have been lost meanwhile
+		for _, mb := range st.waiters {
+			post(mb, nudge)
+		}
+	case Unsubscribed:
+		if n := s.unsubs[ev.Channel]; n > 1 {
+			s.unsubs[ev.Channel] = n - 1
+		} else {
+			delete(s.unsubs, ev.Channel)
+		}
+	case Message:
+		st := s.chans[ev.Channel]
+		if st == nil {
+			return
+		}
+		i := strings.LastIndexByte(ev.Payload, '|')
 		if i < 0 { // "free" (quorum mode) or unknown: everyone here tries again
 			for _, mb := range st.waiters {
 				post(mb, nudge)
 			}
 			return
 		}
-		if mb := st.waiters[m.Payload[:i]]; mb != nil {
-			post(mb, m.Payload[i+1:])
+		if mb := st.waiters[ev.Payload[:i]]; mb != nil {
+			post(mb, ev.Payload[i+1:])
 		}
 	}
 }

@@ -106,6 +106,26 @@ func openReleaseStore(t *testing.T) *sqlstore.Store {
 	return store
 }
 
+// startReleaseSale opens a store and a rig on a manual clock at releaseT0, and creates and
+// loads sale "s" there (3 units at 100, 2 a user, a queue of 10) open from releaseT0 for open,
+// with holds of holdSeconds.
+func startReleaseSale(t *testing.T, open time.Duration, holdSeconds int) *releaseRig {
+	t.Helper()
+	store := openReleaseStore(t)
+	r := newReleaseRig(t, seckilltest.NewManualClock(releaseT0), store)
+	sale := seckill.Sale{
+		ID: "s", Name: "s", PriceCents: 100, Stock: 3, StartsAt: releaseT0, EndsAt: releaseT0.Add(open),
+		PerUserLimit: 2, HoldSeconds: holdSeconds, QueueLimit: 10, CreatedAt: releaseT0,
+	}
+	if err := store.CreateSale(r.ctx, sale); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.e.LoadSale(r.ctx, sale, 0); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func (r *releaseRig) buy(user string, key string) seckill.Reservation {
 	r.t.Helper()
 	res, err := r.e.Buy(r.ctx, seckill.BuyRequest{SaleID: "s", UserID: user, Quantity: 1, IdempotencyKey: key})
@@ -194,19 +214,8 @@ func (r *releaseRig) settle() {
 // payment of its reservations still answers as docs/MODEL.md says, from the order store; a
 // restart loads it released without reading its reservations into memory.
 func TestReleasedSaleAnswersFromStore(t *testing.T) {
-	store := openReleaseStore(t)
-	clock := seckilltest.NewManualClock(releaseT0)
-	r := newReleaseRig(t, clock, store)
-	sale := seckill.Sale{
-		ID: "s", Name: "s", PriceCents: 100, Stock: 3, StartsAt: releaseT0, EndsAt: releaseT0.Add(time.Hour),
-		PerUserLimit: 2, HoldSeconds: 60, QueueLimit: 10, CreatedAt: releaseT0,
-	}
-	if err := store.CreateSale(r.ctx, sale); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.e.LoadSale(r.ctx, sale, 0); err != nil {
-		t.Fatal(err)
-	}
+	r := startReleaseSale(t, time.Hour, 60)
+	store, clock := r.store, r.clock
 	alice, bob, carol := r.buy("alice", "ka"), r.buy("bob", ""), r.buy("carol", "kc")
 	dave, erin := r.buy("dave", ""), r.buy("erin", "")
 	if dave.Status != seckill.StatusQueued || erin.Status != seckill.StatusQueued {
@@ -338,19 +347,8 @@ func checkReleasedAnswers(t *testing.T, r *releaseRig, alice, bob, carol, erin s
 // TestReleaseWaitsForStore: a settled sale whose store lags (a payment applied in the engine
 // and not yet recorded) is not released, whatever the clock says, and is once the store agrees.
 func TestReleaseWaitsForStore(t *testing.T) {
-	store := openReleaseStore(t)
-	clock := seckilltest.NewManualClock(releaseT0)
-	r := newReleaseRig(t, clock, store)
-	sale := seckill.Sale{
-		ID: "s", Name: "s", PriceCents: 100, Stock: 3, StartsAt: releaseT0, EndsAt: releaseT0.Add(time.Minute),
-		PerUserLimit: 2, HoldSeconds: 60, QueueLimit: 10, CreatedAt: releaseT0,
-	}
-	if err := store.CreateSale(r.ctx, sale); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.e.LoadSale(r.ctx, sale, 0); err != nil {
-		t.Fatal(err)
-	}
+	r := startReleaseSale(t, time.Minute, 60)
+	store, clock := r.store, r.clock
 	a := r.buy("alice", "")
 	clock.Advance(time.Minute - time.Second)
 	// The store has alice's hold (else the comparison below would fail for the wrong reason).
@@ -386,19 +384,8 @@ func TestReleaseWaitsForStore(t *testing.T) {
 // TestRecoverRestoresUnsettledEndedSale: an ended sale with a hold stored is restored whole
 // (the hold may still be paid), and released once it settles.
 func TestRecoverRestoresUnsettledEndedSale(t *testing.T) {
-	store := openReleaseStore(t)
-	clock := seckilltest.NewManualClock(releaseT0)
-	r := newReleaseRig(t, clock, store)
-	sale := seckill.Sale{
-		ID: "s", Name: "s", PriceCents: 100, Stock: 3, StartsAt: releaseT0, EndsAt: releaseT0.Add(time.Minute),
-		PerUserLimit: 2, HoldSeconds: 120, QueueLimit: 10, CreatedAt: releaseT0,
-	}
-	if err := store.CreateSale(r.ctx, sale); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.e.LoadSale(r.ctx, sale, 0); err != nil {
-		t.Fatal(err)
-	}
+	r := startReleaseSale(t, time.Minute, 120)
+	store, clock := r.store, r.clock
 	a := r.buy("alice", "")
 	clock.Advance(50 * time.Second)
 	for r.pipe.Applied() < 1 {

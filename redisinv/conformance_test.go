@@ -1,9 +1,6 @@
 package redisinv
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +8,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/testkit/redistest"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/seckilltest"
 	"github.com/seckill-go/seckill/sqlstore"
@@ -23,7 +21,7 @@ func dialT(t *testing.T, url string) *Clients {
 	if err != nil {
 		t.Fatalf("Dial(%s): %v", url, err)
 	}
-	t.Cleanup(c.Close)
+	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
@@ -39,31 +37,11 @@ func sqliteStoreT(t *testing.T) *sqlstore.Store {
 }
 
 // testPrefix is a key prefix no other test uses, so tests share one Redis.
-func testPrefix() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return "seckilltest:" + hex.EncodeToString(b[:]) + ":"
-}
+func testPrefix() string { return redistest.KeyPrefix() }
 
 // dropPrefix deletes every key under prefix on every node.
 func dropPrefix(t testing.TB, rdb rueidis.Client, prefix string) {
-	ctx := context.Background()
-	for _, node := range rdb.Nodes() {
-		var cursor uint64
-		for {
-			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(prefix+"*").Count(1000).Build()).AsScanEntry()
-			if err != nil {
-				t.Logf("cleanup scan: %v", err)
-				break
-			}
-			for _, k := range e.Elements {
-				_ = rdb.Do(ctx, rdb.B().Unlink().Key(k).Build()).Error()
-			}
-			if cursor = e.Cursor; cursor == 0 {
-				break
-			}
-		}
-	}
+	redistest.DropPrefix(t, rdb, prefix)
 }
 
 // newTestEngine builds an engine on its own prefix with the suite's clock, removed at cleanup.

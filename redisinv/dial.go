@@ -10,17 +10,20 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
+
+	"github.com/seckill-go/seckill/lock"
 )
 
-// Clients are the two connections to one Redis deployment that a Redis-engine instance uses:
-// Inventory (rueidis, with automatic pipelining: concurrent scripts share round trips) for
-// the engine and its streams, and Locks (go-redis, which package lock is written against) for
-// the rebuild and sweeper locks.
+// Clients is how a Redis-engine instance reaches one Redis deployment: one rueidis client,
+// Inventory (automatic pipelining: concurrent scripts share round trips), for the engine, its
+// streams, and the rebuild and sweeper locks (Locks, package lock's view of the same client).
+// One client means one set of connections per process: the lock's scripts ride the engine's
+// pipelines, and only a lock waiter adds a connection (its pub/sub one, lock.Rueidis).
 type Clients struct {
 	Inventory rueidis.Client
-	Locks     redis.UniversalClient
+	// Locks is Inventory as package lock's client interface: lock.New(c.Locks, …).
+	Locks lock.Redis
 	// Cluster tells whether the deployment is a Redis Cluster.
 	Cluster bool
 	// MasterSet is the master's name when the deployment is found through Redis Sentinel
@@ -33,10 +36,10 @@ type Clients struct {
 	opt rueidis.ClientOption
 }
 
-// Close closes both clients.
-func (c *Clients) Close() {
+// Close closes the client and returns nil. Close the lock.Clients made over Locks first.
+func (c *Clients) Close() error {
 	c.Inventory.Close()
-	_ = c.Locks.Close()
+	return nil
 }
 
 // Endpoint is a parsed SECKILL_REDIS_URL.
@@ -197,8 +200,8 @@ const (
 
 // Dial connects to the deployment that raw (ParseURL) names and checks that it answers.
 //
-// With master_set (Sentinel), both clients ask the sentinels for the master, follow their
-// failover announcements (+switch-master) and re-ask them every sentinelRefresh as well, so
+// With master_set (Sentinel), the client asks the sentinels for the master, follows their
+// failover announcements (+switch-master) and re-asks them every sentinelRefresh as well, so
 // that an instance moves to the promoted replica without a restart; calls in flight during the
 // switch fail as unavailable (503) and the next ones go to the new master.
 func Dial(ctx context.Context, raw string) (*Clients, error) {
@@ -242,30 +245,8 @@ func Dial(ctx context.Context, raw string) (*Clients, error) {
 			return nil, fmt.Errorf("redis %s: %w", strings.Join(ep.Addrs, ","), err)
 		}
 	}
-	c := &Clients{Inventory: inv, Cluster: cluster, MasterSet: ep.MasterSet, Addrs: ep.Addrs, opt: opt}
-	switch {
-	case ep.MasterSet != "":
-		c.Locks = redis.NewFailoverClient(&redis.FailoverOptions{
-			MasterName: ep.MasterSet, SentinelAddrs: ep.Addrs, SentinelPassword: ep.SentinelPassword,
-			Username: ep.Username, Password: ep.Password, DB: ep.DB, TLSConfig: tlsConf,
-			DialTimeout: dialTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout,
-		})
-	case cluster:
-		c.Locks = redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs: ep.Addrs, Username: ep.Username, Password: ep.Password, TLSConfig: tlsConf,
-			DialTimeout: dialTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout,
-		})
-	default:
-		c.Locks = redis.NewClient(&redis.Options{
-			Addr: ep.Addrs[0], Username: ep.Username, Password: ep.Password, DB: ep.DB, TLSConfig: tlsConf,
-			DialTimeout: dialTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout,
-		})
-	}
-	if err := c.Locks.Ping(ctx).Err(); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("redis %s: %w", strings.Join(ep.Addrs, ","), err)
-	}
-	return c, nil
+	return &Clients{Inventory: inv, Locks: lock.Rueidis(inv), Cluster: cluster, MasterSet: ep.MasterSet,
+		Addrs: ep.Addrs, opt: opt}, nil
 }
 
 // sentinelRefresh is how often the engine's client re-asks the sentinels for the master, in

@@ -4,8 +4,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
+	"github.com/seckill-go/seckill/lock"
 )
 
 func TestParseURL(t *testing.T) {
@@ -64,7 +66,13 @@ func TestDialDetectsCluster(t *testing.T) {
 	if !c.Cluster || len(c.Inventory.Nodes()) < 3 {
 		t.Fatalf("Dial(one node of %s): cluster %v with %d nodes; want the whole cluster", url, c.Cluster, len(c.Inventory.Nodes()))
 	}
-	if err := c.Locks.Ping(t.Context()).Err(); err != nil {
+	locks := lock.New(c.Locks, &lock.Options{Prefix: "seckilltest:dial:"}) // the locks work over it too
+	defer locks.Close()
+	m := locks.NewMutex(t.Name())
+	if _, err := m.TryLock(t.Context(), 0, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	s := dialT(t, testenv.Redis(t))

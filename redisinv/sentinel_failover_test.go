@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/internal/testkit/redistest"
+	"github.com/seckill-go/seckill/lock"
 )
 
 // failoverFigures are one Sentinel failover scenario's figures: a row of the fault suite.
@@ -152,10 +153,10 @@ func runSentinelFailover(t *testing.T, replicas int, lagging bool) failoverFigur
 	if now := redistest.SentinelMasterAddr(t, sentinels[0]); now == master.Addr() || now == "" {
 		t.Fatalf("the sentinels still name %q as the master", now)
 	}
-	// The locks' client (go-redis failover client) follows too: a write succeeds, which
+	// The locks (over the engine's client, c.Locks) follow too: a lock is taken, a write that
 	// neither the dead master nor a replica (READONLY) would take.
-	redistest.WaitUntil(t, 15*time.Second, "the locks' client writes to the new master", func() bool {
-		return c.Locks.Set(context.Background(), "seckilltest:failover-lock", "x", time.Minute).Err() == nil
+	redistest.WaitUntil(t, 15*time.Second, "the locks write to the new master", func() bool {
+		return lockOnce(context.Background(), c, "failover") == nil
 	})
 
 	f.Buys, f.OK, f.Unavailable, f.Other = buys.Load(), ok.Load(), unavail.Load(), other.Load()
@@ -250,8 +251,8 @@ func TestSentinelAuth(t *testing.T) {
 	if _, err := e.Buy(t.Context(), seckill.BuyRequest{SaleID: "auth", UserID: "u", Quantity: 1}); err != nil {
 		t.Fatalf("buy through an authenticated Sentinel deployment: %v", err)
 	}
-	if err := c.Locks.Set(t.Context(), "seckilltest:auth-lock", "x", time.Minute).Err(); err != nil {
-		t.Fatalf("the locks' client through an authenticated Sentinel deployment: %v", err)
+	if err := lockOnce(t.Context(), c, "auth"); err != nil {
+		t.Fatalf("the locks through an authenticated Sentinel deployment: %v", err)
 	}
 	for _, url := range []string{
 		"redis://:" + masterPW + "@" + addr + "/0?master_set=" + redistest.MasterSet + "&sentinel_password=wrong-" + sentinelPW,
@@ -271,4 +272,16 @@ func TestSentinelAuth(t *testing.T) {
 			}
 		}
 	}
+}
+
+// lockOnce takes the lock name through c.Locks (the locks' way to Redis) and gives it back: a
+// write, which neither a dead master nor a replica (READONLY) takes.
+func lockOnce(ctx context.Context, c *Clients, name string) error {
+	locks := lock.New(c.Locks, &lock.Options{Prefix: "seckilltest:lockonce:"})
+	defer locks.Close()
+	m := locks.NewMutex(name)
+	if _, err := m.TryLock(ctx, 0, time.Minute); err != nil {
+		return err
+	}
+	return m.Unlock(ctx)
 }

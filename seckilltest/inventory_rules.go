@@ -11,8 +11,22 @@ import (
 	"github.com/seckill-go/seckill"
 )
 
+// testRules runs one scenario per rule of docs/MODEL.md, grouped by rule family; the subtest
+// names (Rules/Hold, Rules/ConfirmPayment/LateApplied, …) are the suite's contract.
 func testRules(t *testing.T, newEngine NewInventory) {
-	held, queued := seckill.StatusHeld, seckill.StatusQueued
+	testRulesHold(t, newEngine)
+	testRulesQueue(t, newEngine)
+	testRulesLimits(t, newEngine)
+	testRulesRetries(t, newEngine)
+	testRulesPayment(t, newEngine)
+	testRulesAdmin(t, newEngine)
+	testRulesEdges(t, newEngine)
+}
+
+// testRulesHold covers Hold, Bounds, CloseBeforeStart: a buy with stock free holds it, at the exact
+// amount, and a sale that is closed or not yet open refuses it.
+func testRulesHold(t *testing.T, newEngine NewInventory) {
+	held := seckill.StatusHeld
 
 	t.Run("Hold", func(t *testing.T) {
 		r := newRig(t, newEngine, 3, 0, perUser(2))
@@ -77,6 +91,13 @@ func testRules(t *testing.T, newEngine NewInventory) {
 		r.buyFails("u1", 1, "", seckill.CodeEnded)
 		r.state(ss(2, 2, 0, 0, 0))
 	})
+}
+
+// testRulesQueue covers Queue, FIFOOnCancel, FIFOOnExpiry, QueueRejectedWhenSoldOut,
+// HeadOfLineBlocking, BlockedHeadLeaves, NeverServableHead: who waits, in which order, and when a
+// waiting buyer is served or rejected.
+func testRulesQueue(t *testing.T, newEngine NewInventory) {
+	queued := seckill.StatusQueued
 
 	t.Run("Queue", func(t *testing.T) {
 		r := newRig(t, newEngine, 1, 0)
@@ -212,6 +233,12 @@ func testRules(t *testing.T, newEngine NewInventory) {
 		g := r.buy("u7", 1, "")
 		r.expect("Buy of the last held unit", g, queued, 1, time.Time{})
 	})
+}
+
+// testRulesLimits covers QueueLimit, PerUserLimit, Holdback: the three limits a sale sets on its
+// buyers.
+func testRulesLimits(t *testing.T, newEngine NewInventory) {
+	queued := seckill.StatusQueued
 
 	t.Run("QueueLimit", func(t *testing.T) {
 		t.Run("Omitted", func(t *testing.T) {
@@ -294,6 +321,12 @@ func testRules(t *testing.T, newEngine NewInventory) {
 		r.buyFails("u4", 1, "", seckill.CodeSoldOut) // the 2 held back units are not for sale
 		r.state(ss(3, 0, 0, 3, 0))
 	})
+}
+
+// testRulesRetries covers Idempotency, Cancel: a buy replayed under its key and a buyer who leaves,
+// both safe to retry.
+func testRulesRetries(t *testing.T, newEngine NewInventory) {
+	held, queued := seckill.StatusHeld, seckill.StatusQueued
 
 	t.Run("Idempotency", func(t *testing.T) {
 		r := newRig(t, newEngine, 4, 0, perUser(2))
@@ -371,6 +404,12 @@ func testRules(t *testing.T, newEngine NewInventory) {
 		r.cancel(f.ID, "u6", seckill.StatusRejected) // rejected: returned unchanged
 		r.state(ss(3, 0, 0, 3, 0))
 	})
+}
+
+// testRulesPayment covers ConfirmPayment: a payment in time, twice, late, in the wrong amount or
+// currency, after the end or the close.
+func testRulesPayment(t *testing.T, newEngine NewInventory) {
+	held := seckill.StatusHeld
 
 	t.Run("ConfirmPayment", func(t *testing.T) {
 		t.Run("AppliedDuplicateSecondPayment", func(t *testing.T) {
@@ -508,7 +547,11 @@ func testRules(t *testing.T, newEngine NewInventory) {
 			r.state(ss(2, 1, 0, 1, 0))
 		})
 	})
+}
 
+// testRulesAdmin covers AddStock, CloseSale, ClosedHoldExpires: what the operator does to a running
+// sale.
+func testRulesAdmin(t *testing.T, newEngine NewInventory) {
 	t.Run("AddStock", func(t *testing.T) {
 		r := newRig(t, newEngine, 1, 0)
 		a := r.buy("u1", 1, "")
@@ -587,7 +630,12 @@ func testRules(t *testing.T, newEngine NewInventory) {
 		r.payFull("p1", a, seckill.PaymentRefundRequired)
 		r.state(ss(1, 1, 0, 0, 0))
 	})
+}
 
+// testRulesEdges covers Window, StockZeroAndOne, UnknownAndLoad, RestoreReservation: the sale's
+// window to the millisecond, the smallest stocks, unknown ids and a reservation restored from the
+// order store.
+func testRulesEdges(t *testing.T, newEngine NewInventory) {
 	t.Run("Window", func(t *testing.T) {
 		r := newRig(t, newEngine, 2, 0, startsIn(10*time.Second), endsIn(20*time.Second), holdSeconds(15))
 		r.buyFails("u1", 1, "", seckill.CodeNotStarted)

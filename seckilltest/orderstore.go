@@ -18,10 +18,7 @@ import (
 // unchanged; times are whole milliseconds, the precision every store keeps.
 func TestOrderStore(t *testing.T, open func(t *testing.T) seckill.OrderStore) {
 	t.Helper()
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s seckill.OrderStore)
-	}{
+	tests := []story[seckill.OrderStore]{
 		{"Sales/RoundTrip", osSaleRoundTrip},
 		{"Sales/OldestFirst", osSalesOldestFirst},
 		{"Sales/DuplicateIDIsConflict", osDuplicateSale},
@@ -78,11 +75,7 @@ func TestOrderStore(t *testing.T, open func(t *testing.T) seckill.OrderStore) {
 		{"OpenPayments/InvalidArgument", osOpenPaymentInvalid},
 		{"OpenPayments/PageOfReservation", osOpenPaymentPage},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			tc.fn(t, open(t))
-		})
-	}
+	runStories(t, tests, nil, open)
 }
 
 // osT0 is the suite's reference time: whole milliseconds, far from the epoch, UTC.

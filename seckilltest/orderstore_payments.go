@@ -88,7 +88,7 @@ func osDuplicatePaymentConcurrent(t *testing.T, s seckill.OrderStore) {
 	r := osRes("s", "r1", "alice", 2, seckill.StatusHeld, 1)
 	osApply(t, s, osEv(r, osT0))
 	const n = 16
-	results := osRace(t, n, func(i int) (seckill.PaymentResult, error) {
+	results := RacePayments(t, n, func(i int) (seckill.PaymentResult, error) {
 		return s.RecordPayment(t.Context(), seckill.PaymentRecord{
 			PaymentID: "p1", Reservation: r, AmountCents: 2 * osPrice, Result: seckill.PaymentApplied, At: osT0,
 		})
@@ -104,9 +104,10 @@ func osDuplicatePaymentConcurrent(t *testing.T, s seckill.OrderStore) {
 	osCounts(t, s, "s", seckill.DBCounts{Sold: 2, PaidUnits: 2, PaidOrders: 1})
 }
 
-// osRace runs fn(0..n-1) in n goroutines released at once and counts the results. Any error
-// fails the test.
-func osRace(t *testing.T, n int, fn func(i int) (seckill.PaymentResult, error)) map[seckill.PaymentResult]int {
+// RacePayments runs fn(0..n-1) in n goroutines released at once and counts the results; any
+// error fails the test. The order-store suite races payments with it, and so may a store's own
+// tests.
+func RacePayments(t *testing.T, n int, fn func(i int) (seckill.PaymentResult, error)) map[seckill.PaymentResult]int {
 	t.Helper()
 	var (
 		wg      sync.WaitGroup
@@ -116,9 +117,7 @@ func osRace(t *testing.T, n int, fn func(i int) (seckill.PaymentResult, error)) 
 		errs    []error
 	)
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			<-start
 			res, err := fn(i)
 			mu.Lock()
@@ -128,7 +127,7 @@ func osRace(t *testing.T, n int, fn func(i int) (seckill.PaymentResult, error)) 
 				return
 			}
 			results[res]++
-		}()
+		})
 	}
 	close(start)
 	wg.Wait()
@@ -190,7 +189,7 @@ func osSoldGuardConcurrent(t *testing.T, s seckill.OrderStore) {
 		events = append(events, osEv(rs[i], osT0))
 	}
 	osApply(t, s, events...)
-	results := osRace(t, n, func(i int) (seckill.PaymentResult, error) {
+	results := RacePayments(t, n, func(i int) (seckill.PaymentResult, error) {
 		return s.RecordPayment(t.Context(), seckill.PaymentRecord{
 			PaymentID: fmt.Sprintf("late-p%02d", i), Reservation: rs[i], AmountCents: osPrice,
 			Result: seckill.PaymentApplied, At: osT0.Add(time.Second),
@@ -237,7 +236,7 @@ func osSoldGuardConcurrentQuantityTwo(t *testing.T, s seckill.OrderStore) {
 		events = append(events, osEv(rs[i], osT0))
 	}
 	osApply(t, s, events...)
-	results := osRace(t, n, func(i int) (seckill.PaymentResult, error) {
+	results := RacePayments(t, n, func(i int) (seckill.PaymentResult, error) {
 		return s.RecordPayment(t.Context(), seckill.PaymentRecord{
 			PaymentID: fmt.Sprintf("p%02d", i), Reservation: rs[i], AmountCents: 2 * osPrice,
 			Result: seckill.PaymentApplied, At: osT0,

@@ -33,10 +33,7 @@ type OutboxUnderTest struct {
 // migrated store whose ApplyEvents write the outbox, closed when the test ends (t.Cleanup).
 func TestOutbox(t *testing.T, open func(t *testing.T) OutboxUnderTest) {
 	t.Helper()
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, o OutboxUnderTest)
-	}{
+	tests := []story[OutboxUnderTest]{
 		{"Events/OnceEachInOrder", obEventsInOrder},
 		{"Events/RedeliveredBatchAddsNothing", obRedelivered},
 		{"Refunds/RequiredRefundedFailed", obRefundEvents},
@@ -48,11 +45,7 @@ func TestOutbox(t *testing.T, open func(t *testing.T) OutboxUnderTest) {
 		{"Since/Range", obSince},
 		{"Trim/AndLag", obTrimAndLag},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			tc.fn(t, open(t))
-		})
-	}
+	runStories(t, tests, nil, open)
 }
 
 // obReadAll reads the whole outbox, a page at a time, checking that seqs only grow.

@@ -61,21 +61,12 @@ func (m *Model) DropSale(_ context.Context, saleID string) error {
 // testSaleAdmin is the seckill.SaleAdmin half of the inventory suite: listing a sale on and
 // off, and deleting one nobody has reserved in (close, then drop), also against racing buys.
 func testSaleAdmin(t *testing.T, newEngine NewInventory) {
-	admin := func(t *testing.T, r *rig) seckill.SaleAdmin {
-		t.Helper()
-		a, ok := r.inv.(seckill.SaleAdmin)
-		if !ok {
-			t.Fatalf("%T does not implement seckill.SaleAdmin", r.inv)
-		}
-		return a
-	}
-
 	// ListedCurrency: LoadSale keeps listed and currency, SetListed changes listed alone.
 	t.Run("ListedCurrency", func(t *testing.T) {
 		r := newRig(t, newEngine, 3, 0, func(in *seckill.SaleInput) {
 			in.Listed, in.Currency = ptr(false), ptr("eur")
 		})
-		a := admin(t, r)
+		a := saleAdmin(t, r)
 		got := r.stateOf("s1", ss(3, 3, 0, 0, 0))
 		if got.Listed || got.Currency != "eur" {
 			t.Fatalf("Sale after LoadSale: listed %v, currency %q; want false, eur", got.Listed, got.Currency)
@@ -107,7 +98,7 @@ func testSaleAdmin(t *testing.T, newEngine NewInventory) {
 	// DeleteUnreserved: close, then drop; the sale is gone and its id can be loaded again.
 	t.Run("DeleteUnreserved", func(t *testing.T) {
 		r := newRig(t, newEngine, 3, 0)
-		a := admin(t, r)
+		a := saleAdmin(t, r)
 		r.advance(5 * time.Second)
 		if err := a.DropSale(r.ctx, "s1"); seckill.ErrorCode(err) != seckill.CodeConflict {
 			t.Fatalf("DropSale of an open sale = %v, want conflict", err)
@@ -146,7 +137,7 @@ func testSaleAdmin(t *testing.T, newEngine NewInventory) {
 		for _, end := range []string{"cancelled", "expired"} {
 			t.Run(end, func(t *testing.T) {
 				r := newRig(t, newEngine, 2, 0)
-				a := admin(t, r)
+				a := saleAdmin(t, r)
 				res := r.buy("u1", 1, "")
 				if end == "cancelled" {
 					if _, err := r.inv.Cancel(r.ctx, res.ID, "u1"); err != nil {
@@ -169,46 +160,59 @@ func testSaleAdmin(t *testing.T, newEngine NewInventory) {
 
 	// RacingBuys: buyers and CloseUnreserved race; either the close wins and no buy succeeds,
 	// or a buy wins and the close is refused. Never both, never neither.
-	t.Run("RacingBuys", func(t *testing.T) {
-		for round := range 20 {
-			r := newRig(t, newEngine, 50, 0)
-			a := admin(t, r)
-			var (
-				wg     sync.WaitGroup
-				mu     sync.Mutex
-				bought int
-				start  = make(chan struct{})
-			)
-			for i := range 8 {
-				wg.Go(func() {
-					<-start
-					_, err := r.buyIn("s1", "u"+string(rune('a'+i)), 1, "")
-					switch seckill.ErrorCode(err) {
-					case "":
-						mu.Lock()
-						bought++
-						mu.Unlock()
-					case seckill.CodeEnded:
-					default:
-						t.Errorf("round %d: Buy = %v, want a hold or ended", round, err)
-					}
-				})
-			}
-			var closeErr error
+	t.Run("RacingBuys", func(t *testing.T) { testSaleAdminRace(t, newEngine) })
+}
+
+// saleAdmin is the rig's engine as a seckill.SaleAdmin, which every engine implements.
+func saleAdmin(t *testing.T, r *rig) seckill.SaleAdmin {
+	t.Helper()
+	a, ok := r.inv.(seckill.SaleAdmin)
+	if !ok {
+		t.Fatalf("%T does not implement seckill.SaleAdmin", r.inv)
+	}
+	return a
+}
+
+// testSaleAdminRace races 8 buyers against CloseUnreserved, 20 rounds: exactly one side wins.
+func testSaleAdminRace(t *testing.T, newEngine NewInventory) {
+	for round := range 20 {
+		r := newRig(t, newEngine, 50, 0)
+		a := saleAdmin(t, r)
+		var (
+			wg     sync.WaitGroup
+			mu     sync.Mutex
+			bought int
+			start  = make(chan struct{})
+		)
+		for i := range 8 {
 			wg.Go(func() {
 				<-start
-				_, closeErr = a.CloseUnreserved(r.ctx, "s1")
+				_, err := r.buyIn("s1", "u"+string(rune('a'+i)), 1, "")
+				switch seckill.ErrorCode(err) {
+				case "":
+					mu.Lock()
+					bought++
+					mu.Unlock()
+				case seckill.CodeEnded:
+				default:
+					t.Errorf("round %d: Buy = %v, want a hold or ended", round, err)
+				}
 			})
-			close(start)
-			wg.Wait()
-			switch code := seckill.ErrorCode(closeErr); {
-			case code == "" && bought != 0:
-				t.Fatalf("round %d: CloseUnreserved succeeded and %d buys were held", round, bought)
-			case code == seckill.CodeConflict && bought == 0:
-				t.Fatalf("round %d: CloseUnreserved refused with no buy held", round)
-			case code != "" && code != seckill.CodeConflict:
-				t.Fatalf("round %d: CloseUnreserved = %v", round, closeErr)
-			}
 		}
-	})
+		var closeErr error
+		wg.Go(func() {
+			<-start
+			_, closeErr = a.CloseUnreserved(r.ctx, "s1")
+		})
+		close(start)
+		wg.Wait()
+		switch code := seckill.ErrorCode(closeErr); {
+		case code == "" && bought != 0:
+			t.Fatalf("round %d: CloseUnreserved succeeded and %d buys were held", round, bought)
+		case code == seckill.CodeConflict && bought == 0:
+			t.Fatalf("round %d: CloseUnreserved refused with no buy held", round)
+		case code != "" && code != seckill.CodeConflict:
+			t.Fatalf("round %d: CloseUnreserved = %v", round, closeErr)
+		}
+	}
 }

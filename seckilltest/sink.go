@@ -43,13 +43,22 @@ type SinkUnderTest struct {
 	Destination string
 }
 
+// OpenSink opens a sink with its package's Open (amqpsink.Open, natssink.Open) and no
+// options, for a harness and a sink's own tests, and closes it when t ends.
+func OpenSink[S events.Sink](t *testing.T, open func(context.Context, string, events.Options) (S, error), raw string) S {
+	t.Helper()
+	s, err := open(context.Background(), raw, events.Options{})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 // TestSink runs the events.Sink conformance suite.
 func TestSink(t *testing.T, h SinkHarness) {
 	t.Helper()
-	stories := []struct {
-		name string
-		fn   func(t *testing.T, h SinkHarness)
-	}{
+	stories := []story[SinkHarness]{
 		{"RoundTrip", sinkRoundTrip},
 		{"OrderPerReservation", sinkOrderPerReservation},
 		{"DuplicatesCarryTheSameID", sinkDuplicates},
@@ -60,14 +69,7 @@ func TestSink(t *testing.T, h SinkHarness) {
 		{"ExporterKilledMidStream", exporterKilled},
 		{"ExporterOutage10s", exporterOutage},
 	}
-	for _, s := range stories {
-		t.Run(s.name, func(t *testing.T) {
-			if why, ok := h.Skip[s.name]; ok {
-				t.Skip(why)
-			}
-			s.fn(t, h)
-		})
-	}
+	runStories(t, stories, h.Skip, func(*testing.T) SinkHarness { return h })
 }
 
 // sinkEvents makes n events over reservations reservations of one sale, each reservation's in

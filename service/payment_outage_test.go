@@ -190,7 +190,7 @@ func redisRig(t *testing.T) *outageRig {
 	if err != nil {
 		t.Fatalf("dial %s: %v", url, err)
 	}
-	t.Cleanup(clients.Close)
+	t.Cleanup(func() { _ = clients.Close() })
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	prefix := "seckilltest:" + hex.EncodeToString(b[:]) + ":"

@@ -11,7 +11,6 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -385,7 +384,7 @@ func oversellRound(t *testing.T, s *Store, eventsFirst bool) {
 			t.Fatal(err)
 		}
 	}
-	results := race(t, n, func(i int) (seckill.PaymentResult, error) {
+	results := seckilltest.RacePayments(t, n, func(i int) (seckill.PaymentResult, error) {
 		return s.RecordPayment(ctx, seckill.PaymentRecord{PaymentID: fmt.Sprintf("pay-%02d", i), Reservation: rs[i],
 			AmountCents: testPrice, Result: seckill.PaymentApplied, At: testT0.Add(time.Second)})
 	})
@@ -418,7 +417,7 @@ func TestOnePaymentPerReservationUnderConcurrency(t *testing.T) {
 				const n = 24
 				var mu sync.Mutex
 				winners := map[string]bool{}
-				results := race(t, n, func(i int) (seckill.PaymentResult, error) {
+				results := seckilltest.RacePayments(t, n, func(i int) (seckill.PaymentResult, error) {
 					id := fmt.Sprintf("p%02d", i)
 					res, err := s.RecordPayment(ctx, seckill.PaymentRecord{PaymentID: id, Reservation: r,
 						AmountCents: 2 * testPrice, Result: seckill.PaymentApplied, At: testT0})
@@ -621,36 +620,4 @@ func wantCounts(t *testing.T, s *Store, saleID string, want seckill.DBCounts) {
 	if err != nil || got != want {
 		t.Fatalf("Counts(%s) = %+v, %v; want %+v", saleID, got, err, want)
 	}
-}
-
-// race runs fn(0..n-1) in n goroutines released at once and counts the results; any error
-// fails the test.
-func race(t *testing.T, n int, fn func(i int) (seckill.PaymentResult, error)) map[seckill.PaymentResult]int {
-	t.Helper()
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		start   = make(chan struct{})
-		results = map[seckill.PaymentResult]int{}
-		errs    []error
-	)
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			res, err := fn(i)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("goroutine %d: %w", i, err))
-				return
-			}
-			results[res]++
-		})
-	}
-	close(start)
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	return results
 }

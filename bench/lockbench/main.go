@@ -42,6 +42,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-go/seckill/lock"
+	lockgoredis "github.com/seckill-go/seckill/lock/goredis"
 )
 
 func main() {
@@ -411,9 +412,11 @@ func (h *hookCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 type ours struct{ c *lock.Client }
 
 // newOurs keys its locks as prefix+"{"+name+"}"...; names already carry the run prefix, so the
-// lock prefix is that too (and SCAN of the run prefix finds every key).
+// lock prefix is that too (and SCAN of the run prefix finds every key). The lock runs over the
+// peers' go-redis client (lock/goredis), so that the hooks count its commands like theirs;
+// seckill itself runs it over rueidis (lock.Rueidis), which go test -bench ./lock/ measures.
 func newOurs(rdb *redis.Client, prefix string) *ours {
-	return &ours{c: lock.New(rdb, &lock.Options{Prefix: prefix})}
+	return &ours{c: lock.New(lockgoredis.New(rdb), &lock.Options{Prefix: prefix})}
 }
 func (o *ours) handle(name string) handle { return &oursHandle{m: o.c.NewMutex(name)} }
 func (o *ours) close()                    { _ = o.c.Close() }

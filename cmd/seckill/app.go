@@ -284,7 +284,6 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 		if cfg.RedisURL == "" {
 			return engine{}, errors.New("--engine redis needs SECKILL_REDIS_URL (or --redis-url), e.g. redis://127.0.0.1:6379/0")
 		}
-		redisinv.LogClientsTo(log)
 		clients, err := redisinv.Dial(ctx, cfg.RedisURL)
 		if err != nil {
 			return engine{}, scrubError(fmt.Errorf("connect to redis %s: %w", maskURL(cfg.RedisURL), err), urlSecrets(cfg.RedisURL)...)

@@ -60,6 +60,17 @@ func TestBrowserSalesOnStorefront(t *testing.T) {
 	createSale(t, a, cfg, client.NewSale{ID: "draft", Name: "Draft", PriceCents: 100, Stock: 1})
 
 	shop := b.newTab("shopper", deadline, false)
+	shopStorefront(t, a, shop)
+
+	// The dashboard: every sale, the bench's marked unlisted; delete refused for a sale with
+	// reservations, done for one without; hiding takes a sale off the storefront.
+	adm := b.newTab("admin", deadline, false)
+	adminDashboard(t, a, cfg, adm, shop)
+}
+
+// shopStorefront is the shopper's half of TestBrowserSalesOnStorefront: the list without the
+// bench's sale, a sold-out sale, a hold paid through the mock gateway, an unknown sale.
+func shopStorefront(t *testing.T, a *app, shop *tab) {
 	shop.do("open the storefront", chromedp.EmulateViewport(1280, 900),
 		chromedp.Navigate(a.url+"/"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=sale-link-lamp]`)))
 	shop.wait("the list is complete", jsQ(`[data-testid=sale-link-draft]`)+` !== null`)
@@ -135,10 +146,11 @@ func TestBrowserSalesOnStorefront(t *testing.T) {
 		jsQ(`[data-testid=order-row]`)+`.textContent.includes('€19.99')`)
 	shop.noRawWords("an unknown sale's page")
 	shop.shot("sale-not-found")
+}
 
-	// The dashboard: every sale, the bench's marked unlisted; delete refused for a sale with
-	// reservations, done for one without; hiding takes a sale off the storefront.
-	adm := b.newTab("admin", deadline, false)
+// adminDashboard is the dashboard's half of TestBrowserSalesOnStorefront: the unlisted badge,
+// deleting, creating a sale in yen, hiding a sale from the shopper's storefront.
+func adminDashboard(t *testing.T, a *app, cfg config, adm, shop *tab) {
 	adm.do("open the dashboard", chromedp.EmulateViewport(1280, 900), chromedp.Navigate(a.url+"/admin"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=admin-token]`)))
 	adm.do("enter the admin token",

@@ -265,7 +265,7 @@ func TestEventsReplayRedisSegments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.Close)
+	t.Cleanup(func() { _ = c.Close() })
 	e := redisinv.New(c.Inventory)
 	t.Cleanup(func() { _ = e.Close() })
 	db, store, _ := outboxStore(t)

@@ -95,29 +95,11 @@ func exportRush(t *testing.T, amqpBase string, buyers int, withExport bool) stri
 		urls = append(urls, in.url)
 	}
 
-	// Read every instance's /metrics every 100 ms (each instance on its own, so a slow answer
-	// from one delays no other) until the rush and its drain are over.
-	readings := make([][]lagReading, len(c.insts))
-	stop := make(chan struct{})
-	var sampling sync.WaitGroup
+	// Read every instance's /metrics every 100 ms until the rush and its drain are over.
+	var readings [][]lagReading
+	stopSampling := func() {}
 	if withExport {
-		for i, in := range c.insts {
-			sampling.Go(func() {
-				client := &http.Client{Timeout: 2 * time.Second}
-				tick := time.NewTicker(100 * time.Millisecond)
-				defer tick.Stop()
-				for {
-					m := exportMetricsAll(context.Background(), client, in.url)
-					readings[i] = append(readings[i], lagReading{at: time.Now(),
-						seconds: m["seckill_export_lag_seconds"], events: m["seckill_export_lag_events"]})
-					select {
-					case <-stop:
-						return
-					case <-tick.C:
-					}
-				}
-			})
-		}
+		readings, stopSampling = sampleExportLag(c)
 	}
 
 	var b [4]byte
@@ -156,8 +138,7 @@ func exportRush(t *testing.T, amqpBase string, buyers int, withExport bool) stri
 	}
 	defer db.Close()
 	facts := waitForExport(t, c, db, sale, shops, 5*time.Minute)
-	close(stop)
-	sampling.Wait()
+	stopSampling()
 
 	for _, s := range shops {
 		got := s.arrivals()
@@ -188,46 +169,7 @@ func exportRush(t *testing.T, amqpBase string, buyers int, withExport bool) stri
 		for _, n := range perSecond {
 			peak = max(peak, n)
 		}
-		// The metric's lag of the sink every 100 ms of the crowd: the largest over the
-		// instances of each one's latest reading (each leads some of the logs).
-		var metricSecs, metricEvents []float64
-		for at := start; at.Before(rushEnd); at = at.Add(100 * time.Millisecond) {
-			secs, evs, any := 0.0, 0.0, false
-			for _, rs := range readings {
-				var latest *lagReading
-				for i := range rs {
-					if rs[i].at.After(at) {
-						break
-					}
-					latest = &rs[i]
-				}
-				if latest == nil {
-					continue
-				}
-				for k, v := range latest.seconds {
-					if strings.HasPrefix(k, s.name) {
-						secs, any = max(secs, v), true
-					}
-				}
-				for k, v := range latest.events {
-					if strings.HasPrefix(k, s.name) {
-						evs += v
-					}
-				}
-			}
-			if any {
-				metricSecs = append(metricSecs, secs)
-				metricEvents = append(metricEvents, evs)
-			}
-		}
-		n := 0
-		for _, rs := range readings {
-			for _, r := range rs {
-				if !r.at.After(rushEnd) {
-					n++
-				}
-			}
-		}
+		metricSecs, metricEvents, n := metricLag(readings, s.name, start, rushEnd)
 		problems := checkExport(facts, got)
 		line += fmt.Sprintf("\n    %s sink: %d events (%d redelivered); %d (%.0f/s) arrived during the crowd, peak %d in one second, "+
 			"the last %.1f s after it (%.0f/s from first to last); arrival − at: p50 %s p99 %s max %s (crowd: p99 %s); "+
@@ -244,6 +186,78 @@ func exportRush(t *testing.T, amqpBase string, buyers int, withExport bool) stri
 		}
 	}
 	return line
+}
+
+// sampleExportLag reads every instance's /metrics every 100 ms, each instance on its own (so a
+// slow answer from one delays no other), until stop is called; readings[i] is instance i's.
+func sampleExportLag(c *cluster) (readings [][]lagReading, stop func()) {
+	readings = make([][]lagReading, len(c.insts))
+	done := make(chan struct{})
+	var sampling sync.WaitGroup
+	for i, in := range c.insts {
+		sampling.Go(func() {
+			client := &http.Client{Timeout: 2 * time.Second}
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				m := exportMetricsAll(context.Background(), client, in.url)
+				readings[i] = append(readings[i], lagReading{at: time.Now(),
+					seconds: m["seckill_export_lag_seconds"], events: m["seckill_export_lag_events"]})
+				select {
+				case <-done:
+					return
+				case <-tick.C:
+				}
+			}
+		})
+	}
+	return readings, func() {
+		close(done)
+		sampling.Wait()
+	}
+}
+
+// metricLag is the metric's lag of one sink every 100 ms of the crowd: the largest over the
+// instances of each one's latest reading (each leads some of the logs) in seconds, the sum in
+// events, and n, how many readings were taken during the crowd.
+func metricLag(readings [][]lagReading, sink string, start, rushEnd time.Time) (metricSecs, metricEvents []float64, n int) {
+	for at := start; at.Before(rushEnd); at = at.Add(100 * time.Millisecond) {
+		secs, evs, any := 0.0, 0.0, false
+		for _, rs := range readings {
+			var latest *lagReading
+			for i := range rs {
+				if rs[i].at.After(at) {
+					break
+				}
+				latest = &rs[i]
+			}
+			if latest == nil {
+				continue
+			}
+			for k, v := range latest.seconds {
+				if strings.HasPrefix(k, sink) {
+					secs, any = max(secs, v), true
+				}
+			}
+			for k, v := range latest.events {
+				if strings.HasPrefix(k, sink) {
+					evs += v
+				}
+			}
+		}
+		if any {
+			metricSecs = append(metricSecs, secs)
+			metricEvents = append(metricEvents, evs)
+		}
+	}
+	for _, rs := range readings {
+		for _, r := range rs {
+			if !r.at.After(rushEnd) {
+				n++
+			}
+		}
+	}
+	return metricSecs, metricEvents, n
 }
 
 func pct(d []time.Duration, p float64) time.Duration {

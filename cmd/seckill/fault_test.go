@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -20,14 +19,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Shopify/toxiproxy/v2"
 	"github.com/redis/rueidis"
-	"github.com/rs/zerolog"
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/toxic"
 	"github.com/seckill-go/seckill/loadgen"
 	"github.com/seckill-go/seckill/redisinv"
 )
@@ -648,50 +646,23 @@ func TestFaultRedisPaused(t *testing.T) {
 	})
 }
 
-// toxic is a toxiproxy proxy (github.com/Shopify/toxiproxy/v2) in front of a server, run in
-// the test's process on loopback: toxiproxy's own proxy and toxics, driven through its Go API
-// (the ApiServer's collection) rather than its HTTP API, whose listener cannot be stopped and
-// ends the whole process if its port is taken.
-type toxic struct {
-	t    *testing.T
-	p    *toxiproxy.Proxy
-	addr string
-}
+// redisProxy is a toxiproxy proxy in front of a Redis server (internal/testkit/toxic: toxiproxy's
+// own proxy and toxics, run in the test's process on loopback).
+type redisProxy struct{ *toxic.Proxy }
 
-// newToxic starts a proxy to upstream (host:port) on a free loopback port, without toxics; it
-// stops when t ends.
-func newToxic(t *testing.T, upstream string) *toxic {
+// newRedisProxy starts a proxy to upstream (host:port) on a free loopback port, without toxics;
+// it stops when t ends.
+func newRedisProxy(t *testing.T, upstream string) redisProxy {
 	t.Helper()
-	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	p := toxiproxy.NewProxy(srv, "redis", "127.0.0.1:0", upstream)
-	if err := srv.Collection.Add(p, true); err != nil {
-		t.Fatalf("toxiproxy: %v", err)
-	}
-	t.Cleanup(func() { _ = srv.Collection.Clear() })
-	return &toxic{t: t, p: p, addr: p.Listen} // Listen is the address bound once started
+	return redisProxy{toxic.New(t, upstream)}
 }
 
-func (x *toxic) redisURL() string { return "redis://" + x.addr + "/0" }
-
-// add adds a toxic to one direction of every connection, open or new ("upstream": to the
-// server; "downstream": to the client), on each connection with probability toxicity.
-func (x *toxic) add(name, kind, stream string, toxicity float32, attrs map[string]any) {
-	b, _ := json.Marshal(map[string]any{"name": name, "type": kind, "stream": stream, "toxicity": toxicity, "attributes": attrs})
-	if _, err := x.p.Toxics.AddToxicJson(bytes.NewReader(b)); err != nil {
-		x.t.Errorf("toxiproxy: add %s: %v", name, err)
-	}
-}
-
-func (x *toxic) remove(name string) {
-	if err := x.p.Toxics.RemoveToxic(context.Background(), name); err != nil {
-		x.t.Errorf("toxiproxy: remove %s: %v", name, err)
-	}
-}
+func (x redisProxy) redisURL() string { return "redis://" + x.Addr + "/0" }
 
 // ping sends PING on a new connection through the proxy and returns how long the answer took
 // (from the write), or the error.
-func (x *toxic) ping(within time.Duration) (time.Duration, error) {
-	conn, err := net.DialTimeout("tcp", x.addr, within)
+func (x redisProxy) ping(within time.Duration) (time.Duration, error) {
+	conn, err := net.DialTimeout("tcp", x.Addr, within)
 	if err != nil {
 		return 0, err
 	}
@@ -717,13 +688,13 @@ func (x *toxic) ping(within time.Duration) (time.Duration, error) {
 func TestFaultRedisPartitioned(t *testing.T) {
 	faultSuite(t)
 	rs := startFaultRedis(t, "everysec")
-	px := newToxic(t, rs.addr())
+	px := newRedisProxy(t, rs.addr())
 	var cut, restored error
 	runFaultScenarioVia(t, "instances cut from Redis for 3 s (toxiproxy proxy disabled)", rs, px.redisURL(), func() {
-		px.p.Stop()
+		px.Stop()
 		_, cut = px.ping(time.Second)
 		time.Sleep(3 * time.Second)
-		if err := px.p.Start(); err != nil {
+		if err := px.Start(); err != nil {
 			t.Errorf("toxiproxy: enable the proxy again: %v", err)
 		}
 		_, restored = px.ping(2 * time.Second)
@@ -743,17 +714,17 @@ func TestFaultRedisPartitioned(t *testing.T) {
 func TestFaultRedisLatency(t *testing.T) {
 	faultSuite(t)
 	rs := startFaultRedis(t, "everysec")
-	px := newToxic(t, rs.addr())
+	px := newRedisProxy(t, rs.addr())
 	var rtt time.Duration
 	var rttErr error
 	runFaultScenarioVia(t, "100 ms latency each way between the instances and Redis for 5 s (toxiproxy latency)", rs, px.redisURL(), func() {
 		start := time.Now()
-		px.add("latency_up", "latency", "upstream", 1, map[string]any{"latency": 100})
-		px.add("latency_down", "latency", "downstream", 1, map[string]any{"latency": 100})
+		px.Add("latency_up", "latency", "upstream", 1, map[string]any{"latency": 100})
+		px.Add("latency_down", "latency", "downstream", 1, map[string]any{"latency": 100})
 		rtt, rttErr = px.ping(2 * time.Second)
 		time.Sleep(5*time.Second - time.Since(start))
-		px.remove("latency_up")
-		px.remove("latency_down")
+		px.Remove("latency_up")
+		px.Remove("latency_down")
 	})
 	// The scenario's own check: the latency was in force (a lower bound the toxic guarantees,
 	// not a measure of our speed).
@@ -775,13 +746,13 @@ func TestFaultRedisLatency(t *testing.T) {
 func TestFaultRedisDrops(t *testing.T) {
 	faultSuite(t)
 	rs := startFaultRedis(t, "everysec")
-	px := newToxic(t, rs.addr())
+	px := newRedisProxy(t, rs.addr())
 	var answered atomic.Int64
 	const pings = 8
 	runFaultScenarioVia(t, "half the connection directions to Redis drop their data and are reset 1 s later, for 5 s (toxiproxy reset_peer, toxicity 0.5)", rs, px.redisURL(), func() {
 		start := time.Now()
-		px.add("drop_up", "reset_peer", "upstream", 0.5, map[string]any{"timeout": 1000})
-		px.add("drop_down", "reset_peer", "downstream", 0.5, map[string]any{"timeout": 1000})
+		px.Add("drop_up", "reset_peer", "upstream", 0.5, map[string]any{"timeout": 1000})
+		px.Add("drop_down", "reset_peer", "downstream", 0.5, map[string]any{"timeout": 1000})
 		var wg sync.WaitGroup
 		for range pings {
 			wg.Go(func() {
@@ -792,8 +763,8 @@ func TestFaultRedisDrops(t *testing.T) {
 		}
 		wg.Wait()
 		time.Sleep(5*time.Second - time.Since(start))
-		px.remove("drop_up")
-		px.remove("drop_down")
+		px.Remove("drop_up")
+		px.Remove("drop_down")
 	})
 	// The scenario's own check: the drops were in force. Each PING goes through with
 	// probability 1/4; all 8 do with probability 1/65 536.

@@ -26,7 +26,7 @@ func TestBenchSegmentedOnRedisCluster(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Dial(%s): %v", url, err)
 	}
-	t.Cleanup(rc.Close)
+	t.Cleanup(func() { _ = rc.Close() })
 	if !rc.Cluster {
 		t.Fatalf("%s is not a Redis Cluster", url)
 	}

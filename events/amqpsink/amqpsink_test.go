@@ -16,8 +16,8 @@ import (
 	"github.com/seckill-go/seckill/events"
 	"github.com/seckill-go/seckill/events/amqpsink"
 	"github.com/seckill-go/seckill/events/sinks"
-	"github.com/seckill-go/seckill/internal/testkit/tcpproxy"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/toxic"
 	"github.com/seckill-go/seckill/seckilltest"
 )
 
@@ -29,17 +29,14 @@ func TestSink(t *testing.T) {
 	seckilltest.TestSink(t, seckilltest.SinkHarness{
 		Open: func(t *testing.T) seckilltest.SinkUnderTest {
 			exchange := "seckill.test." + seckill.NewID()[:12]
-			proxy := tcpproxy.New(t, hostPort(t, base))
+			proxy := toxic.New(t, testenv.HostPort(t, base))
 			sinkURL := via(t, base, proxy.Addr) + "?exchange=" + exchange
 			s := open(t, sinkURL)
 			received := consume(t, base, exchange)
 			return seckilltest.SinkUnderTest{
-				Sink:     s,
-				Received: received,
-				Cut: func(t *testing.T) func() {
-					proxy.Cut()
-					return proxy.Restore
-				},
+				Sink:        s,
+				Received:    received,
+				Cut:         proxy.Outage,
 				Destination: sinkURL,
 			}
 		},
@@ -50,21 +47,7 @@ func TestSink(t *testing.T) {
 }
 
 func open(t *testing.T, raw string) *amqpsink.Sink {
-	t.Helper()
-	s, err := amqpsink.Open(context.Background(), raw, events.Options{})
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
-
-func hostPort(t *testing.T, raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.Host
+	return seckilltest.OpenSink(t, amqpsink.Open, raw)
 }
 
 // via is raw with its host replaced by addr and no query.
@@ -150,7 +133,7 @@ func consume(t *testing.T, base, exchange string) func(t *testing.T) []events.Ev
 func TestUnroutable(t *testing.T) {
 	base := testenv.AMQP(t)
 	exchange := "seckill.test." + seckill.NewID()[:12]
-	s := open(t, strings.TrimSuffix(via(t, base, hostPort(t, base)), "/")+"/?exchange="+exchange)
+	s := open(t, strings.TrimSuffix(via(t, base, testenv.HostPort(t, base)), "/")+"/?exchange="+exchange)
 	t.Cleanup(func() {
 		if conn, err := amqp.Dial(base); err == nil {
 			if ch, err := conn.Channel(); err == nil {
@@ -171,7 +154,7 @@ func TestUnroutable(t *testing.T) {
 // context at the latest.
 func TestPublishHonoursContext(t *testing.T) {
 	base := testenv.AMQP(t)
-	proxy := tcpproxy.New(t, hostPort(t, base))
+	proxy := toxic.New(t, testenv.HostPort(t, base))
 	proxy.Cut()
 	s := open(t, via(t, base, proxy.Addr))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -272,7 +255,7 @@ func TestNackIsAnError(t *testing.T) {
 	if err := ch.QueueBind(q.Name, "#", exchange, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	s := open(t, via(t, base, hostPort(t, base))+"?exchange="+exchange)
+	s := open(t, via(t, base, testenv.HostPort(t, base))+"?exchange="+exchange)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	events := []events.Event{

@@ -18,7 +18,7 @@ import (
 	"github.com/seckill-go/seckill/events"
 	"github.com/seckill-go/seckill/events/httpsink"
 	"github.com/seckill-go/seckill/events/sinks"
-	"github.com/seckill-go/seckill/internal/testkit/tcpproxy"
+	"github.com/seckill-go/seckill/internal/testkit/toxic"
 	"github.com/seckill-go/seckill/payment"
 	"github.com/seckill-go/seckill/seckilltest"
 )
@@ -129,12 +129,12 @@ func TestSink(t *testing.T) {
 	seckilltest.TestSink(t, seckilltest.SinkHarness{
 		Open: func(t *testing.T) seckilltest.SinkUnderTest {
 			sh, srv := newShop(t)
-			p := tcpproxy.New(t, srv.Listener.Addr().String())
+			p := toxic.New(t, srv.Listener.Addr().String())
 			dest := "http://" + p.Addr + "/hooks/seckill?max_batch=7&timeout=5s"
 			return seckilltest.SinkUnderTest{
 				Sink:        open(t, dest, testSecret),
 				Received:    func(*testing.T) []events.Event { return sh.received() },
-				Cut:         func(*testing.T) func() { p.Cut(); return p.Restore },
+				Cut:         p.Outage,
 				Destination: dest,
 			}
 		},

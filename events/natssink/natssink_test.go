@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -19,8 +18,8 @@ import (
 	"github.com/seckill-go/seckill/events"
 	"github.com/seckill-go/seckill/events/natssink"
 	"github.com/seckill-go/seckill/events/sinks"
-	"github.com/seckill-go/seckill/internal/testkit/tcpproxy"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
+	"github.com/seckill-go/seckill/internal/testkit/toxic"
 	"github.com/seckill-go/seckill/seckilltest"
 )
 
@@ -33,18 +32,15 @@ func TestSink(t *testing.T) {
 		Open: func(t *testing.T) seckilltest.SinkUnderTest {
 			id := seckill.NewID()[:12]
 			stream, prefix := "SECKILL_TEST_"+id, "seckill.test."+id
-			proxy := tcpproxy.New(t, hostPort(t, base))
+			proxy := toxic.New(t, testenv.HostPort(t, base))
 			sinkURL := "nats://" + proxy.Addr + "?stream=" + stream + "&subject=" + prefix
 			s := open(t, sinkURL)
 			js := client(t, base)
 			t.Cleanup(func() { _ = js.DeleteStream(context.Background(), stream) })
 			return seckilltest.SinkUnderTest{
-				Sink:     s,
-				Received: reader(t, js, stream, prefix),
-				Cut: func(t *testing.T) func() {
-					proxy.Cut()
-					return proxy.Restore
-				},
+				Sink:        s,
+				Received:    reader(t, js, stream, prefix),
+				Cut:         proxy.Outage,
 				Destination: sinkURL,
 			}
 		},
@@ -55,21 +51,7 @@ func TestSink(t *testing.T) {
 }
 
 func open(t *testing.T, raw string) *natssink.Sink {
-	t.Helper()
-	s, err := natssink.Open(context.Background(), raw, events.Options{})
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
-
-func hostPort(t *testing.T, raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.Host
+	return seckilltest.OpenSink(t, natssink.Open, raw)
 }
 
 // client is a JetStream client of the test server, straight (not through a proxy).
@@ -229,7 +211,7 @@ func TestExistingStreamLeftAlone(t *testing.T) {
 // context at the latest, rather than buffer the events.
 func TestPublishHonoursContext(t *testing.T) {
 	base := testenv.NATS(t)
-	proxy := tcpproxy.New(t, hostPort(t, base))
+	proxy := toxic.New(t, testenv.HostPort(t, base))
 	proxy.Cut()
 	s := open(t, "nats://"+proxy.Addr+"?stream=SECKILL_TEST_UNREACHABLE")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -383,48 +383,45 @@ async function refreshAudit(gen) {
 }
 
 // refreshFailedRefunds lists the refunds the refunder gave up on (every sale), for the operator
-// to settle by hand; a failure to list leaves the last list shown.
-async function refreshFailedRefunds(gen) {
-  let r;
-  try {
-    r = await adminCall('GET', '/api/v1/refunds?status=refund_failed&limit=50');
-  } catch (e) {
-    if (gen !== A.gen) return;
-    byId('refunds-failed').replaceChildren();
-    setText(byId('refunds-failed-empty'), `Unknown: ${messageFor(e, 'admin')}`);
-    byId('refunds-failed-empty').hidden = false;
-    return;
-  }
-  if (gen !== A.gen) return;
-  const list = r.refunds || [];
-  setText(byId('refunds-failed-empty'), 'None: every refund owed is paid back or on its way.');
-  byId('refunds-failed-empty').hidden = list.length > 0;
-  byId('refunds-failed').replaceChildren(...list.map((f) => h('li', { data: { payment: f.payment_id } },
-    `${f.payment_id} · ${f.sale_id || '?'} · ${f.user_id || 'unknown buyer'} · ${fmtMoney(f.amount_cents)} · `
-    + `${f.attempts} attempt${f.attempts === 1 ? '' : 's'}: ${f.last_error || 'refused'}`)));
+// to settle by hand.
+function refreshFailedRefunds(gen) {
+  return showList(gen, '/api/v1/refunds?status=refund_failed&limit=50', 'refunds', 'refunds-failed', 'refunds-failed-empty',
+    'None: every refund owed is paid back or on its way.', (f) => h('li', { data: { payment: f.payment_id } },
+      `${f.payment_id} · ${f.sale_id || '?'} · ${f.user_id || 'unknown buyer'} · ${fmtMoney(f.amount_cents)} · `
+      + `${f.attempts} attempt${f.attempts === 1 ? '' : 's'}: ${f.last_error || 'refused'}`));
 }
 
 // refreshExport shows where each sink of the event export stands on this instance: its lag
 // (events not yet acknowledged and the age of the oldest), what it published and gave up on.
-async function refreshExport(gen) {
+function refreshExport(gen) {
+  return showList(gen, '/api/v1/export', 'sinks', 'export-sinks', 'export-empty',
+    'No sink configured (SECKILL_EXPORT).', (s) => h('li', { data: { sink: s.sink, behind: String(s.far_behind) } },
+      `${s.name} (${s.sink}) · lag ${s.lag_events} event${s.lag_events === 1 ? '' : 's'}, ${s.lag_seconds.toFixed(1)} s`
+      + `${s.far_behind ? ' (far behind)' : ''} · published ${s.published} · dead letters ${s.dead_lettered}`
+      + ` · failed attempts ${s.failures}`));
+}
+
+// showList fills the list listId with item of each entry of the array under key in the answer
+// to GET path, and the note emptyId with none when there is no entry, or with "Unknown" (and
+// the list with nothing) when the call failed. An answer for an earlier selection than gen is
+// dropped.
+async function showList(gen, path, key, listId, emptyId, none, item) {
+  const empty = byId(emptyId);
   let r;
   try {
-    r = await adminCall('GET', '/api/v1/export');
+    r = await adminCall('GET', path);
   } catch (e) {
     if (gen !== A.gen) return;
-    byId('export-sinks').replaceChildren();
-    setText(byId('export-empty'), `Unknown: ${messageFor(e, 'admin')}`);
-    byId('export-empty').hidden = false;
+    byId(listId).replaceChildren();
+    setText(empty, `Unknown: ${messageFor(e, 'admin')}`);
+    empty.hidden = false;
     return;
   }
   if (gen !== A.gen) return;
-  const list = r.sinks || [];
-  setText(byId('export-empty'), 'No sink configured (SECKILL_EXPORT).');
-  byId('export-empty').hidden = list.length > 0;
-  byId('export-sinks').replaceChildren(...list.map((s) => h('li', { data: { sink: s.sink, behind: String(s.far_behind) } },
-    `${s.name} (${s.sink}) · lag ${s.lag_events} event${s.lag_events === 1 ? '' : 's'}, ${s.lag_seconds.toFixed(1)} s`
-    + `${s.far_behind ? ' (far behind)' : ''} · published ${s.published} · dead letters ${s.dead_lettered}`
-    + ` · failed attempts ${s.failures}`)));
+  const list = r[key] || [];
+  setText(empty, none);
+  empty.hidden = list.length > 0;
+  byId(listId).replaceChildren(...list.map(item));
 }
 
 // ---- activity -----------------------------------------------------------------------------

@@ -4,9 +4,10 @@ import (
 	"context"
 	"math/rand/v2"
 	"runtime"
+	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/internal/wait"
@@ -18,15 +19,15 @@ import (
 // counter is the stock as one Redis integer, where every write-up starts. no-lock, setnx and
 // lock share it and differ only in what they wrap around checkThenDecr.
 type counter struct {
-	rdb   redis.UniversalClient
+	rdb   rueidis.Client
 	key   string
 	stock int
 	work  time.Duration
 }
 
 func newCounter(ctx context.Context, e env) (counter, error) {
-	c := counter{rdb: e.redis.Locks, key: e.prefix + "stock", stock: e.cfg.Stock, work: e.cfg.Work}
-	return c, c.rdb.Set(ctx, c.key, c.stock, 0).Err()
+	c := counter{rdb: e.redis.Inventory, key: e.prefix + "stock", stock: e.cfg.Stock, work: e.cfg.Work}
+	return c, c.rdb.Do(ctx, c.rdb.B().Set().Key(c.key).Value(strconv.Itoa(c.stock)).Build()).Error()
 }
 
 // checkThenDecr reads the stock and, if a unit is left, does the order's work and decrements.
@@ -34,7 +35,7 @@ func newCounter(ctx context.Context, e env) (counter, error) {
 // value and sell the same last unit. Everything below exists to close that gap. DECR (rather
 // than SET read−1) keeps the store's count honest, so an oversell shows as a negative stock.
 func (c *counter) checkThenDecr(ctx context.Context) (bool, error) {
-	n, err := c.rdb.Get(ctx, c.key).Int()
+	n, err := c.rdb.Do(ctx, c.rdb.B().Get().Key(c.key).Build()).AsInt64()
 	if err != nil || n <= 0 {
 		return false, err
 	}
@@ -43,12 +44,12 @@ func (c *counter) checkThenDecr(ctx context.Context) (bool, error) {
 	} else {
 		runtime.Gosched()
 	}
-	return true, c.rdb.Decr(ctx, c.key).Err()
+	return true, c.rdb.Do(ctx, c.rdb.B().Decr().Key(c.key).Build()).Error()
 }
 
 func (c *counter) gone(ctx context.Context) (int, error) {
-	n, err := c.rdb.Get(ctx, c.key).Int()
-	return c.stock - n, err
+	n, err := c.rdb.Do(ctx, c.rdb.B().Get().Key(c.key).Build()).AsInt64()
+	return c.stock - int(n), err
 }
 
 func (c *counter) close() {}
@@ -91,12 +92,12 @@ func openSetNX(ctx context.Context, e env) (store, error) {
 
 func (s *setNX) take(ctx context.Context, _ int, _ string) (bool, error) {
 	for {
-		ok, err := s.rdb.SetNX(ctx, s.lockKey, 1, s.lease).Result()
-		if err != nil {
-			return false, err
-		}
-		if ok {
+		err := s.rdb.Do(ctx, s.rdb.B().Set().Key(s.lockKey).Value("1").Nx().Px(s.lease).Build()).Error()
+		if err == nil {
 			break
+		}
+		if !rueidis.IsRedisNil(err) { // nil: the key exists, the lock is taken
+			return false, err
 		}
 		// Sleep a random part of retry: spinners that retried in step would hit Redis in bursts.
 		if !wait.Sleep(ctx, rand.N(s.retry)+1) {
@@ -105,7 +106,7 @@ func (s *setNX) take(ctx context.Context, _ int, _ string) (bool, error) {
 	}
 	ok, err := s.checkThenDecr(ctx)
 	// The flaw: this DEL frees the lock whoever holds it now.
-	if derr := s.rdb.Del(context.WithoutCancel(ctx), s.lockKey).Err(); err == nil {
+	if derr := s.rdb.Do(context.WithoutCancel(ctx), s.rdb.B().Del().Key(s.lockKey).Build()).Error(); err == nil {
 		err = derr
 	}
 	return ok, err

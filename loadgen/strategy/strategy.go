@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
-	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/redisinv"
@@ -164,7 +164,7 @@ func run(ctx context.Context, cfg Config, prefix string) (rs []Result, err error
 	defer func() { // also after a cancelled run, so a fresh context
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if derr := deletePrefix(cctx, clients.Locks, prefix); derr != nil && err == nil {
+		if derr := deletePrefix(cctx, clients.Inventory, prefix); derr != nil && err == nil {
 			err = fmt.Errorf("strategy: deleting the keys under %s: %w", prefix, derr)
 		}
 	}()
@@ -253,22 +253,26 @@ func p99(hists []*hdrhistogram.Histogram) time.Duration {
 	return time.Duration(all.ValueAtQuantile(99)) * time.Microsecond
 }
 
-// deletePrefix deletes every key under prefix, on every primary of a cluster. Keys go one per
-// UNLINK because a cluster refuses multi-key commands across slots.
-func deletePrefix(ctx context.Context, rdb redis.UniversalClient, prefix string) error {
-	del := func(ctx context.Context, c *redis.Client) error {
-		it := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		var errs []error
-		for it.Next(ctx) {
-			errs = append(errs, c.Unlink(ctx, it.Val()).Err())
+// deletePrefix deletes every key under prefix. On a cluster it scans every node (replicas
+// list their masters' keys again, which costs a redundant UNLINK) and unlinks each key through
+// the client, which routes it to its slot's master: a cluster refuses multi-key commands
+// across slots.
+func deletePrefix(ctx context.Context, rdb rueidis.Client, prefix string) error {
+	var errs []error
+	for _, node := range rdb.Nodes() {
+		for cursor := uint64(0); ; {
+			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(prefix+"*").Count(1000).Build()).AsScanEntry()
+			if err != nil {
+				errs = append(errs, err)
+				break
+			}
+			for _, k := range e.Elements {
+				errs = append(errs, rdb.Do(ctx, rdb.B().Unlink().Key(k).Build()).Error())
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
 		}
-		return errors.Join(append(errs, it.Err())...)
 	}
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, del)
-	case *redis.Client:
-		return del(ctx, c)
-	}
-	return fmt.Errorf("strategy: cannot scan a %T", rdb)
+	return errors.Join(errs...)
 }

@@ -55,7 +55,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if keys, err := c.Locks.Keys(ctx, prefix+"*").Result(); err != nil || len(keys) > 0 {
+	if keys, err := c.Inventory.Do(ctx, c.Inventory.B().Keys().Pattern(prefix+"*").Build()).AsStrSlice(); err != nil || len(keys) > 0 {
 		t.Errorf("keys left behind: %v (%v)", keys, err)
 	}
 }
@@ -76,7 +76,7 @@ func TestSetNXOverlap(t *testing.T) {
 	defer c.Close()
 	cfg := Config{RedisURL: url, Stock: 2, Buyers: 10, Workers: 10, Work: 100 * time.Millisecond, SetNXLease: 10 * time.Millisecond}
 	prefix := "seckill:strategies:test-" + seckill.NewID()[:16] + ":"
-	defer func() { _ = deletePrefix(context.WithoutCancel(ctx), c.Locks, prefix) }()
+	defer func() { _ = deletePrefix(context.WithoutCancel(ctx), c.Inventory, prefix) }()
 	st, err := openSetNX(ctx, env{cfg, c, prefix})
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,7 @@
 // An implementation runs it from its own tests:
 //
 //	func TestConformance(t *testing.T) {
-//		c := lock.New(rdb, &lock.Options{Prefix: "test:", Lease: 900 * time.Millisecond})
+//		c := lock.New(lock.Rueidis(rdb), &lock.Options{Prefix: "test:", Lease: 900 * time.Millisecond})
 //		locktest.Run(t, locktest.Suite[*lock.Lease]{
 //			New:   func(t testing.TB, name string) locktest.Mutex[*lock.Lease] { return c.NewMutex(name) },
 //			Lease: 900 * time.Millisecond,

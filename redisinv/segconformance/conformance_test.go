@@ -7,15 +7,13 @@
 package segconformance
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"flag"
 	"os"
 	"strconv"
 	"testing"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/testkit/redistest"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/redisinv"
 	"github.com/seckill-go/seckill/seckilltest"
@@ -40,40 +38,16 @@ func conformance(t *testing.T, url string, n int, cluster bool) {
 	if err != nil {
 		t.Fatalf("Dial(%s): %v", url, err)
 	}
-	t.Cleanup(c.Close)
+	t.Cleanup(func() { _ = c.Close() })
 	seckilltest.TestInventory(t, func(t *testing.T, clock seckill.Clock) seckill.Inventory {
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		prefix := "seckilltest:" + hex.EncodeToString(b[:]) + ":"
+		prefix := redistest.KeyPrefix()
 		e := redisinv.New(c.Inventory, redisinv.WithTestClock(clock), redisinv.WithPrefix(prefix), redisinv.WithSegments(n))
 		t.Cleanup(func() {
 			_ = e.Close()
-			drop(t, c, prefix)
+			redistest.DropPrefix(t, c.Inventory, prefix)
 		})
 		return e
 	}, seckilltest.ModelRounds(modelRounds(cluster, n)))
-}
-
-// drop deletes every key under prefix on every node.
-func drop(t *testing.T, c *redisinv.Clients, prefix string) {
-	ctx := context.Background()
-	rdb := c.Inventory
-	for _, node := range rdb.Nodes() {
-		var cursor uint64
-		for {
-			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(prefix+"*").Count(1000).Build()).AsScanEntry()
-			if err != nil {
-				t.Logf("cleanup scan: %v", err)
-				break
-			}
-			for _, k := range e.Elements {
-				_ = rdb.Do(ctx, rdb.B().Unlink().Key(k).Build()).Error()
-			}
-			if cursor = e.Cursor; cursor == 0 {
-				break
-			}
-		}
-	}
 }
 
 // TestInventorySegmentsStandalone runs the suite on segmented sales, standalone Redis.

@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"net/url"
 	"os"
 	"os/exec"
 	"testing"
@@ -60,6 +61,16 @@ func Binary(t testing.TB, name string) string {
 
 // InCI reports whether the tests run under CI=true.
 func InCI() bool { return os.Getenv("CI") == "true" }
+
+// HostPort is the host:port of a service's URL (AMQP's, NATS's), for a proxy in front of it.
+func HostPort(t testing.TB, rawURL string) string {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
 
 func lookup(t testing.TB, name string) string {
 	t.Helper()

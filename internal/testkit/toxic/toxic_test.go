@@ -1,4 +1,4 @@
-package tcpproxy
+package toxic
 
 import (
 	"bufio"
@@ -62,7 +62,7 @@ func TestCutAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer open.Close()
-	time.Sleep(50 * time.Millisecond) // let the proxy track it
+	time.Sleep(50 * time.Millisecond) // let the proxy start its links
 	p.Cut()
 	_ = open.SetDeadline(time.Now().Add(2 * time.Second))
 	_, _ = open.Write([]byte("ping\n"))
@@ -75,5 +75,20 @@ func TestCutAndRestore(t *testing.T) {
 	p.Restore()
 	if err := roundTrip(p.Addr); err != nil {
 		t.Fatalf("after the restore: %v", err)
+	}
+}
+
+// TestStopAndStart: Stop refuses new connections, Start lets them through on the same address.
+func TestStopAndStart(t *testing.T) {
+	p := New(t, echoServer(t))
+	p.Stop()
+	if err := roundTrip(p.Addr); err == nil {
+		t.Fatal("a new connection got through while stopped")
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := roundTrip(p.Addr); err != nil {
+		t.Fatalf("after the start: %v", err)
 	}
 }
