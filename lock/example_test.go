@@ -43,13 +43,8 @@ func Example() {
 }
 
 func ExampleMutex_TryLock() {
-	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer rdb.Close()
-	c := lock.New(lock.Rueidis(rdb), nil)
-	defer c.Close()
+	c, done := newLockClient() // as in Example
+	defer done()
 
 	ctx := context.Background()
 	m := c.NewMutex("reports:daily")
@@ -71,13 +66,8 @@ func ExampleMutex_TryLock() {
 }
 
 func ExampleMutex_Lock_reentrant() {
-	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer rdb.Close()
-	c := lock.New(lock.Rueidis(rdb), nil)
-	defer c.Close()
+	c, done := newLockClient() // as in Example
+	defer done()
 
 	ctx := context.Background()
 	m := c.NewMutex("accounts:42")
@@ -89,13 +79,8 @@ func ExampleMutex_Lock_reentrant() {
 }
 
 func ExampleLease_Context() {
-	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer rdb.Close()
-	c := lock.New(lock.Rueidis(rdb), nil)
-	defer c.Close()
+	c, done := newLockClient() // as in Example
+	defer done()
 
 	ctx := context.Background()
 	m := c.NewMutex("leader:sweeper")
@@ -143,4 +128,18 @@ func ExampleNewQuorum() {
 		log.Fatal(err)
 	}
 	defer m.Unlock(ctx)
+}
+
+// newLockClient is Example's set-up, for the examples that follow: a lock client over a rueidis
+// client to the local Redis, and what closes both.
+func newLockClient() (*lock.Client, func()) {
+	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	c := lock.New(lock.Rueidis(rdb), nil)
+	return c, func() {
+		_ = c.Close()
+		rdb.Close()
+	}
 }

@@ -6,27 +6,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
-	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/lock"
 )
 
 // TestNoGoroutineLeft: the watchdog (and the expiry monitor of a leased hold) stops on Unlock,
 // and Close stops the pub/sub dispatcher; nothing is left running.
 func TestNoGoroutineLeft(t *testing.T) {
-	opt, err := redis.ParseURL(testenv.Redis(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := redisClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
 	lr := lockRedis(t, rdb)
 	base := goleak.IgnoreCurrent() // the Redis clients' own goroutines, and the test runner's
 

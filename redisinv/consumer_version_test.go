@@ -9,7 +9,6 @@ import (
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/internal/testkit/redistest"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
-	"github.com/seckill-go/seckill/lock"
 )
 
 // TestConsumerFindsStreamWentBack: the order-store consumer alone finds a sale whose Redis
@@ -57,20 +56,7 @@ func consumerWentBack(t *testing.T, url string, check bool) (rebuilt bool, stale
 	store := sqliteStoreT(t)
 	now := time.Now().UTC()
 	const id = "cv"
-	def, err := seckill.NewSale(seckill.SaleInput{
-		ID: id, PriceCents: ptr(int64(100)), Stock: ptr(10), HoldSeconds: ptr(600), StartsAt: &now,
-		QueueLimit: ptr(100), Listed: ptr(false),
-	}, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.CreateSale(ctx, def); err != nil {
-		t.Fatal(err)
-	}
-	locks := lock.New(c.Locks, &lock.Options{Lease: time.Second})
-	t.Cleanup(func() { _ = locks.Close() })
-	prefix := testPrefix()
-	t.Cleanup(func() { dropPrefix(t, c.Inventory, prefix) })
+	def, locks, prefix := versionRig(t, c, store, id, now)
 
 	seller := New(c.Inventory, WithPrefix(prefix), WithRebuild(store, locks))
 	t.Cleanup(func() { _ = seller.Close() })

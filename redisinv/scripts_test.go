@@ -200,21 +200,12 @@ func render(v any) string {
 	switch v := v.(type) {
 	case string:
 		return strconv.Quote(v)
-	case map[string]string:
-		ks := make([]string, 0, len(v))
-		for k := range v {
-			ks = append(ks, k)
+	case map[string]string: // rendered as the same map of strings (a string renders quoted)
+		m := make(map[string]any, len(v))
+		for k, x := range v {
+			m[k] = x
 		}
-		sort.Strings(ks)
-		var b strings.Builder
-		b.WriteString("{")
-		for i, k := range ks {
-			if i > 0 {
-				b.WriteString(" ")
-			}
-			fmt.Fprintf(&b, "%s:%q", k, v[k])
-		}
-		return b.String() + "}"
+		return render(m)
 	case map[string]any:
 		ks := make([]string, 0, len(v))
 		for k := range v {

@@ -68,20 +68,7 @@ func wentBack(t *testing.T, url string, check, fresh bool) (problems []string, s
 	clock := seckilltest.NewManualClock(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
 	now := clock.Now()
 	const id = "tb"
-	def, err := seckill.NewSale(seckill.SaleInput{
-		ID: id, PriceCents: ptr(int64(100)), Stock: ptr(10), HoldSeconds: ptr(600), StartsAt: &now,
-		QueueLimit: ptr(100), Listed: ptr(false),
-	}, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.CreateSale(ctx, def); err != nil {
-		t.Fatal(err)
-	}
-	locks := lock.New(c.Locks, &lock.Options{Lease: time.Second})
-	t.Cleanup(func() { _ = locks.Close() })
-	prefix := testPrefix()
-	t.Cleanup(func() { dropPrefix(t, c.Inventory, prefix) })
+	def, locks, prefix := versionRig(t, c, store, id, now)
 	newEngine := func() *Engine {
 		opts := []Option{WithTestClock(clock), WithPrefix(prefix), WithRebuild(store, locks)}
 		if !check {
@@ -357,4 +344,25 @@ func TestLoadReplacesOnlyAStaleSale(t *testing.T) {
 	if code := load("4"); code != "ok" || ver() != epoch || rawState(t, c.Inventory, key)["loading"] != 1 {
 		t.Fatalf("stale version 4 on a sale at 3: %s, %v; want ok, version 2^32, loading", code, rawState(t, c.Inventory, key))
 	}
+}
+
+// versionRig is what both going-back scenarios start from: sale id (10 units, 10-minute holds,
+// a queue of 100) in store, the rebuild's locks on c, and a fresh key prefix dropped at the end.
+func versionRig(t *testing.T, c *Clients, store *sqlstore.Store, id string, now time.Time) (seckill.Sale, *lock.Client, string) {
+	t.Helper()
+	def, err := seckill.NewSale(seckill.SaleInput{
+		ID: id, PriceCents: ptr(int64(100)), Stock: ptr(10), HoldSeconds: ptr(600), StartsAt: &now,
+		QueueLimit: ptr(100), Listed: ptr(false),
+	}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.CreateSale(t.Context(), def); err != nil {
+		t.Fatal(err)
+	}
+	locks := lock.New(c.Locks, &lock.Options{Lease: time.Second})
+	t.Cleanup(func() { _ = locks.Close() })
+	prefix := testPrefix()
+	t.Cleanup(func() { dropPrefix(t, c.Inventory, prefix) })
+	return def, locks, prefix
 }
