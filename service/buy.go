@@ -24,7 +24,7 @@ func (s *Service) PurchasePath(ctx context.Context, saleID, userID string) (Purc
 		return PurchasePath{}, err
 	}
 	return PurchasePath{
-		Path:      "/api/v1/sales/" + sale.ID + "/buy/" + s.purchaseToken(sale, userID),
+		Path:      seckill.BuyPath(sale.ID, s.purchaseToken(sale, userID)),
 		ExpiresAt: sale.EndsAt,
 	}, nil
 }
