@@ -16,12 +16,9 @@ func TestSleep(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	began := time.Now()
+	// An hour's sleep that ignored the cancel would end in the test's own timeout.
 	if Sleep(ctx, time.Hour) || Sleep(ctx, 0) {
 		t.Fatal("Sleep with a cancelled context reported the full wait")
-	}
-	if waited := time.Since(began); waited > time.Second {
-		t.Fatalf("Sleep with a cancelled context waited %v", waited)
 	}
 }
 
@@ -38,11 +35,7 @@ func TestEvery(t *testing.T) {
 			}
 		})
 	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Every did not return after its context ended")
-	}
+	<-done // an Every that did not return after its context ended hangs until the test's timeout
 	if n := calls.Load(); n != 3 {
 		t.Fatalf("fn called %d times, want 3 (none after the cancel)", n)
 	}
