@@ -86,13 +86,6 @@ func (s Sale) WindowError(now time.Time) error {
 	return nil
 }
 
-// BuyPath is the purchase URL's path for a sale and a purchase token: the one definition the
-// service answers (GET …/path) and the client builds from. Sale ids and tokens are URL-safe
-// (ValidID; base64url), so nothing needs escaping.
-func BuyPath(saleID, purchaseToken string) string {
-	return "/api/v1/sales/" + saleID + "/buy/" + purchaseToken
-}
-
 // SaleInput is the body of POST /api/v1/sales. Pointers tell omitted from zero.
 type SaleInput struct {
 	ID           string     `json:"id"`

@@ -25,7 +25,7 @@ func (c *Client) Path(ctx context.Context, saleID string) (PurchasePath, error) 
 // (purchasetoken.New, internal to seckill, with the servers' auth secret), as a benchmark that mints a crowd's
 // tokens does. Clients fetch it with Path instead.
 func BuyPath(saleID, purchaseToken string) string {
-	return seckill.BuyPath(url.PathEscape(saleID), url.PathEscape(purchaseToken))
+	return salePath(saleID) + "/buy/" + url.PathEscape(purchaseToken)
 }
 
 // Buy is POST {path} (the PurchasePath's Path): buy quantity units (0 means 1). The answer is

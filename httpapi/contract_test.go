@@ -37,6 +37,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/memory"
@@ -814,7 +815,9 @@ func (m *model) purchasePath() {
 	x := m.send(call{op: "purchasePath", method: "GET", target: "/api/v1/sales/" + url.PathEscape(id) + "/path",
 		auth: auth, valid: verdict(ok && present)})
 	if x.Status == http.StatusOK && good {
-		var p service.PurchasePath
+		var p struct {
+			Path string `json:"path"`
+		}
 		_ = json.Unmarshal(x.RespBody, &p)
 		m.paths[user+" "+id] = p.Path
 	}
@@ -839,7 +842,7 @@ func (m *model) buy() {
 		x := m.send(call{op: "purchasePath", method: "GET", target: "/api/v1/sales/" + url.PathEscape(id) + "/path",
 			auth: m.jwt(user, m.h.st.clock.Now(), time.Hour, authSecret), valid: verdict(true)})
 		if x.Status == http.StatusOK {
-			var p service.PurchasePath
+			var p client.PurchasePath
 			_ = json.Unmarshal(x.RespBody, &p)
 			m.paths[user+" "+id] = p.Path
 			keys = append(keys, user+" "+id)

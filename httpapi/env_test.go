@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/memory"
 	"github.com/seckill-go/seckill/payment"
@@ -375,7 +376,7 @@ func (e *env) path(t testing.TB, user, saleID string) string {
 	t.Helper()
 	r := e.do(t, "GET", "/api/v1/sales/"+saleID+"/path", e.user(t, user), nil)
 	wantStatus(t, r, http.StatusOK)
-	var p service.PurchasePath
+	var p client.PurchasePath
 	r.decode(t, &p)
 	return p.Path
 }

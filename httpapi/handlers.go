@@ -80,8 +80,18 @@ func (s *Server) purchasePath(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, p)
+	return writeJSON(w, http.StatusOK, purchasePathAnswer{Path: buyPath(p.SaleID, p.Token), ExpiresAt: p.ExpiresAt})
 }
+
+// purchasePathAnswer is the body of GET /api/v1/sales/{id}/path.
+type purchasePathAnswer struct {
+	Path      string    `json:"path"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// buyPath is the route POST /api/v1/sales/{id}/buy/{token} for a sale and a purchase token
+// (sale ids and tokens are URL-safe: ValidID, base64url).
+func buyPath(saleID, token string) string { return "/api/v1/sales/" + saleID + "/buy/" + token }
 
 // BuyBody is the body of a buy; empty means quantity 1.
 type BuyBody struct {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/service"
+	"github.com/seckill-go/seckill/client"
 )
 
 // TestPurchasePath covers GET /sales/{id}/path: hidden before the start (425) and after the end
@@ -29,7 +29,7 @@ func TestPurchasePath(t *testing.T) {
 	e.clock.Set(start) // starts_at is inclusive
 	r := pathOf("alice")
 	wantStatus(t, r, http.StatusOK)
-	var p service.PurchasePath
+	var p client.PurchasePath
 	r.decode(t, &p)
 	if ok, _ := regexp.MatchString(`^/api/v1/sales/s1/buy/[A-Za-z0-9_-]{43}$`, p.Path); !ok {
 		t.Fatalf("path = %q, want /api/v1/sales/s1/buy/<43 base64url characters>", p.Path)

@@ -8,13 +8,15 @@ import (
 	"github.com/seckill-go/seckill/internal/purchasetoken"
 )
 
-// PurchasePath is the answer of GET /sales/{id}/path.
+// PurchasePath is what GET /sales/{id}/path answers, before the transport makes it a URL
+// (httpapi): the user's purchase token for the sale, valid until the sale ends.
 type PurchasePath struct {
-	Path      string    `json:"path"`
-	ExpiresAt time.Time `json:"expires_at"`
+	SaleID    string
+	Token     string
+	ExpiresAt time.Time
 }
 
-// PurchasePath returns the user's secret buy URL, only once the sale is active.
+// PurchasePath returns the user's secret purchase token, only once the sale is active.
 func (s *Service) PurchasePath(ctx context.Context, saleID, userID string) (PurchasePath, error) {
 	sale, err := s.saleWindow(ctx, saleID)
 	if err != nil {
@@ -24,7 +26,8 @@ func (s *Service) PurchasePath(ctx context.Context, saleID, userID string) (Purc
 		return PurchasePath{}, err
 	}
 	return PurchasePath{
-		Path:      seckill.BuyPath(sale.ID, s.purchaseToken(sale, userID)),
+		SaleID:    sale.ID,
+		Token:     s.purchaseToken(sale, userID),
 		ExpiresAt: sale.EndsAt,
 	}, nil
 }
