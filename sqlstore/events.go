@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
@@ -63,8 +62,8 @@ const (
 func (s *Store) applyBatch(ctx context.Context, tx *sql.Tx, rows []resRow, trustCreations bool) error {
 	var ins inserter
 	defer ins.close()
-	var probe [][]resRow // reservations whose stored row the locking read fetches
-	var fresh, changed []resRow
+	var runs []lockRun // in id order: the reservations read first and those inserted without a read
+	var changed []resRow
 	for i := 0; i < len(rows); {
 		j := i + 1
 		for j < len(rows) && rows[j].id == rows[i].id {
@@ -73,11 +72,11 @@ func (s *Store) applyBatch(ctx context.Context, tx *sql.Tx, rows []resRow, trust
 		g := rows[i:j]
 		i = j
 		if trustCreations && s.insertWithoutRead(g[0]) {
-			fresh = append(fresh, fold(g[0], g[1:]))
+			runs = lockRunAdd(runs, false, g)
 			continue
 		}
 		if !s.insertFirst(g[0]) {
-			probe = append(probe, g)
+			runs = lockRunAdd(runs, true, g)
 			continue
 		}
 		// Insert the reservation as its events leave it; if it was already there, merge
@@ -97,34 +96,130 @@ func (s *Store) applyBatch(ctx context.Context, tx *sql.Tx, rows []resRow, trust
 			changed = append(changed, next)
 		}
 	}
-	if len(probe) > 0 {
-		ids := make([]string, len(probe))
-		for i, g := range probe {
-			ids[i] = g[0].id
-		}
-		stored, err := s.lockReservations(ctx, tx, ids)
-		if err != nil {
+	// Run by run, in id order: a reservation one consumer inserts without a read (its
+	// creation) can be one another consumer reads first (a later event of it), so locking all
+	// the read rows and then inserting all the new ones took two overlapping sets in opposite
+	// orders, a deadlock seen on MariaDB (docs/DECISIONS.md, "One lock order for the sale's
+	// row"). In a rush a batch is nearly all creations, and later events are of older, lower
+	// ids: a run or two.
+	if s.d.name != sqliteDialect.name {
+		var err error
+		if runs, err = s.splitReadRuns(ctx, tx, runs); err != nil {
 			return err
 		}
-		for _, g := range probe {
-			if cur, ok := stored[g[0].id]; ok {
-				if next := fold(cur, g); next != cur {
-					changed = append(changed, next)
+	}
+	for _, run := range runs {
+		var fresh []resRow
+		if run.read {
+			ids := make([]string, len(run.groups))
+			for i, g := range run.groups {
+				ids[i] = g[0].id
+			}
+			stored, err := s.lockReservations(ctx, tx, ids)
+			if err != nil {
+				return err
+			}
+			for _, g := range run.groups {
+				if cur, ok := stored[g[0].id]; ok {
+					if next := fold(cur, g); next != cur {
+						changed = append(changed, next)
+					}
+				} else {
+					fresh = append(fresh, fold(g[0], g[1:]))
 				}
-			} else {
+			}
+		} else {
+			for _, g := range run.groups {
 				fresh = append(fresh, fold(g[0], g[1:]))
 			}
 		}
-	}
-	// In id order, as the locking read: the reservations created without it come first.
-	slices.SortFunc(fresh, func(a, b resRow) int { return strings.Compare(a.id, b.id) })
-	if testHookBeforeInsert != nil {
-		testHookBeforeInsert(fresh)
-	}
-	if err := s.insertReservations(ctx, tx, &ins, fresh); err != nil {
-		return err
+		if len(fresh) == 0 {
+			continue
+		}
+		if testHookBeforeInsert != nil {
+			testHookBeforeInsert(fresh)
+		}
+		if err := s.insertReservations(ctx, tx, &ins, fresh); err != nil {
+			return err
+		}
 	}
 	return s.updateReservations(ctx, tx, changed)
+}
+
+// lockRun is a run of consecutive reservations (in id order) of one kind: read and locked
+// first (read), or inserted without a read.
+type lockRun struct {
+	read   bool
+	groups [][]resRow // each reservation's rows, in event order
+}
+
+// splitReadRuns splits each run to be read at the reservations that are not stored yet, which
+// become runs inserted without a read, in their place in id order. It asks which are stored
+// without locking anything. Read and locked together, the stored rows of a run were locked up
+// to its highest id before a missing one among them was inserted, against the one order: a
+// consumer holding a later event of reservation R (stored by none yet) locked R's successors,
+// then waited to insert R, which another consumer had just inserted and which then wanted one
+// of those successors (a deadlock seen on MariaDB). A row stored between this look and the
+// insert makes the insert fall short (errBatchFallback), and the batch is run again.
+func (s *Store) splitReadRuns(ctx context.Context, tx *sql.Tx, runs []lockRun) ([]lockRun, error) {
+	var out []lockRun
+	for _, run := range runs {
+		if !run.read {
+			out = append(out, run)
+			continue
+		}
+		ids := make([]string, len(run.groups))
+		for i, g := range run.groups {
+			ids[i] = g[0].id
+		}
+		stored, err := s.storedIDs(ctx, tx, ids)
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range run.groups {
+			out = lockRunAdd(out, stored[g[0].id], g)
+		}
+	}
+	return out, nil
+}
+
+// storedIDs returns which of ids are stored, with a plain (non-locking) read.
+func (s *Store) storedIDs(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
+	stored := make(map[string]bool, len(ids))
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), batchLockIDs)]
+		ids = ids[len(chunk):]
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		rows, err := tx.QueryContext(ctx, s.q(`SELECT id FROM reservations WHERE id IN (`+placeholders(len(chunk))+`)`), args...)
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: look up %d reservations: %w", len(chunk), err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("sqlstore: look up reservations: %w", err)
+			}
+			stored[id] = true
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, fmt.Errorf("sqlstore: look up reservations: %w", err)
+		}
+	}
+	return stored, nil
+}
+
+// lockRunAdd appends a reservation's rows g to the last run if it is of g's kind, or to a
+// new run.
+func lockRunAdd(runs []lockRun, read bool, g []resRow) []lockRun {
+	if n := len(runs); n > 0 && runs[n-1].read == read {
+		runs[n-1].groups = append(runs[n-1].groups, g)
+		return runs
+	}
+	return append(runs, lockRun{read: read, groups: [][]resRow{g}})
 }
 
 // insertFirst reports whether a reservation whose first event in the batch is first is
