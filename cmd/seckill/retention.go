@@ -21,8 +21,9 @@ type retentionConfig struct {
 	OutboxMaxRows     int64
 	DeadLetterKeep    time.Duration
 	DeadLetterMaxRows int64
-	// StreamKeep is how long stream entries stay after every reader has them (0: not at all);
-	// StreamMaxEntries the most a sale's stream keeps (redisinv.WithStreamLimits).
+	// StreamKeep is how long stream entries stay after every reader has them (negative: not at
+	// all, as --stream-keep 0 sets it; 0: the default); StreamMaxEntries the most a sale's
+	// stream keeps (0: the default) (redisinv.WithStreamLimits, whose zeros are the same).
 	StreamKeep       time.Duration
 	StreamMaxEntries int64
 }
@@ -59,11 +60,7 @@ func bindRetentionConfig(fs *flag.FlagSet, getenv func(string) string, c *config
 
 // streamLimits is the engine option of the stream bounds.
 func (r retentionConfig) streamLimits() redisinv.Option {
-	keep := r.StreamKeep
-	if keep == 0 {
-		keep = -1 // WithStreamLimits: negative for not at all, 0 for its default
-	}
-	return redisinv.WithStreamLimits(keep, int(min(r.StreamMaxEntries, int64(^uint(0)>>1))))
+	return redisinv.WithStreamLimits(r.StreamKeep, int(min(r.StreamMaxEntries, int64(^uint(0)>>1))))
 }
 
 // newRetention builds the retention service over store; streams, if set, reports the Redis
@@ -98,10 +95,15 @@ func (v countValue) Set(s string) error {
 	return nil
 }
 
-// streamKeepValue is a duration of 0 or more.
+// streamKeepValue is a duration of 0 or more; 0 is kept as -1, "not at all" (streamLimits).
 type streamKeepValue struct{ p *time.Duration }
 
-func (v streamKeepValue) String() string { return durationValue(v).String() }
+func (v streamKeepValue) String() string {
+	if v.p != nil && *v.p < 0 {
+		return "0s"
+	}
+	return durationValue(v).String()
+}
 
 func (v streamKeepValue) Set(s string) error {
 	d, err := time.ParseDuration(s)
@@ -110,6 +112,9 @@ func (v streamKeepValue) Set(s string) error {
 	}
 	if d < 0 {
 		return fmt.Errorf("%q: must not be negative", s)
+	}
+	if d == 0 {
+		d = -1
 	}
 	*v.p = d
 	return nil
