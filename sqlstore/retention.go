@@ -139,6 +139,18 @@ func (s *Store) TrimOutboxAcknowledged(ctx context.Context, before, readersSince
 	}
 	where, args := `at < ?`, []any{toMillis(before)}
 	if ok {
+		// Entries are found through export_outbox_at, and those the slowest reader has not
+		// acknowledged are passed over. Seqs follow the events' times closely, so what it has
+		// acknowledged is the oldest: once the first seq is past its position nothing is left
+		// to delete, and the query, which would walk every old entry the reader is still to
+		// send, is not run.
+		var first sql.NullInt64
+		if err := s.db.QueryRowContext(ctx, `SELECT MIN(seq) FROM export_outbox`).Scan(&first); err != nil {
+			return 0, fmt.Errorf("sqlstore: %s: %w", what, err)
+		}
+		if !first.Valid || first.Int64 > slowest {
+			return 0, nil
+		}
 		where, args = where+` AND seq <= ?`, append(args, slowest)
 	}
 	seqs, err := s.pickKeys(ctx, what, `SELECT seq FROM export_outbox WHERE `+where+` ORDER BY at, seq LIMIT ?`, append(args, limit)...)
@@ -195,15 +207,18 @@ func (s *Store) TrimDeadLetters(ctx context.Context, before time.Time, most int6
 // OutboxRows is how many entries the outbox holds, counted as the span of their seqs (an
 // upper bound: a gap counts as an entry), read from the primary key alone.
 func (s *Store) OutboxRows(ctx context.Context) (int64, error) {
-	return s.span(ctx, "outbox rows", `SELECT MIN(seq), MAX(seq) FROM export_outbox`)
+	return s.span(ctx, "outbox rows", `SELECT (SELECT MIN(seq) FROM export_outbox), (SELECT MAX(seq) FROM export_outbox)`)
 }
 
 // DeadLetterRows is how many dead letters are kept, counted as the span of their ids (an
 // upper bound: a gap counts as a row), read from the primary key alone.
 func (s *Store) DeadLetterRows(ctx context.Context) (int64, error) {
-	return s.span(ctx, "dead letter rows", `SELECT MIN(id), MAX(id) FROM export_dead_letters`)
+	return s.span(ctx, "dead letter rows", `SELECT (SELECT MIN(id) FROM export_dead_letters), (SELECT MAX(id) FROM export_dead_letters)`)
 }
 
+// span reads the smallest and the largest key. Two subqueries, not MIN and MAX in one: SQLite
+// reads one of them from the index's end only when it is the query's one aggregate, and
+// scanned the whole table for the pair.
 func (s *Store) span(ctx context.Context, what, query string) (int64, error) {
 	var lo, hi sql.NullInt64
 	if err := s.rdb.QueryRowContext(ctx, query).Scan(&lo, &hi); err != nil {
