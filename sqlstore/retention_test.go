@@ -301,3 +301,46 @@ func deadIDs(t *testing.T, s *Store) []int64 {
 	}
 	return ids
 }
+
+// Two instances that picked the same batch (they trim at once, without a leader) delete it
+// once between them, and count each row, and each lost row, once: the counts of every
+// instance add up to what went.
+func TestRetentionOverlappingTrimsCountOnce(t *testing.T) {
+	allDialects(t, func(t *testing.T, fresh freshDB) {
+		dsn := fresh(t)
+		r := newRetentionRig(t, dsn)
+		other := openT(t, dsn)
+		ctx := t.Context()
+		slowest := r.seqs[3]
+		keys := make([]any, 0, 8)
+		for _, seq := range r.seqs[:8] {
+			keys = append(keys, seq)
+		}
+		// counted is the detector: the instances' counts against what went (8 entries, the 4
+		// after the slowest reader's position lost).
+		counted := func(deleted, lost int64) error {
+			if deleted != 8 || lost != 4 {
+				return fmt.Errorf("the instances counted %d deleted, %d lost; 8 and 4 went", deleted, lost)
+			}
+			return nil
+		}
+		var deleted, lost int64
+		for _, s := range []*Store{r.s, other, r.s} {
+			n, l, err := s.deleteKeys(ctx, "test", "export_outbox", "seq", keys, "seq > ?", slowest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			deleted, lost = deleted+n, lost+l
+		}
+		if err := counted(deleted, lost); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.kept(t, r.seqs[8:]); err != nil {
+			t.Fatal(err)
+		}
+		// Negative control: counting the batch each picked, not the rows each deleted, is seen.
+		if err := counted(3*int64(len(keys)), 3*4); err == nil {
+			t.Fatal("the detector did not see rows counted by every instance that picked them")
+		}
+	})
+}
