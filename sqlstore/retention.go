@@ -153,7 +153,8 @@ func (s *Store) TrimOutboxAcknowledged(ctx context.Context, before, readersSince
 		}
 		where, args = where+` AND seq <= ?`, append(args, slowest)
 	}
-	seqs, err := s.pickKeys(ctx, what, `SELECT seq FROM export_outbox WHERE `+where+` ORDER BY at, seq LIMIT ?`, append(args, limit)...)
+	// ORDER BY at alone, the index's order: with seq added PostgreSQL would sort every match.
+	seqs, err := s.pickKeys(ctx, what, `SELECT seq FROM export_outbox WHERE `+where+` ORDER BY at LIMIT ?`, append(args, limit)...)
 	if err != nil {
 		return 0, err
 	}
