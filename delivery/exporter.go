@@ -53,11 +53,8 @@ type Config struct {
 	// FarBehind is the lag from which a sink is reported far behind (SinkStatus.FarBehind: /readyz, the dashboard);
 	// default 1 min.
 	FarBehind time.Duration
-	// Outbox, if set, has its entries older than OutboxKeep deleted every ten minutes (by
-	// every instance: the deletes are idempotent), whether or not any sink is configured.
-	Outbox     events.Outbox
-	OutboxKeep time.Duration // default DefaultOutboxKeep
-	Logger     *slog.Logger
+	// The outbox's retention is package retention's (docs/EVENTS.md, "Retention").
+	Logger *slog.Logger
 }
 
 // Defaults of Config.
@@ -65,11 +62,6 @@ const (
 	DefaultGiveUp    = 10 * time.Minute
 	DefaultBatch     = 256
 	DefaultFarBehind = time.Minute
-	// DefaultOutboxKeep is how long the order store's outbox keeps an entry: `seckill events
-	// replay` can re-send that far back. It is longer than any give-up time, so a sink that
-	// is behind has its entries dead-lettered before they are deleted.
-	DefaultOutboxKeep = 7 * 24 * time.Hour
-	trimOutboxEvery   = 10 * time.Minute
 	// listEvery is how often the logs are listed; lagEvery how often a pair measures its lag.
 	listEvery = time.Second
 	lagEvery  = time.Second
@@ -146,9 +138,6 @@ func New(cfg Config) *Exporter {
 	if cfg.FarBehind <= 0 {
 		cfg.FarBehind = DefaultFarBehind
 	}
-	if cfg.OutboxKeep <= 0 {
-		cfg.OutboxKeep = DefaultOutboxKeep
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -173,21 +162,11 @@ func (x *Exporter) Run(ctx context.Context) error {
 			stop()
 		}
 	}()
-	var trimmed time.Time
-	pass := func(ctx context.Context) {
-		if x.cfg.Outbox != nil && time.Since(trimmed) >= trimOutboxEvery {
-			n, err := x.cfg.Outbox.TrimOutbox(ctx, time.Now().Add(-x.cfg.OutboxKeep))
-			if err != nil && ctx.Err() == nil {
-				background.Report(ctx, fmt.Errorf("exporter: deleting old outbox entries failed (retrying in ten minutes): %w", err))
-			} else if n > 0 {
-				x.cfg.Logger.Info("exporter: deleted old outbox entries", "entries", n, "older_than", x.cfg.OutboxKeep)
-			}
-			trimmed = time.Now()
-		}
-		if len(x.sinks) > 0 {
-			x.list(ctx, &wg, running)
-		}
+	if len(x.sinks) == 0 {
+		<-ctx.Done()
+		return nil
 	}
+	pass := func(ctx context.Context) { x.list(ctx, &wg, running) }
 	pass(ctx)
 	wait.Every(ctx, listEvery, pass)
 	return nil

@@ -49,6 +49,8 @@ type streamLimits struct {
 
 	alarmMu sync.Mutex
 	alarmed map[string]time.Time // sale -> last alarm
+
+	fill streamFill // what the trims left, for /metrics (streamfill.go)
 }
 
 // WithStreamLimits sets how long stream entries are kept after every reader has them (keep;
@@ -91,6 +93,7 @@ func (e *Engine) trimStream(ctx context.Context, saleID string) error {
 		return nil
 	}
 	left := r.int(2)
+	e.stream.fill.note(saleID, left, time.Now())
 	if most > 0 && float64(left) >= StreamAlarmShare*float64(most) && e.stream.alarm(saleID) {
 		e.log.Warn("redisinv: a sale's event stream nears its maximum: a reader (an export sink, or the order store) is far behind; past the maximum an export sink loses the oldest entries",
 			"sale", saleID, "entries", left, "max", most)

@@ -283,12 +283,18 @@ func TestStreamMaximum(t *testing.T) {
 	if n := r.xlen(); n != 12 {
 		t.Fatalf("stream has %d entries while the order store has stored none; want all 12", n)
 	}
+	if entries, most := r.e.StreamFill(); entries != 12 || most != 5 {
+		t.Fatalf("StreamFill = %d of %d; want 12 of 5 (/metrics shows the stream over its bound)", entries, most)
+	}
 	r.ordersCatchUp()
 	if err := r.e.trimStream(t.Context(), r.sale); err != nil {
 		t.Fatal(err)
 	}
 	if n := r.xlen(); n != 5 {
 		t.Fatalf("stream has %d entries past a maximum of 5 with the order store caught up; want 5", n)
+	}
+	if entries, _ := r.e.StreamFill(); entries != 5 {
+		t.Fatalf("StreamFill = %d after the trim; want 5", entries)
 	}
 }
 

@@ -82,8 +82,8 @@ func batchStores(t *testing.T, fn func(t *testing.T, a, b *Store, dsnA string)) 
 	t.Run("SQLite", func(t *testing.T) {
 		open(t, func(*testing.T) string { return "sqlite://:memory:" })
 	})
-	t.Run("MySQL", func(t *testing.T) { open(t, freshMySQL) })
-	t.Run("Postgres", func(t *testing.T) { open(t, freshPostgres) })
+	t.Run("MySQL", func(t *testing.T) { open(t, func(t *testing.T) string { return freshMySQL(t) }) })
+	t.Run("Postgres", func(t *testing.T) { open(t, func(t *testing.T) string { return freshPostgres(t) }) })
 }
 
 // TestApplyBatchMatchesOneByOne is the differential test of the set-wise path: random batches

@@ -468,12 +468,14 @@ func (s *Store) SaveExportCursor(ctx context.Context, sink, owner string, pos in
 	})
 }
 
-// ReleaseExportCursor implements events.Outbox.
+// ReleaseExportCursor implements events.Outbox. The cursor is free once its owner is empty,
+// whatever its lease_until, which is kept: it dates the last lease, by which the retention
+// pass tells a sink being exported from one no longer configured (TrimOutboxAcknowledged).
 func (s *Store) ReleaseExportCursor(ctx context.Context, sink, owner string) error {
 	if err := checkCursorArgs("release export cursor", sink, owner); err != nil {
 		return err
 	}
-	if _, err := s.db.ExecContext(ctx, s.q(`UPDATE export_cursors SET owner = '', lease_until = 0 WHERE sink = ? AND owner = ?`),
+	if _, err := s.db.ExecContext(ctx, s.q(`UPDATE export_cursors SET owner = '' WHERE sink = ? AND owner = ?`),
 		sink, owner); err != nil {
 		return fmt.Errorf("sqlstore: release export cursor %s: %w", sink, err)
 	}

@@ -43,8 +43,8 @@ func TestOrderStorePostgres(t *testing.T) {
 
 // servers runs fn against each server database.
 func servers(t *testing.T, fn func(t *testing.T, fresh freshDB)) {
-	t.Run("MySQL", func(t *testing.T) { fn(t, freshMySQL) })
-	t.Run("Postgres", func(t *testing.T) { fn(t, freshPostgres) })
+	t.Run("MySQL", func(t *testing.T) { fn(t, func(t *testing.T) string { return freshMySQL(t) }) })
+	t.Run("Postgres", func(t *testing.T) { fn(t, func(t *testing.T) string { return freshPostgres(t) }) })
 }
 
 // allDialects runs fn against SQLite as well as each server database: the behaviour it checks
@@ -57,7 +57,7 @@ func allDialects(t *testing.T, fn func(t *testing.T, fresh freshDB)) {
 }
 
 // freshMySQL creates a database on the server of SECKILL_TEST_MYSQL.
-func freshMySQL(t *testing.T) string {
+func freshMySQL(t testing.TB) string {
 	t.Helper()
 	base := testenv.MySQL(t)
 	cfg, err := mysqlConfig(base)
@@ -72,7 +72,7 @@ func freshMySQL(t *testing.T) string {
 }
 
 // freshPostgres creates a database on the server of SECKILL_TEST_POSTGRES.
-func freshPostgres(t *testing.T) string {
+func freshPostgres(t testing.TB) string {
 	t.Helper()
 	base := testenv.Postgres(t)
 	cfg, err := pgx.ParseConfig(base)
@@ -85,7 +85,7 @@ func freshPostgres(t *testing.T) string {
 
 // freshDatabase creates a uniquely named database through admin, schedules dropping it (and
 // closing admin) when the test ends, and returns base with its database replaced.
-func freshDatabase(t *testing.T, base string, admin *sql.DB, quote, dropOptions string) string {
+func freshDatabase(t testing.TB, base string, admin *sql.DB, quote, dropOptions string) string {
 	t.Helper()
 	random := make([]byte, 8)
 	_, _ = rand.Read(random)

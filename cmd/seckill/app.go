@@ -25,6 +25,7 @@ import (
 	"github.com/seckill-go/seckill/pipeline"
 	"github.com/seckill-go/seckill/redisinv"
 	"github.com/seckill-go/seckill/refund"
+	"github.com/seckill-go/seckill/retention"
 	"github.com/seckill-go/seckill/service"
 	"github.com/seckill-go/seckill/sqlstore"
 )
@@ -54,6 +55,9 @@ type app struct {
 	export *eventExport       // the event export (docs/EVENTS.md); its exporter is the last service
 	pipe   *pipeline.Pipeline // memory engine: its events' way to the store (tests read its backlog)
 	bg     *background.Runner // every background service; stops them in reverse start order
+
+	// retention trims the outbox and the dead letters to their bounds (retention.go).
+	retention *retention.Trimmer
 
 	serveDone  chan error
 	closeOnce  sync.Once
@@ -85,6 +89,10 @@ type engine struct {
 	checks    map[string]func(context.Context) error // /readyz checks beyond the database
 	metrics   []prometheus.Collector                 // the engine's own metrics on /metrics
 	close     func() error                           // after its services have stopped; may be nil
+
+	// streamFill reports the fullest sale's stream and the bound, for /metrics (redis); nil
+	// when the engine has no streams.
+	streamFill func() (entries, most int64)
 }
 
 // sweepEvery is the sweepers' period (invariant 8 of docs/MODEL.md).
@@ -127,6 +135,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	if a.export, err = newEventExport(ctx, cfg, a.store, a.engine.streamLog, log); err != nil {
 		return nil, err
 	}
+	a.retention = newRetention(cfg.Retention, a.store, a.engine.streamFill, log)
 	if a.engine.streamLog == nil && len(a.export.sinks) > 0 {
 		// The memory engine keeps no event record of its own: the pipeline writes every event to
 		// the outbox, in the transaction that stores it. Only while exporting: it costs the
@@ -180,7 +189,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	a.api = httpapi.New(httpapi.Config{
 		Service: a.svc, AuthSecret: []byte(cfg.AuthSecret), AdminToken: cfg.AdminToken, OIDC: a.oidc,
 		PaymentSecret: builtInSecret(cfg), Gateways: []payment.Gateway{a.payGW}, Dev: cfg.Dev, Logger: log, BuyRate: opts.buyRate,
-		Checks: a.engine.checks, Collectors: append([]prometheus.Collector{a.bg.Collector(), a.export.x.Collector()}, a.engine.metrics...),
+		Checks: a.engine.checks, Collectors: append([]prometheus.Collector{a.bg.Collector(), a.export.x.Collector(), a.retention.Collector()}, a.engine.metrics...),
 		Export: a.export.x.Status, MetricsToken: cfg.MetricsToken, MetricsOff: cfg.MetricsAddr != "",
 		MaxInFlight: lim.MaxInFlight, MaxStreams: lim.MaxStreams, MaxStreamsPerUser: lim.MaxStreamsPerUser,
 	})
@@ -291,7 +300,7 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 		locks := lock.New(clients.Locks, &lock.Options{Lease: lockLease})
 		buyOpts, closeBuys := redisBuyOptions(cfg.RedisBuys, clients, log) // localanswers.go
 		eng := redisinv.New(clients.Inventory, append(append([]redisinv.Option{redisinv.WithRebuild(a.store, locks), redisinv.WithLogger(log),
-			redisinv.WithReplicas(cfg.RedisReplicas, redisinv.DefaultReplicaTimeout)}, testEngineOptions()...), buyOpts...)...)
+			redisinv.WithReplicas(cfg.RedisReplicas, redisinv.DefaultReplicaTimeout), cfg.Retention.streamLimits()}, testEngineOptions()...), buyOpts...)...)
 		var sink redisinv.Sink // nil with --consume=false: `seckill worker` processes store the streams
 		if !cfg.NoConsume {
 			sink = a.store
@@ -312,6 +321,7 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 				clients.Close()
 				return err
 			},
+			streamFill: eng.StreamFill,
 		}, nil
 	}
 	return engine{}, fmt.Errorf("unknown engine %q: use memory or redis", cfg.Engine)
@@ -340,7 +350,7 @@ func (a *app) services(cfg config) []background.Service {
 		}
 	}
 	// The exporter reads what everything before it writes, and stops first.
-	return append(list, a.export.x)
+	return append(list, a.retention, a.export.x)
 }
 
 // close shuts down in reverse dependency order and waits for every goroutine it owns.

@@ -62,6 +62,8 @@ type config struct {
 	// ExportGiveUp is how long a sink's batch is retried before it goes to the dead letters
 	// (--export-give-up, SECKILL_EXPORT_GIVE_UP).
 	ExportGiveUp time.Duration
+	// Retention holds the bounds of the outbox, the dead letters and the streams (retention.go).
+	Retention retentionConfig
 	// MetricsAddr serves /metrics on a listener of its own instead of Addr; MetricsToken is the
 	// bearer token it requires (metrics.go).
 	MetricsAddr, MetricsToken string
@@ -127,6 +129,7 @@ func bindConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
 func bindStoreConfig(fs *flag.FlagSet, getenv func(string) string, c *config) {
 	bindEngineStoreConfig(fs, getenv, c)
 	bindExportConfig(fs, getenv, c)
+	bindRetentionConfig(fs, getenv, c)
 }
 
 // bindEngineStoreConfig registers the flags of the inventory engine and the order store.

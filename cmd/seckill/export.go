@@ -25,9 +25,8 @@ type eventExport struct {
 
 // newEventExport opens the sinks of cfg.Export and builds the exporter over the logs of the
 // engine: the order store's outbox (refund events on every engine; every event on the memory
-// engine) and, when the engine has them (streamLog non-nil: Redis), each sale's stream. It is
-// built (and its retention of the outbox runs) even with no sink, so that the outbox never
-// grows without bound.
+// engine) and, when the engine has them (streamLog non-nil: Redis), each sale's stream. The
+// outbox's retention is the retention service's (retention.go), with or without a sink.
 func newEventExport(ctx context.Context, cfg config, store *sqlstore.Store, streamLog func(saleID string) events.Log, log *slog.Logger) (*eventExport, error) {
 	opts, err := cfg.exportOptions()
 	if err != nil {
@@ -57,7 +56,7 @@ func newEventExport(ctx context.Context, cfg config, store *sqlstore.Store, stre
 		}
 	}
 	x := delivery.New(delivery.Config{
-		Sinks: list, Logs: logs, DeadLetters: store, GiveUp: cfg.ExportGiveUp, Outbox: store, Logger: log,
+		Sinks: list, Logs: logs, DeadLetters: store, GiveUp: cfg.ExportGiveUp, Logger: log,
 	})
 	return &eventExport{sinks: list, x: x}, nil
 }

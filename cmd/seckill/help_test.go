@@ -60,8 +60,8 @@ func TestHelpShowsDoubleDashFlags(t *testing.T) {
 
 func TestWorkerHelpListsOnlyWhatItUses(t *testing.T) {
 	flags := helpFlags(helpOf(t, noEnv, "worker"))
-	if want := []string{"--db", "--engine", "--export", "--export-give-up", "--export-secret", "--redis-url"}; !slices.Equal(flags, want) {
-		t.Fatalf("worker -h lists %v, want %v: the worker has no HTTP, no gateway and no secret but the export's", flags, want)
+	if want := []string{"--db", "--dead-letter-keep", "--dead-letter-max-rows", "--engine", "--export", "--export-give-up", "--export-secret", "--outbox-keep", "--outbox-max-rows", "--redis-url", "--stream-keep", "--stream-max-entries"}; !slices.Equal(flags, want) {
+		t.Fatalf("worker -h lists %v, want %v: the worker has no HTTP, no gateway and no secret but the export's; it trims as serve does", flags, want)
 	}
 }
 
