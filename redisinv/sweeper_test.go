@@ -56,7 +56,7 @@ func TestSweepOneLeaderReclaimsWithoutTraffic(t *testing.T) {
 	}
 	stop1 := start()
 	start()
-	probe := newLocks().NewMutex("seckill:sweep:" + sale)
+	probe := newLocks().NewMutex(sweepLockName)
 
 	reclaimed := func() time.Duration {
 		t.Helper()
