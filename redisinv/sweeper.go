@@ -54,11 +54,12 @@ const (
 // What no live instance knows of (the holds of an instance that died, or restarted) is found by
 // the reconcile pass: the holder of the lock "seckill:sweep" from locks (one lock for the
 // deployment, taken by another instance within its lease when the holder dies; instances that do
-// not hold it try once a second) lists the live sales every reconcileEvery (5 s) and sweeps each
-// one that can have holds: a sale whose reclaim said it has not started is skipped until its
-// start, one that has ended with nothing due is skipped for good. A listed sale whose keys are
-// missing is handed to the rebuilder by that sweep (a flushed Redis is noticed without
-// traffic). nil locks: this instance reconciles alone. Its exit: the lock is released, then Run
+// not hold it try once a second) lists the live sales every reconcileEvery (5 s), reads the state
+// of each one that can have holds (one plain read, sweepprobe.go) and sweeps those on which
+// something may be due. A sale that has not started is skipped until its start, one that has
+// ended with nothing due is skipped for good. A listed sale whose keys are missing, or whose
+// version is below one this instance has seen, is swept, which hands it to the rebuilder (a
+// flushed Redis is noticed without traffic). nil locks: this instance reconciles alone. Its exit: the lock is released, then Run
 // returns nil. A failed listing, lock or reclaim is reported (background.Report); a failed
 // reclaim is tried again a second later.
 func (e *Engine) Sweeper(interval time.Duration, list SaleLister, locks *lock.Client) background.Service {
@@ -66,11 +67,9 @@ func (e *Engine) Sweeper(interval time.Duration, list SaleLister, locks *lock.Cl
 		reconcileEvery: reconcileEvery, tryLeadEvery: tryLeadEvery}
 }
 
-// sweeper sees of the engine only its reclaim and the sales this instance changed.
+// sweeper sees of the engine only its reclaim, its probe and the sales this instance changed.
 type sweeper struct {
-	e interface {
-		reclaimDue(ctx context.Context, saleID string) (int, sweepNext, error)
-	}
+	e              sweepHost
 	touched        func() []string
 	interval       time.Duration
 	list           SaleLister
@@ -114,7 +113,14 @@ func (s *sweeper) Run(ctx context.Context) error {
 	return nil
 }
 
-// reconcile schedules every listed sale that can have holds for a sweep now.
+// sweepHost is what the sweeper sees of the engine.
+type sweepHost interface {
+	reclaimDue(ctx context.Context, saleID string) (int, sweepNext, error)
+	probeSales(ctx context.Context, ids []string, now time.Time) ([]saleProbe, error)
+}
+
+// reconcile probes every listed sale that can have holds (sweepprobe.go) and schedules a
+// sweep now of those on which something may be due.
 func (s *sweeper) reconcile(ctx context.Context, idx *dueIndex, now time.Time) {
 	ids, err := s.list(ctx)
 	if err != nil {
@@ -122,9 +128,22 @@ func (s *sweeper) reconcile(ctx context.Context, idx *dueIndex, now time.Time) {
 		return
 	}
 	idx.keepQuiet(ids)
+	probe := make([]string, 0, len(ids))
 	for _, id := range ids {
 		if !idx.quiet(id, now) {
+			probe = append(probe, id)
+		}
+	}
+	got, err := s.e.probeSales(ctx, probe, now)
+	if err != nil {
+		background.Report(ctx, fmt.Errorf("reconcile: %w", err))
+		return
+	}
+	for i, id := range probe {
+		if got[i].sweep {
 			idx.schedule(id, now)
+		} else {
+			idx.file(id, now, sweepNext{due: -1, quiet: got[i].quiet}, s.interval)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,15 +93,13 @@ func TestSweepReclaimsWithoutTraffic(t *testing.T) {
 
 // countingReclaim counts a sweeper's reclaims.
 type countingReclaim struct {
-	e interface {
-		reclaimDue(ctx context.Context, saleID string) (int, sweepNext, error)
-	}
+	sweepHost
 	n *atomic.Int64
 }
 
 func (c countingReclaim) reclaimDue(ctx context.Context, saleID string) (int, sweepNext, error) {
 	c.n.Add(1)
-	return c.e.reclaimDue(ctx, saleID)
+	return c.sweepHost.reclaimDue(ctx, saleID)
 }
 
 // loadSweepSale loads a sale of 10 units with 1 s holds, starting at starts.
@@ -280,7 +279,7 @@ func TestSweepIdleSalesCostNothing(t *testing.T) {
 }
 
 // startPrivateRedis starts a redis-server of the test's own on a free port.
-func startPrivateRedis(t *testing.T) (*exec.Cmd, string) {
+func startPrivateRedis(t testing.TB) (*exec.Cmd, string) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -407,4 +406,65 @@ func TestGivenUpBuysAreNotSent(t *testing.T) {
 		t.Fatalf("%d holds after 1 000 buyers gave up during a stall (%d answered); at most %d may come from calls in flight", held, answered.Load(), max)
 	}
 	t.Logf("%d holds, %d buys answered", held, answered.Load())
+}
+
+// TestSweepProbe: the reconcile probe decodes a sale's state exactly as Redis' cmsgpack packed
+// it (compared with Lua's own unpack, numbers of every width and sign included), and asks for
+// a sweep exactly when something may be due: a hold, a missing sale; not for a selling sale
+// with nothing held, which it leaves quiet until its start or for good after its end.
+func TestSweepProbe(t *testing.T) {
+	c := dialT(t, testenv.Redis(t))
+	prefix := testPrefix()
+	t.Cleanup(func() { dropPrefix(t, c.Inventory, prefix) })
+	e := New(c.Inventory, WithPrefix(prefix))
+	now := time.Now()
+	loadSweepSale(t, e, "held", now)
+	loadSweepSale(t, e, "idle", now)
+	loadSweepSale(t, e, "soon", now.Add(time.Hour))
+	if _, err := e.Buy(t.Context(), seckill.BuyRequest{SaleID: "held", UserID: "u", Quantity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, sale := range []string{"held", "idle", "soon"} {
+		raw, err := c.Inventory.Do(t.Context(), c.Inventory.B().Hget().Key(e.keys(sale)[0]).Field("st").Build()).ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := unpackInts(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := rawState(t, c.Inventory, e.keys(sale)[0])
+		for i, name := range stateFields {
+			if got[i] != want[name] {
+				t.Fatalf("sale %s: %s decoded %d; Lua unpacks %d", sale, name, got[i], want[name])
+			}
+		}
+	}
+	for _, tc := range []struct {
+		packed string
+		want   []int64
+	}{
+		{"\x00\x7f\xff\xe0", []int64{0, 127, -1, -32}},
+		{"\xcc\xff\xcd\xff\xff\xce\xff\xff\xff\xff", []int64{255, 65535, 1<<32 - 1}},
+		{"\xd0\x80\xd1\x80\x00\xd2\x80\x00\x00\x00\xd3\xff\xff\xff\xff\xff\xff\xff\xfe", []int64{-128, -32768, -1 << 31, -2}},
+		{"\xcf\x00\x00\x01\x90\x00\x00\x00\x00\xcb\x42\x79\x00\x00\x00\x00\x00\x00\xca\x3f\x80\x00\x00", []int64{1717986918400, 1717986918400, 1}},
+	} {
+		got, err := unpackInts(tc.packed)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Fatalf("unpackInts(%q) = %v, %v; want %v", tc.packed, got, err, tc.want)
+		}
+	}
+	if _, err := unpackInts("\xc0"); err == nil {
+		t.Fatal("unpackInts of a nil: no error")
+	}
+	probes, err := e.probeSales(t.Context(), []string{"held", "idle", "soon", "gone"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !probes[0].sweep || probes[1].sweep || probes[1].quiet != 0 || probes[2].sweep || probes[2].quiet <= 0 || !probes[3].sweep {
+		t.Fatalf("probes of a sale with a hold, an idle one, an upcoming one and a missing one: %+v", probes)
+	}
+	if p, _ := e.probeSales(t.Context(), []string{"idle"}, now.Add(48*time.Hour)); p[0].sweep || p[0].quiet >= 0 {
+		t.Fatalf("probe of an idle sale after its end: %+v; want quiet for good", p[0])
+	}
 }
