@@ -135,8 +135,10 @@ func (s *sweeper) reconcile(ctx context.Context, idx *dueIndex, now time.Time) {
 		}
 	}
 	got, err := s.e.probeSales(ctx, probe, now)
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
 		background.Report(ctx, fmt.Errorf("reconcile: %w", err))
+	}
+	if err != nil {
 		return
 	}
 	for i, id := range probe {
@@ -171,6 +173,8 @@ func (s *sweeper) sweep(ctx context.Context, idx *dueIndex, ids []string, now ti
 			idx.file(id, now, results[i].next, s.interval)
 		case isCode(err, seckill.CodeNotFound):
 			idx.drop(id) // gone from Redis and the database alike (deleted)
+		case ctx.Err() != nil:
+			return // stopping: the pass was cut short, not failed
 		default:
 			background.Report(ctx, fmt.Errorf("sweep sale %s: %w", id, err))
 			idx.schedule(id, now.Add(sweepRetry))

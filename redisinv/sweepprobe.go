@@ -28,15 +28,16 @@ type saleProbe struct {
 // probeSales reads the state of each sale in ids (their segment 0) at local time now.
 func (e *Engine) probeSales(ctx context.Context, ids []string, now time.Time) ([]saleProbe, error) {
 	out := make([]saleProbe, len(ids))
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
 	for from := 0; from < len(ids); from += probeChunk {
 		part := ids[from:min(len(ids), from+probeChunk)]
 		cmds := make(rueidis.Commands, len(part))
 		for i, id := range part {
 			cmds[i] = e.rdb.B().Hget().Key(e.keys(id)[0]).Field("st").Build()
 		}
-		for i, res := range e.rdb.DoMulti(ctx, cmds...) {
+		cctx, cancel := context.WithTimeout(ctx, e.timeout) // each round trip its own bound
+		results := e.rdb.DoMulti(cctx, cmds...)
+		cancel()
+		for i, res := range results {
 			raw, err := res.ToString()
 			if rueidis.IsRedisNil(err) {
 				out[from+i] = saleProbe{sweep: true} // missing: the sweep hands it to the rebuilder
