@@ -468,3 +468,36 @@ func TestSweepProbe(t *testing.T) {
 		t.Fatalf("probe of an idle sale after its end: %+v; want quiet for good", p[0])
 	}
 }
+
+// TestSweepNoticesFlushedSaleWithoutTraffic: a selling sale whose keys vanish (a Redis restarted
+// empty) while nobody calls it is rebuilt from the database through the reconcile pass: its probe
+// finds the state missing and its sweep hands it to the rebuilder.
+func TestSweepNoticesFlushedSaleWithoutTraffic(t *testing.T) {
+	c := dialT(t, testenv.Redis(t))
+	prefix := testPrefix()
+	t.Cleanup(func() { dropPrefix(t, c.Inventory, prefix) })
+	locks := lock.New(c.Locks, &lock.Options{Lease: time.Second})
+	t.Cleanup(func() { _ = locks.Close() })
+	sale := "sf" + prefix[len(prefix)-7:len(prefix)-1]
+	now := time.Now().UTC()
+	def, err := seckill.NewSale(seckill.SaleInput{ID: sale, PriceCents: ptr(int64(1)), Stock: ptr(10), StartsAt: &now}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &fakeSource{sale: def}
+	e := New(c.Inventory, WithPrefix(prefix), WithRebuild(src, locks))
+	t.Cleanup(func() { _ = e.Close() })
+	if err := e.LoadSale(t.Context(), def, 0); err != nil {
+		t.Fatal(err)
+	}
+	sw := e.Sweeper(20*time.Millisecond, func(context.Context) ([]string, error) { return []string{sale}, nil }, locks).(*sweeper)
+	sw.reconcileEvery = 50 * time.Millisecond
+	var passes atomic.Int64
+	sw.passed = func(bool) { passes.Add(1) }
+	startSweeper(t, sw)
+	eventually(t, "a pass", func() bool { return passes.Load() > 0 })
+	dropPrefix(t, c.Inventory, prefix)
+	eventually(t, "the flushed sale rebuilt without a call", func() bool {
+		return src.reads.Load() > 0 && len(rawState(t, c.Inventory, e.keys(sale)[0])) > 0
+	})
+}
