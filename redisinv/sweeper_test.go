@@ -118,8 +118,15 @@ func loadSweepSale(t testing.TB, e *Engine, sale string, starts time.Time) {
 
 // TestSweepFindsHoldsOfOtherInstances: holds made through an instance that sweeps nothing (one
 // that died, say) are swept by the reconcile pass of the instance that holds the sweep lock;
-// when that instance stops, the other takes the lock over and sweeps them in its turn.
+// when that instance stops (and gives the lock back) or dies (its lock lapses unrenewed), the
+// other takes the lock over and sweeps them in its turn.
 func TestSweepFindsHoldsOfOtherInstances(t *testing.T) {
+	for _, how := range []string{"stopped", "died"} {
+		t.Run(how, func(t *testing.T) { sweepHandOff(t, how) })
+	}
+}
+
+func sweepHandOff(t *testing.T, how string) {
 	c := dialT(t, testenv.Redis(t))
 	prefix := testPrefix()
 	t.Cleanup(func() { dropPrefix(t, c.Inventory, prefix) })
@@ -128,16 +135,17 @@ func TestSweepFindsHoldsOfOtherInstances(t *testing.T) {
 	loadSweepSale(t, buyer, sale, time.Now())
 	list := func(context.Context) ([]string, error) { return []string{sale}, nil }
 	type instance struct {
-		stop       func()
-		reconciled atomic.Int64
+		stop               func()
+		locks              *lock.Client
+		passes, reconciled atomic.Int64
 	}
 	start := func() *instance {
-		locks := lock.New(c.Locks, &lock.Options{Lease: time.Second})
-		t.Cleanup(func() { _ = locks.Close() })
-		in := &instance{}
-		sw := New(c.Inventory, WithPrefix(prefix)).Sweeper(20*time.Millisecond, list, locks).(*sweeper)
+		in := &instance{locks: lock.New(c.Locks, &lock.Options{Lease: time.Second})}
+		t.Cleanup(func() { _ = in.locks.Close() })
+		sw := New(c.Inventory, WithPrefix(prefix)).Sweeper(20*time.Millisecond, list, in.locks).(*sweeper)
 		sw.reconcileEvery, sw.tryLeadEvery = 100*time.Millisecond, 50*time.Millisecond
 		sw.passed = func(r bool) {
+			in.passes.Add(1)
 			if r {
 				in.reconciled.Add(1)
 			}
@@ -151,6 +159,13 @@ func TestSweepFindsHoldsOfOtherInstances(t *testing.T) {
 	t.Logf("reclaimed %v after expiry by the leader's reconcile", reclaimedWithoutTraffic(t, buyer, buyer, sale, "u1"))
 	if second.reconciled.Load() != 0 {
 		t.Fatal("two instances ran the reconcile pass at once")
+	}
+	if how == "died" {
+		// Its lock client stops renewing (as in a process that died): the sweeper loses its
+		// lease at once and cannot give the lock back; the key lapses after its 1 s lease.
+		_ = first.locks.Close()
+		n := first.passes.Load()
+		eventually(t, "the first instance's passes after its lock lapsed", func() bool { return first.passes.Load() >= n+2 })
 	}
 	first.stop()
 	eventually(t, "the second instance leads", func() bool { return second.reconciled.Load() > 0 })
