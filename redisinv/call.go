@@ -4,7 +4,8 @@
 // keys (keys; common.lua's KEYS), the clock as ARGV[1] (clockArg), then the operation's own ARGV,
 // written next to each Go caller. Around the call, two other rooms are told, each through one
 // door: the versions (version.go: versions.mark before, versions.check after) and the local answers
-// (localanswers.go: noteVersion). A segment's missing keys are the segments' business
+// (localanswers.go: noteVersion), and the sweeper's due-time index learns which sales this
+// instance changed (sweeper.go: touched.note). A segment's missing keys are the segments' business
 // (segment.go segmentMissing); a missing sale, the rebuild's (rebuild.go).
 
 package redisinv
@@ -98,6 +99,7 @@ func (e *Engine) execRaw(ctx context.Context, s *script, saleID string, args ...
 		return nil, fmt.Errorf("redisinv: %s script for sale %s: %w", s.name, saleID, err)
 	}
 	e.local.noteVersion(saleID, s.name, v) // localanswers.go: a view older than this call is stale
+	e.touched.note(saleID, s, r.code())    // sweeper.go: the sale may have something new coming due
 	if err := e.versions.check(ctx, saleID, floor, v); err != nil {
 		return nil, err
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 // dialT connects to the Redis that url names, for the test's lifetime.
-func dialT(t *testing.T, url string) *Clients {
+func dialT(t testing.TB, url string) *Clients {
 	t.Helper()
 	c, err := Dial(t.Context(), url)
 	if err != nil {

@@ -7,8 +7,9 @@
 //
 // Each script that changes a reservation appends the change to the sale's stream in the same
 // script (no dual write); Consumer moves the stream to the order store through a consumer
-// group. Sweeper keeps counts fresh without traffic, one instance per sale at a time (elected
-// with package lock). A sale whose keys are missing (Redis restarted empty, failover to a
+// group. Sweeper keeps counts fresh without traffic, sweeping each sale when something in it
+// comes due (a due-time index; one instance, elected with package lock, looks for what no live
+// instance knows of). A sale whose keys are missing (Redis restarted empty, failover to a
 // replica that lagged) is rebuilt from the order store by one instance, while every instance
 // answers unavailable (503) rather than guess (WithRebuild).
 //
@@ -62,6 +63,7 @@ type Engine struct {
 	versions     versionBook  // the sales' highest versions seen (version.go)
 	segs         segments     // the segmented sales (segbook.go, segment.go, seglend.go)
 	streamCounts sync.Map     // sale id -> int, its event streams (stream.go saleStreams)
+	touched      touchedSales // the sales this instance changed, for the sweeper (sweeper.go)
 
 	local    *localAnswers // buys answered without Redis (localanswers.go); nil: off
 	inflight inflightBound // the buys of each sale waiting for Redis (inflight.go)
@@ -135,7 +137,7 @@ func (e *Engine) Close() error {
 type ServicesConfig struct {
 	// List lists the sales to work on (service.Service.LiveSaleIDs); required.
 	List SaleLister
-	// Locks elects the sweeper of each sale among the instances; required.
+	// Locks elects the instance that runs the sweeper's reconcile pass; required.
 	Locks *lock.Client
 	// Sink is where the stream consumer stores the events (the order store); nil runs no
 	// consumer (this instance leaves the streams to `seckill worker` processes).

@@ -338,36 +338,71 @@ func (e *Engine) CloseSale(ctx context.Context, saleID string) (seckill.Sale, se
 
 // Reclaim expires every overdue hold of the sale, reclaimBatch per script call, so that a
 // backlog never blocks Redis for long in one go.
+func (e *Engine) Reclaim(ctx context.Context, saleID string) (int, error) {
+	n, _, err := e.reclaimDue(ctx, saleID)
+	return n, err
+}
+
+// sweepNext is what a reclaim tells the sweeper's due-time index (sweeper.go) about a sale:
+// when it next needs a sweep, and for how long no new hold can be made in it.
+type sweepNext struct {
+	due   time.Duration // from the reclaim; < 0: nothing will come due by itself
+	quiet time.Duration // 0: holds can be made now; > 0: not before the start; < 0: never again
+}
+
+// reclaimDue is Reclaim, and what the reclaim tells of the sale's next sweep: the earliest
+// over its segments.
 //
 // reclaim.lua: KEYS the sale's seven keys; ARGV [1] clock, [2] the most holds to expire. Reply
-// {'ok', expired, more (1/0), segments, outbox entries pending, mode}, {'not_loaded'} /
-// {'loading'}, or {'moving'} (a frozen segment).
-func (e *Engine) Reclaim(ctx context.Context, saleID string) (int, error) {
+// {'ok', expired, more (1/0), segments, outbox entries pending, mode, due ms, quiet ms},
+// {'not_loaded'} / {'loading'}, or {'moving'} (a frozen segment).
+func (e *Engine) reclaimDue(ctx context.Context, saleID string) (int, sweepNext, error) {
 	if !seckill.ValidID(saleID) {
-		return 0, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
+		return 0, sweepNext{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
 	}
 	total := 0
 	for {
 		r, err := e.exec(ctx, e.scripts.reclaim, saleID, itoa(reclaimBatch))
 		if err != nil {
-			return total, err
+			return total, sweepNext{}, err
 		}
 		if r.code() != "ok" {
-			return total, unexpected("reclaim", r)
+			return total, sweepNext{}, unexpected("reclaim", r)
 		}
 		total += int(r.int(1))
 		if r.int(2) == 0 {
+			next := sweepNext{due: msDuration(r.int(6)), quiet: msDuration(r.int(7))}
 			if r.int(3) > 1 { // a segmented sale: the other segments too
 				in := e.segs.learn(saleID, int(r.int(3)))
 				if r.int(5) == modeSingle {
 					in.collapsed.Store(true)
 				}
-				n, err := e.segs.segReclaim(ctx, saleID, in, r.int(4))
-				return total + n, err
+				n, due, err := e.segs.segReclaim(ctx, saleID, in, r.int(4))
+				next.due = earliestDue(next.due, due)
+				return total + n, next, err
 			}
-			return total, nil
+			return total, next, nil
 		}
 	}
+}
+
+// msDuration is a due or quiet time of reclaim.lua: ms, or -1 for none (kept negative).
+func msDuration(ms int64) time.Duration {
+	if ms < 0 {
+		return -1
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// earliestDue is the earlier of two due times, where a negative one is none.
+func earliestDue(a, b time.Duration) time.Duration {
+	switch {
+	case a < 0:
+		return b
+	case b < 0:
+		return a
+	}
+	return min(a, b)
 }
 
 // RestoreReservation puts back a reservation that the order store knew (docs/MODEL.md

@@ -504,47 +504,49 @@ func (g *segments) segClose(ctx context.Context, saleID string, in *segInfo) err
 }
 
 // segReclaim reclaims every segment but 0 (which the caller did), finishes a collapse that an
-// instance left half done, and applies the transfers that one left in an outbox.
-func (g *segments) segReclaim(ctx context.Context, saleID string, in *segInfo, pend0 int64) (int, error) {
-	total := 0
+// instance left half done, and applies the transfers that one left in an outbox. It returns
+// the earliest due time of those segments (reclaimDue; negative: none).
+func (g *segments) segReclaim(ctx context.Context, saleID string, in *segInfo, pend0 int64) (int, time.Duration, error) {
+	total, due := 0, time.Duration(-1)
 	if pend0 > 0 {
 		if err := g.flushOutbox(ctx, saleID, 0); err != nil {
-			return total, err
+			return total, 0, err
 		}
 	}
 	if in.collapsed.Load() {
-		return total, nil
+		return total, due, nil
 	}
 	for i := 1; i < in.n; i++ {
 		for {
 			r, err := g.execSeg(ctx, g.core.scriptSet().reclaim, saleID, i, itoa(reclaimBatch))
 			if movedOn(err) {
-				return total, nil // the sale is in segment 0, which the caller reclaimed
+				return total, due, nil // the sale is in segment 0, which the caller reclaimed
 			}
 			if err != nil {
-				return total, err
+				return total, 0, err
 			}
 			if r.code() == "moving" {
 				if err := g.collapse(ctx, saleID, in); err != nil && !movedOn(err) {
-					return total, err
+					return total, 0, err
 				}
-				return total, nil
+				return total, 0, nil // collapsed: the next sweep reads segment 0 alone
 			}
 			if r.code() != "ok" {
-				return total, unexpected("reclaim", r)
+				return total, 0, unexpected("reclaim", r)
 			}
 			total += int(r.int(1))
 			if r.int(4) > 0 {
 				if err := g.flushOutbox(ctx, saleID, i); err != nil && !movedOn(err) {
-					return total, err
+					return total, 0, err
 				}
 			}
 			if r.int(2) == 0 {
+				due = earliestDue(due, msDuration(r.int(6)))
 				break
 			}
 		}
 	}
-	return total, nil
+	return total, due, nil
 }
 
 // discoverSegments reads segment 0 to learn a sale's segments, for a call that met a segment's

@@ -36,6 +36,8 @@ type Service struct {
 	// paying joins the concurrent POST /pay calls of one hold (by reservation id) into one
 	// gateway call, so that a buyer's burst costs the shop's gateway rate limit one request.
 	paying singleflight.Group
+	// live is the listing of the sales that LiveSaleIDs serves every background loop from.
+	live liveListing
 }
 
 // Config wires a Service. Inventory and Store are required; Payments may be nil (POST /pay then
@@ -140,6 +142,7 @@ func (s *Service) CreateSale(ctx context.Context, in seckill.SaleInput) (SaleVie
 	if err := s.store.CreateSale(ctx, sale); err != nil {
 		return SaleView{}, unavailable(err)
 	}
+	s.live.forget() // listed at once by this instance's loops
 	// A conflict here means the engine has the sale already: on a shared engine, another call
 	// found it in the database between the insert above and this line and loaded it (a
 	// rebuild). The definition is the one just stored, so the sale exists as asked.
@@ -242,11 +245,20 @@ const liveMargin = time.Minute
 // with every sale ever held. A later change (a late payment of an old sale) is still applied by
 // the call that makes it; only its stream event, which is of no use to the order store (late
 // payments are recorded by the payment transaction), waits for the sale's next consumer.
+// Every loop of the instance shares one read of the order store a second (livesales.go).
 func (s *Service) LiveSaleIDs(ctx context.Context) ([]string, error) {
+	sales, err := s.liveSales(ctx)
+	if err != nil {
+		return nil, err
+	}
 	now := s.clock.Now()
-	return s.saleIDs(ctx, func(sale seckill.Sale) bool {
-		return now.Before(sale.EndsAt.Add(sale.HoldDuration() + liveMargin))
-	})
+	ids := make([]string, 0, len(sales))
+	for _, sale := range sales {
+		if now.Before(sale.EndsAt.Add(sale.HoldDuration() + liveMargin)) {
+			ids = append(ids, sale.ID)
+		}
+	}
+	return ids, nil
 }
 
 func (s *Service) saleIDs(ctx context.Context, keep func(seckill.Sale) bool) ([]string, error) {

@@ -77,7 +77,7 @@ type engine struct {
 	feed []background.Service
 	// services builds the engine's other background services, in dependency order, once the
 	// service.Service exists (memory: the sweeper; redis: the stream consumers and the
-	// leader-elected sweeper).
+	// sweeper).
 	services func(svc *service.Service) []background.Service
 	// recover: the engine starts empty and is rebuilt from the database before it serves
 	// (memory). The Redis engine's state is shared and lives in Redis; a sale missing there is
@@ -111,8 +111,8 @@ type appOptions struct {
 }
 
 // lockLease is the lease of the rebuild and sweeper locks: short, so that when an instance
-// dies another one takes over its sales' sweeping within a few seconds (the watchdog renews
-// it every lease/3 while the instance lives).
+// dies another one takes over its rebuilds and the sweeper's reconcile pass within a few
+// seconds (the watchdog renews it every lease/3 while the instance lives).
 const lockLease = 3 * time.Second
 
 // startApp builds and starts every component. On error, whatever started is shut down.
