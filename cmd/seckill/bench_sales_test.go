@@ -103,7 +103,7 @@ func TestBenchManySalesCatchesABrokenSale(t *testing.T) {
 	if !errors.As(err, &exit) || !strings.Contains(out, "invariants  FAILED") || !strings.Contains(out, "sales       5: 4 ok, 1 FAILED") {
 		t.Fatalf("bench --sales 5 with %s broken: %v; want one sale failed:\n%s", hot.ID, err, out)
 	}
-	if !regexp.MustCompile(`(?m)^` + hot.ID + ` .*FAILED$`).MatchString(out) || !strings.Contains(out, hot.ID+" FAILED:\n  violation:") {
+	if !regexp.MustCompile(`(?m)^`+hot.ID+` .*FAILED$`).MatchString(out) || !strings.Contains(out, hot.ID+" FAILED:\n  violation:") {
 		t.Errorf("the report does not name %s as the failed sale with its violations:\n%s", hot.ID, out)
 	}
 	if !strings.Contains(err.Error(), hot.ID) {
