@@ -66,7 +66,7 @@ func main() {
 	fs.StringVar(&o.adminToken, "admin-token", os.Getenv("SECKILL_ADMIN_TOKEN"), "admin token")
 	fs.StringVar(&o.secret, "auth-secret", os.Getenv("SECKILL_AUTH_SECRET"), "auth secret, to mint buyers' tokens")
 	fs.StringVar(&o.prefix, "prefix", "day", "sale ids are <prefix>-<n>; the selling ones <prefix>-1 … <prefix>-<selling>")
-	fs.IntVar(&o.sales, "sales", 100, "create: sales in all")
+	fs.IntVar(&o.sales, "sales", 100, "create, list: sales in all")
 	fs.IntVar(&o.selling, "selling", 100, "sales selling now (the first ones)")
 	fs.IntVar(&o.count, "count", 500, "holds: holds to buy")
 	fs.Float64Var(&o.rate, "rate", 50, "holds, flush: holds bought per second")
@@ -290,7 +290,7 @@ func msAt(d []time.Duration, q float64) float64 {
 
 // list times GET /api/v1/sales?limit=50 as an anonymous shopper: cached, the same page asked
 // o.n times round robin over the instances (after one request each); cold, the page asked
-// right after the list changed (an upcoming sale taken off the list and put back by the
+// right after the list changed (the last sale taken off the list and put back by the
 // admin), o.n/10 times. It reports p50 and p99, the answer's size and how many sales it held
 // (a server that ignores limit answers them all).
 func list(ctx context.Context, o options) error {
@@ -323,8 +323,8 @@ func list(ctx context.Context, o options) error {
 		}
 		cached, size, sales = append(cached, d), n, s
 	}
-	// Sale selling+1 is upcoming (create's program): toggling it changes the list.
-	toggle := o.saleID(o.selling)
+	// Toggling the last sale on and off the list changes the list.
+	toggle := o.saleID(o.sales - 1)
 	for i := range max(1, o.n/10) {
 		if _, err := o.admin(i).SetListed(ctx, toggle, i%2 == 1); err != nil {
 			return err

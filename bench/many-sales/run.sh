@@ -147,7 +147,7 @@ for n in $SALES; do
 		m=$("$work/many-sales" holds -targets "$T" -selling "$SELLING" -count "$HOLDS" -rate "$HOLD_RATE" -dsn "$dsn" || echo "holds=error")
 		echo "  $m"
 		line+=" $m"
-		m=$("$work/many-sales" list -targets "$T" -selling "$SELLING" -n 200 || echo "list=error")
+		m=$("$work/many-sales" list -targets "$T" -sales "$n" -n 200 || echo "list=error")
 		echo "  $m"
 		line+=" $m"
 		m=$("$work/many-sales" flush -targets "$T" -selling "$SELLING" -rate "$HOLD_RATE" -dsn "$dsn" -nodes "$NODES" || echo "flush=error")
