@@ -169,6 +169,8 @@ func runManySales(ctx context.Context, o benchOptions, stdout, stderr io.Writer)
 		}
 	})
 	var crowds sync.WaitGroup
+	var allMu sync.Mutex
+	all := hdrhistogram.New(1, 120_000_000, 3) // every request of every sale
 	for _, r := range runs {
 		crowds.Go(func() {
 			defer done.Add(1)
@@ -187,6 +189,14 @@ func runManySales(ctx context.Context, o benchOptions, stdout, stderr io.Writer)
 			}
 			r.res, r.err = loadgen.Run(ctx, cfg)
 			buyersDone.Add(int64(r.plan.Buyers))
+			if r.res != nil {
+				// A run's histograms take about 1 MB: merged and dropped as each sale ends, so
+				// that only the sales in flight hold theirs.
+				allMu.Lock()
+				all.Merge(r.res.All)
+				allMu.Unlock()
+				r.res.All, r.res.Latency = nil, nil
+			}
 		})
 	}
 	crowds.Wait()
@@ -212,7 +222,7 @@ func runManySales(ctx context.Context, o benchOptions, stdout, stderr io.Writer)
 		r.verdict = loadgen.Check(r.res, r.facts, r.audits, loadgen.Payers(r.plan.Buyers, r.plan.Seed, o.mix))
 		return nil
 	})
-	sum := summarize(runs, time.Since(crowdStart))
+	sum := summarize(runs, all, time.Since(crowdStart))
 	if o.asJSON {
 		err = sum.writeJSON(stdout, title, crowd.Describe(), o.targets)
 	} else {
@@ -267,14 +277,9 @@ func forEach(ctx context.Context, runs []*saleRun, f func(i int, r *saleRun) err
 	return cmp.Or(first, ctx.Err())
 }
 
-// emptyResult is the record of a sale nobody came to.
+// emptyResult is the record of a sale nobody came to (no histograms: see the crowd's).
 func emptyResult() *loadgen.Result {
-	res := &loadgen.Result{Latency: map[string]*hdrhistogram.Histogram{}, All: hdrhistogram.New(1, 120_000_000, 3),
-		Payments: map[string]string{}, PaidUnits: map[string]int{}}
-	for _, s := range loadgen.Steps {
-		res.Latency[s] = hdrhistogram.New(1, 120_000_000, 3)
-	}
-	return res
+	return &loadgen.Result{Payments: map[string]string{}, PaidUnits: map[string]int{}}
 }
 
 // manySummary is the run's overall figures and verdict.
@@ -289,8 +294,8 @@ type manySummary struct {
 	all                 *hdrhistogram.Histogram
 }
 
-func summarize(runs []*saleRun, elapsed time.Duration) manySummary {
-	s := manySummary{runs: runs, elapsed: elapsed, all: hdrhistogram.New(1, 120_000_000, 3)}
+func summarize(runs []*saleRun, all *hdrhistogram.Histogram, elapsed time.Duration) manySummary {
+	s := manySummary{runs: runs, elapsed: elapsed, all: all}
 	for _, r := range runs {
 		switch r.verdict.Word() {
 		case "FAILED":
@@ -308,7 +313,6 @@ func summarize(runs []*saleRun, elapsed time.Duration) manySummary {
 			s.paidOrders += a.Database.PaidOrders
 			s.refunds += a.Database.Refunds
 		}
-		s.all.Merge(r.res.All)
 	}
 	return s
 }
