@@ -17,7 +17,8 @@
 #     to its row in the reservations table (polled every 5 ms), p50 / p99;
 #   - the list: GET /api/v1/sales?limit=50 anonymously, cached (the same page again) and cold
 #     (right after the list changed), p50 / p99, with the answer's size and how many sales it
-#     held (a seckill that ignores limit answers every listed sale);
+#     held (a seckill that ignores limit answers every listed sale); 200 cached requests and 20
+#     cold ones, each measure cut at LIST_BUDGET (default 30s; at least 3 requests);
 #   - FLUSHALL of every node while buyers buy at HOLD_RATE/s: seconds until a touched sale
 #     answers a buy again, until every selling sale does (each probed once a second), and the
 #     holds answered before the flush that never reached the database.
@@ -34,6 +35,7 @@ SETTLE=${SETTLE:-10}
 IDLE=${IDLE:-30}
 HOLDS=${HOLDS:-500}
 HOLD_RATE=${HOLD_RATE:-50}
+LIST_BUDGET=${LIST_BUDGET:-30s}
 CLUSTER_PORT0=${CLUSTER_PORT0:-17201}
 PORT0=${PORT0:-18401}
 MYSQL_HOST=${MYSQL_HOST:-127.0.0.1}
@@ -147,7 +149,7 @@ for n in $SALES; do
 		m=$("$work/many-sales" holds -targets "$T" -selling "$SELLING" -count "$HOLDS" -rate "$HOLD_RATE" -dsn "$dsn" || echo "holds=error")
 		echo "  $m"
 		line+=" $m"
-		m=$("$work/many-sales" list -targets "$T" -sales "$n" -n 200 || echo "list=error")
+		m=$("$work/many-sales" list -targets "$T" -sales "$n" -n 200 -budget "$LIST_BUDGET" || echo "list=error")
 		echo "  $m"
 		line+=" $m"
 		m=$("$work/many-sales" flush -targets "$T" -selling "$SELLING" -rate "$HOLD_RATE" -dsn "$dsn" -nodes "$NODES" || echo "flush=error")
@@ -168,7 +170,7 @@ for r in "${results[@]}"; do echo "$r"; done | python3 -c '
 import sys
 cols = [("sales", "sales"), ("ref", "ref"), ("create_s", "create s"), ("idle_cmds_s", "idle cmds/s"), ("conns", "conns/inst"),
         ("rss_mb", "RSS MB/inst"), ("hold_db_p50_ms", "hold→db p50"), ("hold_db_p99_ms", "hold→db p99"),
-        ("list_bytes", "list bytes"), ("list_sales", "list n"), ("list_cached_p99_ms", "list p99 cached"),
+        ("list_bytes", "list bytes"), ("list_sales", "sales in page"), ("list_cached_n", "pages asked (cached)"), ("list_cached_p99_ms", "list p99 cached"),
         ("list_cold_p99_ms", "list p99 cold"), ("touched_s", "touched back s"), ("every_s", "every hot back s"),
         ("back", "back"), ("lost", "holds lost"), ("lost_oldest_ms", "oldest lost ms"), ("error_log_lines", "ERROR lines")]
 rows = [dict(kv.split("=", 1) for kv in line.split() if "=" in kv) for line in sys.stdin]
