@@ -47,10 +47,11 @@ const maxSaleRows = 20
 // salePlan is one sale of a many-sales run: its id, when it starts (after the first), how
 // many of the crowd buy in it, and the seed of their behaviour.
 type salePlan struct {
-	ID     string
-	Start  time.Duration
-	Buyers int
-	Seed   uint64
+	ID        string
+	Start     time.Duration
+	Buyers    int
+	FirstUser int // its buyers are loadgen.UserName(FirstUser …): nobody buys in two sales
+	Seed      uint64
 }
 
 // planSales shares buyers over n sales named prefix-1 … prefix-n, starting evenly over spread
@@ -66,8 +67,10 @@ func planSales(prefix string, n, buyers int, spread time.Duration, s float64, se
 		perRank[z.Uint64()]++
 	}
 	plan := make([]salePlan, n)
+	first := 0
 	for i := range plan {
-		plan[i] = salePlan{ID: fmt.Sprintf("%s-%d", prefix, i+1), Buyers: perRank[rankOf[i]], Seed: seed + uint64(i)}
+		plan[i] = salePlan{ID: fmt.Sprintf("%s-%d", prefix, i+1), Buyers: perRank[rankOf[i]], FirstUser: first, Seed: seed + uint64(i)}
+		first += plan[i].Buyers
 		if n > 1 {
 			plan[i].Start = spread * time.Duration(i) / time.Duration(n-1)
 		}
@@ -180,7 +183,7 @@ func runManySales(ctx context.Context, o benchOptions, stdout, stderr io.Writer)
 			}
 			started.Add(1)
 			cfg := crowd
-			cfg.SaleID, cfg.Buyers, cfg.Seed = r.plan.ID, r.plan.Buyers, r.plan.Seed
+			cfg.SaleID, cfg.Buyers, cfg.FirstUser, cfg.Seed = r.plan.ID, r.plan.Buyers, r.plan.FirstUser, r.plan.Seed
 			cfg.Concurrency = max(1, (o.concurrency*r.plan.Buyers+o.buyers-1)/o.buyers)
 			cfg.Rate = o.rate * float64(r.plan.Buyers) / float64(o.buyers)
 			if r.plan.Buyers == 0 {
@@ -219,7 +222,7 @@ func runManySales(ctx context.Context, o benchOptions, stdout, stderr io.Writer)
 		settleRefunds(ctx, so)
 		r.audits = auditAll(ctx, so)
 		r.facts = loadgen.SaleFacts{Sellable: r.sale.StockState.Sellable, PerUserLimit: o.perUser, Sold: r.sale.StockState.Sold}
-		r.verdict = loadgen.Check(r.res, r.facts, r.audits, loadgen.Payers(r.plan.Buyers, r.plan.Seed, o.mix))
+		r.verdict = loadgen.Check(r.res, r.facts, r.audits, loadgen.PayersFrom(r.plan.FirstUser, r.plan.Buyers, r.plan.Seed, o.mix))
 		return nil
 	})
 	sum := summarize(runs, all, time.Since(crowdStart))

@@ -50,6 +50,7 @@ func TestBenchManySales(t *testing.T) {
 	if rp.Overall.Verdict != "ok" || rp.Overall.Sales != 5 || len(rp.Sales) != 5 || rp.Overall.Buyers != 400 {
 		t.Fatalf("overall %+v with %d sales: want ok, 5 sales, 400 buyers\n%s", rp.Overall, len(rp.Sales), out)
 	}
+	plan := planSales("day", 5, 400, time.Second, 1.1, 7)
 	buyers, most, least := 0, 0, 400
 	for i, s := range rp.Sales {
 		buyers += s.Buyers
@@ -57,7 +58,7 @@ func TestBenchManySales(t *testing.T) {
 		if s.ID != fmt.Sprintf("day-%d", i+1) || !s.Verdict.OK || len(s.Verdict.Checked) == 0 {
 			t.Errorf("sale %d: %s verdict %+v; want day-%d ok with its checks", i, s.ID, s.Verdict, i+1)
 		}
-		if payers := loadgen.Payers(s.Buyers, 7+uint64(i), loadgen.DefaultMix); payers >= s.Sellable && s.SoldDB != s.Sellable {
+		if payers := loadgen.PayersFrom(plan[i].FirstUser, s.Buyers, 7+uint64(i), loadgen.DefaultMix); payers >= s.Sellable && s.SoldDB != s.Sellable {
 			t.Errorf("sale %s: %d payers for %d units, but %d sold", s.ID, payers, s.Sellable, s.SoldDB)
 		}
 	}
@@ -112,12 +113,16 @@ func TestBenchManySalesCatchesABrokenSale(t *testing.T) {
 	t.Logf("caught:\n%s", out[strings.Index(out, "sale "):])
 }
 
-// TestPlanSales: the plan shares every buyer, spreads the starts from 0 to the spread, and
+// TestPlanSales: the plan shares every buyer, each to one sale (no buyer pays in many sales
+// at once: the targets limit a user's payments), spreads the starts from 0 to the spread, and
 // is the same for the same arguments.
 func TestPlanSales(t *testing.T) {
 	p := planSales("x", 100, 5000, 10*time.Second, 1.1, 3)
 	total, hottest := 0, 0
 	for _, s := range p {
+		if s.FirstUser != total {
+			t.Errorf("sale %s: buyers from %d; want %d (each sale its own buyers)", s.ID, s.FirstUser, total)
+		}
 		total += s.Buyers
 		hottest = max(hottest, s.Buyers)
 	}
