@@ -22,7 +22,8 @@
 #   - FLUSHALL of every node while buyers buy at HOLD_RATE/s: seconds until a touched sale
 #     answers a buy again, until every selling sale does (each probed once a second), and the
 #     holds answered before the flush that never reached the database.
-# The Go program bench/many-sales (this tree's) makes the API calls. Prints a line per
+# The Go program bench/many-sales (this tree's) makes the API calls. LOGS=dir keeps the
+# instances' logs (serve-REF-SALES-I.log) and the nodes'. Prints a line per
 # measure as it comes and the table at the end. Only loopback; needs redis-server, redis-cli,
 # mysql, ss.
 set -euo pipefail
@@ -41,6 +42,7 @@ PORT0=${PORT0:-18401}
 MYSQL_HOST=${MYSQL_HOST:-127.0.0.1}
 MYSQL_PORT=${MYSQL_PORT:-3306}
 MYSQL_USER=${MYSQL_USER:-root}
+LOGS=${LOGS:-} # a directory to keep the instances' and nodes' logs in
 
 repo=$(git rev-parse --show-toplevel)
 work=$(mktemp -d /tmp/seckill-many.XXXXXX)
@@ -50,6 +52,7 @@ worktrees=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
+	if [ -n "$LOGS" ]; then mkdir -p "$LOGS" && cp "$work"/*.log "$LOGS"/ 2>/dev/null || true; fi
 	for d in "${dbs[@]}"; do mysql -h"$MYSQL_HOST" -P"$MYSQL_PORT" -u"$MYSQL_USER" -e "DROP DATABASE IF EXISTS $d" 2>/dev/null || true; done
 	for w in "${worktrees[@]}"; do git -C "$repo" worktree remove --force "$w" 2>/dev/null || true; done
 	rm -rf "$work"
