@@ -204,6 +204,28 @@ func (o options) buyer(ctx context.Context, tag string, count int, stop <-chan s
 	}
 }
 
+// openDB opens the database with one connection, taken now and kept: a MariaDB shared with
+// other work may be at its max_connections later (Error 1040), which is retried for 30 s.
+func openDB(ctx context.Context, dsn string) (*sql.DB, error) {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	by := time.Now().Add(30 * time.Second)
+	for {
+		err := db.PingContext(ctx)
+		if err == nil {
+			return db, nil
+		}
+		if time.Now().After(by) || !wait.Sleep(ctx, 500*time.Millisecond) {
+			db.Close()
+			return nil, err
+		}
+	}
+}
+
 // inDatabase answers which of ids have a row in the reservations table.
 func inDatabase(ctx context.Context, db *sql.DB, ids []string) (map[string]bool, error) {
 	seen := map[string]bool{}
@@ -234,7 +256,7 @@ func inDatabase(ctx context.Context, db *sql.DB, ids []string) (map[string]bool,
 // holds buys o.count holds at o.rate and times each from its 201 to its row in the database,
 // which it polls every 5 ms (so each figure is up to 5 ms and a query late).
 func holds(ctx context.Context, o options) error {
-	db, err := sql.Open("mysql", o.dsn)
+	db, err := openDB(ctx, o.dsn)
 	if err != nil {
 		return err
 	}
@@ -357,7 +379,7 @@ func list(ctx context.Context, o options) error {
 // and, 5 s after, the holds answered before the flush that never reached the database
 // (lost), with how long before the flush the oldest of them was answered.
 func flush(ctx context.Context, o options) error {
-	db, err := sql.Open("mysql", o.dsn)
+	db, err := openDB(ctx, o.dsn)
 	if err != nil {
 		return err
 	}
