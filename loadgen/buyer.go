@@ -22,7 +22,7 @@ import (
 // buyer is one simulated customer, from fetching the purchase path to a final outcome. due is
 // its intended arrival in the open loop (zero in the closed loop).
 func (r *runner) buyer(ctx context.Context, i int, due time.Time) {
-	user := UserName(i)
+	user := UserName(r.cfg.FirstUser + i)
 	tr := r.track()
 	defer tr.end()
 	token, err := r.cfg.Token(user)

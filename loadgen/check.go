@@ -308,9 +308,12 @@ func FIFOViolations(queued []QueuedBuyer) (seen, pairs int, bad []string) {
 
 // Payers is how many of the first n buyers pay while their hold lasts (promptly, or after an
 // idempotent retry): if they are at least the sellable units, every unit must end up sold.
-func Payers(n int, seed uint64, mix Mix) int {
+func Payers(n int, seed uint64, mix Mix) int { return PayersFrom(0, n, seed, mix) }
+
+// PayersFrom is Payers for the n buyers numbered from first (Config.FirstUser).
+func PayersFrom(first, n int, seed uint64, mix Mix) int {
 	p := 0
-	for i := range n {
+	for i := first; i < first+n; i++ {
 		switch BehaviorOf(UserName(i), seed, mix) {
 		case PayPromptly, Retry:
 			p++

@@ -94,6 +94,10 @@ type Config struct {
 	Targets []string // base URLs of the instances; buyer i starts on Targets[i % len]
 	SaleID  string
 	Buyers  int
+	// FirstUser numbers the buyers: buyer i is UserName(FirstUser+i). Runs on several sales at
+	// once give each a range of its own, so that no buyer pays in many sales at once (the
+	// targets limit each user's payments, as a shop does).
+	FirstUser int
 	// Concurrency is the closed loop's buyers in flight (default 64). Rate, if positive, makes
 	// the loop open: buyers arrive at Rate per second whatever the server does.
 	Concurrency int

@@ -57,6 +57,12 @@ type benchOptions struct {
 	// be ok, and to answer at all (503s are retried as Retry-After says, an unreachable
 	// instance a few times) before the report names what it could not verify.
 	auditWait time.Duration
+	// sales, spread and zipf make a flash-sale day (bench_sales.go): sales sales (1: the single
+	// sale, as always), their starts spread over spread, the crowd shared over them by a Zipf law
+	// of exponent zipf.
+	sales  int
+	spread time.Duration
+	zipf   float64
 	// settle, if set, is waited for after the crowd is done and before the sale is audited
 	// (the demo waits for its gateway's last deliveries); extraChecks adds the caller's own
 	// checks to the verdict (the demo checks its gateway's count of payments).
@@ -92,6 +98,9 @@ func bench(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&o.report, "report", "", "also write a Markdown report to this file, with an SVG chart next to it")
 	fs.DurationVar(&o.auditWait, "audit-wait", defaultAuditWait, "longest the final audit may take (instances catching up, 503s retried); an instance without an audit by then is reported as unverified")
+	fs.IntVar(&o.sales, "sales", 1, "run this many sales at once, each with --units, their starts spread over --spread and the crowd (--buyers) over them by a Zipf law; a verdict per sale and overall")
+	fs.DurationVar(&o.spread, "spread", 10*time.Second, "with --sales: the sales' starts are spread evenly over this")
+	fs.Float64Var(&o.zipf, "zipf", 1.1, "with --sales: exponent of the Zipf law that shares the crowd over the sales (above 1; higher: hotter few)")
 	cal := fs.Bool("calibrate", false, "compare the buy path's rate with a bare net/http handler instead (tuned by --duration, --rounds, --clients)")
 	calDuration := fs.Duration("duration", 5*time.Second, "calibrate: length of each flood")
 	calRounds := fs.Int("rounds", 3, "calibrate: rounds, alternating target and reference")
@@ -117,6 +126,9 @@ func bench(ctx context.Context, args []string, getenv func(string) string, stdou
 	if *cal {
 		return calibrate(ctx, o, *calDuration, *calRounds, *calClients, stdout, stderr)
 	}
+	if o.sales > 1 {
+		return runManySales(ctx, o, stdout, stderr)
+	}
 	return runBench(ctx, o, stdout, stderr)
 }
 
@@ -130,6 +142,8 @@ func (o *benchOptions) validate() error {
 		return errors.New("bench: --units, --buyers, --per-user and --concurrency must be at least 1, --rate at least 0")
 	case o.auditWait < 0:
 		return errors.New("bench: --audit-wait must not be negative")
+	case o.sales < 0 || o.sales > maxBenchSales || o.spread < 0 || o.sales > 1 && !(o.zipf > 1):
+		return fmt.Errorf("bench: --sales must be 1 to %d, --spread not negative, --zipf above 1", maxBenchSales)
 	case o.segments == 0:
 		o.segments = 1 // a caller that builds benchOptions itself (the demo) leaves it unset
 	case o.segments < 1 || o.segments > seckill.MaxSegments:
@@ -137,6 +151,9 @@ func (o *benchOptions) validate() error {
 	}
 	if o.auditWait == 0 {
 		o.auditWait = defaultAuditWait
+	}
+	if o.sales == 0 {
+		o.sales = 1 // as segments: a caller's own benchOptions
 	}
 	if o.saleID == "" {
 		o.saleID = fmt.Sprintf("bench-%d", time.Now().UnixMilli())

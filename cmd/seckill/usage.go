@@ -28,7 +28,9 @@ report with an SVG chart.
 
 --segments N splits the sale's stock into N segments (Redis engine; on a Redis Cluster
 they spread one sale over its nodes). --calibrate instead compares the buy path's rate with
-a bare net/http handler.
+a bare net/http handler. --sales N runs a flash-sale day instead: N sales, their starts
+spread over --spread, the crowd shared over them by a Zipf law (--zipf), a verdict per
+sale and overall.
 
 "seckill bench strategies -h": the five ways of taking stock against one Redis, side by side.`},
 	"bench strategies": {"[flags]", `Run the ways of taking stock that flash-sale write-ups walk through (no lock,
