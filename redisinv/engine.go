@@ -218,6 +218,14 @@ func (e *Engine) rebuildLost(saleID string) bool {
 // segmentsRebuilt makes the engine take a rebuilt sale for a one-segment sale (segBook.forget).
 func (e *Engine) segmentsRebuilt(saleID string) { e.segs.forget(saleID, true) }
 
+// newIncarnation makes the engine forget what it knew of a deleted sale (its segments, its
+// local view) once a new sale with its id is found in Redis (versionBook.newIncarnation).
+func (e *Engine) newIncarnation(saleID string) {
+	sale, _, _ := strings.Cut(saleID, "#")
+	e.segs.forget(sale, true)
+	e.local.forget(sale)
+}
+
 // LoadSaleSegments preheats a sale split into n segments (1 is LoadSale). The free units are
 // shared evenly; sold units are counted in segment 0. LoadSale calls it for a sale whose
 // definition asks for segments (the API's `segments` option; docs/DECISIONS.md "Segmented stock").

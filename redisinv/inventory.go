@@ -40,7 +40,7 @@ func (e *Engine) loadSale(ctx context.Context, def seckill.Sale, sold int) error
 	if def.Sellable() < 0 || sold < 0 || sold > def.Sellable() {
 		return seckill.Errorf(seckill.CodeInvalidArgument, "sale %q: sold %d outside 0..%d", def.ID, sold, def.Sellable())
 	}
-	r, err := e.execRaw(ctx, e.scripts.load, def.ID, loadArgs(def, sold, "new", "")...)
+	r, err := e.execRaw(ctx, e.scripts.load, def.ID, withIncarnation(loadArgs(def, sold, "new", ""), def.Incarnation)...)
 	if err != nil {
 		return err
 	}
@@ -66,6 +66,19 @@ func loadArgs(def seckill.Sale, sold int, mode, token string) []string {
 		itoa(def.HoldSeconds), itoa(def.QueueLimit), i64toa(max(def.CreatedAt.UnixMilli(), 0)), itoa(sold),
 		def.Currency, boolArg(def.Listed),
 	}
+}
+
+// loadDefaults are load.lua's defaults for its optional ARGV [17] to [21].
+var loadDefaults = []string{"1", "0", "1", "0", "0"}
+
+// withIncarnation appends load.lua's ARGV [22], the sale's incarnation, to args (its ARGV after
+// the clock), giving the optional arguments before it their defaults.
+func withIncarnation(args []string, inc string) []string {
+	const before = 20 // ARGV [2] to [21]
+	for len(args) < before {
+		args = append(args, loadDefaults[len(args)-15])
+	}
+	return append(args, inc)
 }
 
 // Sale returns the definition and live counts, after reclaiming expired holds.

@@ -55,6 +55,7 @@ type rebuildHost interface {
 	versionFloor(saleID string) versionMark
 	streamTags(saleID string, n int) []string
 	segmentsRebuilt(saleID string)
+	newIncarnation(saleID string)
 }
 
 // errFenced means a newer rebuild took over the sale (its token no longer matches).
@@ -310,7 +311,7 @@ func (rb *rebuilder) rebuild(ctx context.Context, saleID string, stale uint64, l
 	if err != nil {
 		return 0, fmt.Errorf("sale version: %w", err)
 	}
-	args := append(loadArgs(def, sold, "rebuild", token), strconv.FormatUint(ver, 10), strconv.FormatUint(stale, 10))
+	args := withIncarnation(append(loadArgs(def, sold, "rebuild", token), strconv.FormatUint(ver, 10), strconv.FormatUint(stale, 10)), def.Incarnation)
 	r, err := rb.e.execRaw(ctx, rb.e.scriptSet().load, saleID, args...)
 	if err != nil {
 		return 0, err

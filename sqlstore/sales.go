@@ -10,7 +10,7 @@ import (
 )
 
 const saleColumns = `id, name, price_cents, stock, holdback, starts_at, ends_at,
-	per_user_limit, hold_seconds, queue_limit, created_at, sold, listed, currency`
+	per_user_limit, hold_seconds, queue_limit, created_at, sold, listed, currency, incarnation`
 
 // CreateSale inserts a sale with nothing sold. An existing id is a conflict, detected from the
 // driver's unique-violation code so that two concurrent creates cannot both succeed. A zero
@@ -20,11 +20,11 @@ func (s *Store) CreateSale(ctx context.Context, sale seckill.Sale) error {
 		return err
 	}
 	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO sales (id, name, price_cents, stock, holdback,
-		starts_at, ends_at, per_user_limit, hold_seconds, queue_limit, created_at, sold, listed, currency)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)`),
+		starts_at, ends_at, per_user_limit, hold_seconds, queue_limit, created_at, sold, listed, currency, incarnation)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)`),
 		sale.ID, sale.Name, sale.PriceCents, sale.Stock, sale.Holdback,
 		toMillis(sale.StartsAt), toMillis(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds,
-		sale.QueueLimit, toMillis(s.stamp(sale.CreatedAt)), sale.Listed, sale.Currency)
+		sale.QueueLimit, toMillis(s.stamp(sale.CreatedAt)), sale.Listed, sale.Currency, sale.Incarnation)
 	switch s.d.classify(err) {
 	case noViolation:
 	case uniqueViolation:
@@ -135,7 +135,7 @@ func scanSale(row scanner) (seckill.Sale, int, error) {
 		startsAt, endsAt, createdAt, sd int64
 	)
 	err := row.Scan(&sale.ID, &sale.Name, &sale.PriceCents, &sale.Stock, &sale.Holdback, &startsAt, &endsAt,
-		&sale.PerUserLimit, &sale.HoldSeconds, &sale.QueueLimit, &createdAt, &sd, &sale.Listed, &sale.Currency)
+		&sale.PerUserLimit, &sale.HoldSeconds, &sale.QueueLimit, &createdAt, &sd, &sale.Listed, &sale.Currency, &sale.Incarnation)
 	if err != nil {
 		return seckill.Sale{}, 0, err
 	}

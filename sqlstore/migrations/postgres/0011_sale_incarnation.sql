@@ -1,0 +1,4 @@
+-- 0011_sale_incarnation: sales.incarnation, as in migrations/sqlite/0012_sale_incarnation.sql
+-- (whose comments explain it).
+
+ALTER TABLE sales ADD COLUMN incarnation TEXT NOT NULL DEFAULT '';
