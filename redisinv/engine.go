@@ -218,6 +218,16 @@ func (e *Engine) rebuildLost(saleID string) bool {
 // segmentsRebuilt makes the engine take a rebuilt sale for a one-segment sale (segBook.forget).
 func (e *Engine) segmentsRebuilt(saleID string) { e.segs.forget(saleID, true) }
 
+// segmentCounts are the numbers of segments this engine knows the sale to have or to be loaded
+// with (the rebuild's probe, rebuilder.segmentCounts).
+func (e *Engine) segmentCounts(saleID string) []int {
+	ns := []int{e.segs.loadN}
+	if in := e.segs.of(saleID); in != nil {
+		ns = append(ns, in.n)
+	}
+	return ns
+}
+
 // newIncarnation makes the engine forget what it knew of a deleted sale (its segments, its
 // local view) once a new sale with its id is found in Redis (versionBook.newIncarnation).
 func (e *Engine) newIncarnation(saleID string) {
