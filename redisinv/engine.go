@@ -38,7 +38,10 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"golang.org/x/time/rate"
+
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/logsummary"
 	"github.com/seckill-go/seckill/internal/background"
 	"github.com/seckill-go/seckill/lock"
 )
@@ -54,6 +57,8 @@ type Engine struct {
 	timeout      time.Duration
 	log          *slog.Logger
 	rebuild      *rebuilder // nil: a missing sale is simply not found
+	recoveryRate float64    // WithRecoveryRate; 0: the default
+	troubles     *logsummary.Summarizer
 	scripts      *scriptSet
 	batches      batcher // groups the buys of one sale that arrive together (buy.go)
 	maxBatch     int
@@ -110,6 +115,10 @@ func New(rdb rueidis.Client, opts ...Option) *Engine {
 	e := &Engine{rdb: rdb, prefix: "seckill:", timeout: 2 * time.Second, log: slog.New(slog.DiscardHandler), scripts: defaultScripts, maxBatch: maxBatch}
 	for _, o := range opts {
 		o(e)
+	}
+	e.troubles = logsummary.New(e.log, 0)
+	if e.rebuild != nil && e.recoveryRate > 0 {
+		e.rebuild.rate.SetLimit(rate.Limit(e.recoveryRate))
 	}
 	e.versions.attach(e.rebuild, e.log)
 	e.segs.attach(e)
@@ -204,6 +213,10 @@ func (e *Engine) versionBook() *versionBook { return &e.versions }
 
 // logger is the engine's logger.
 func (e *Engine) logger() *slog.Logger { return e.log }
+
+// summary is the engine's summarized log (logsummary), for troubles that come by the thousand
+// (a loss of every sale's keys).
+func (e *Engine) summary() *logsummary.Summarizer { return e.troubles }
 
 // rebuildLost starts the rebuild of a segmented sale that lost a segment and reports whether
 // the engine rebuilds at all (WithRebuild).

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/background"
 	"github.com/seckill-go/seckill/internal/testkit/redistest"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/lock"
@@ -44,8 +45,6 @@ func BenchmarkRecovery(b *testing.B) {
 	b.Cleanup(func() { _ = locks.Close() })
 	var logs testenv.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
-	defer slog.SetDefault(slog.Default())
-	slog.SetDefault(logger) // the sweeper's reports, outside a background.Runner
 	e := New(c.Inventory, WithRebuild(store, locks), WithLogger(logger))
 	b.Cleanup(func() { _ = e.Close() })
 
@@ -89,10 +88,9 @@ func BenchmarkRecovery(b *testing.B) {
 		}
 	}
 	list := func(context.Context) ([]string, error) { return ids, nil }
-	sweepCtx, stopSweep := context.WithCancel(ctx)
-	swept := make(chan struct{})
-	go func() { defer close(swept); _ = e.Sweeper(250*time.Millisecond, list, locks).Run(sweepCtx) }()
-	defer func() { stopSweep(); <-swept }()
+	runner := background.NewRunner(logger) // as in production: its reports summarized
+	runner.Start(e.Sweeper(250*time.Millisecond, list, locks))
+	defer func() { _ = runner.Stop(context.Background()) }()
 	time.Sleep(time.Second) // the sweeper has taken its locks and swept once
 	errorsBefore := strings.Count(logs.String(), "level=ERROR")
 
