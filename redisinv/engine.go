@@ -41,8 +41,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/internal/logsummary"
 	"github.com/seckill-go/seckill/internal/background"
+	"github.com/seckill-go/seckill/internal/logsummary"
 	"github.com/seckill-go/seckill/lock"
 )
 

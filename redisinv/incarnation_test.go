@@ -165,5 +165,3 @@ func sameSet(a, b []string) bool {
 	}
 	return true
 }
-
-

@@ -252,8 +252,8 @@ type urgency int
 
 const (
 	whenIdle urgency = iota // rate-limited (WithRecoveryRate), after every urgent one
-	read                      // urgent: its own slots, no rate limit
-	touch                     // urgent, and the call waits for it (missing)
+	read                    // urgent: its own slots, no rate limit
+	touch                   // urgent, and the call waits for it (missing)
 )
 
 // urgencyOf is the urgency of a rebuild that a call of script s found needed.
