@@ -165,3 +165,79 @@ func sameSet(a, b []string) bool {
 	}
 	return true
 }
+
+// TestSaleMadeAgainOverLeftKeys: the delete's last step (the engine's drop) failed, so the
+// deleted sale's closed copy is still in Redis when a sale is created again under its id. The
+// new sale must load over it and sell (open, its own stock), with 1 and 4 segments. The negative
+// control gives both one incarnation: the load is then a conflict and the closed copy stays,
+// which the detector must report.
+func TestSaleMadeAgainOverLeftKeys(t *testing.T) {
+	url := testenv.Redis(t)
+	for _, tc := range []struct {
+		name       string
+		segs       int
+		inc1, inc2 string
+	}{{"1 segment", 1, "one", "two"}, {"4 segments", 4, "one", "two"}, {"negative control: one incarnation", 4, "", ""}} {
+		t.Run(tc.name, func(t *testing.T) {
+			problems := overLeftKeys(t, url, tc.segs, tc.inc1, tc.inc2)
+			if tc.inc1 == tc.inc2 {
+				if len(problems) == 0 {
+					t.Fatal("negative control: the new sale loaded over the deleted one's keys without incarnations; the detector cannot fail")
+				}
+				t.Logf("negative control, detector: %v", problems)
+				return
+			}
+			for _, p := range problems {
+				t.Error(p)
+			}
+		})
+	}
+}
+
+func overLeftKeys(t *testing.T, url string, segs int, inc1, inc2 string) (problems []string) {
+	ctx := t.Context()
+	c := dialT(t, url)
+	store := sqliteStoreT(t)
+	now := time.Now()
+	locks := lock.New(c.Locks, &lock.Options{Lease: time.Second})
+	t.Cleanup(func() { _ = locks.Close() })
+	e := newTestEngine(t, c.Inventory, seckilltest.NewManualClock(now), WithRebuild(store, locks))
+	const id = "left"
+	def := func(inc string, stock int) seckill.Sale {
+		s, err := seckill.NewSale(seckill.SaleInput{ID: id, PriceCents: ptr(int64(100)), Stock: ptr(stock),
+			StartsAt: &now, Listed: ptr(false), Segments: ptr(segs)}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Incarnation = inc
+		return s
+	}
+	first := def(inc1, 10)
+	if err := store.CreateSale(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.LoadSale(ctx, first, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.CloseUnreserved(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.DeleteSale(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	// The drop fails here: the closed copy stays.
+	second := def(inc2, 30)
+	if err := store.CreateSale(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.LoadSale(ctx, second, 0); err != nil {
+		problems = append(problems, fmt.Sprintf("load of the new sale: %v", err))
+	}
+	if _, err := e.Buy(ctx, seckill.BuyRequest{SaleID: id, UserID: "u", Quantity: 1}); err != nil {
+		problems = append(problems, fmt.Sprintf("buy in the new sale: %v", err))
+	}
+	if s, st, err := e.Sale(ctx, id); err != nil || st.Sellable != 30 || s.SegmentCount() != segs {
+		problems = append(problems, fmt.Sprintf("the new sale reads %+v %+v %v; want 30 sellable in %d segments", s, st, err, segs))
+	}
+	return problems
+}

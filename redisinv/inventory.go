@@ -22,7 +22,27 @@ const reclaimBatch = 1024
 
 // LoadSale preheats a sale: its definition and counters, with sold units already sold.
 // Loading a sale that is loaded is a conflict, so a repeated preheat changes nothing.
+//
+// Keys left by a deleted sale under the same id (service.Service.DeleteSale's last step, the
+// engine's drop, failed) are not a conflict: they are of another incarnation
+// (seckill.Sale.Incarnation), closed and empty, and are dropped before the new sale is loaded.
 func (e *Engine) LoadSale(ctx context.Context, def seckill.Sale, sold int) error {
+	err := e.load(ctx, def, sold)
+	if !isCode(err, seckill.CodeConflict) || def.Incarnation == "" {
+		return err
+	}
+	if inc, ok := e.incarnationOf(ctx, def.ID); !ok || inc == def.Incarnation {
+		return err // the sale itself, loaded already (a rebuild that read it first)
+	}
+	if derr := e.DropSale(ctx, def.ID); derr != nil {
+		return err // not a deleted sale's closed, empty copy: left as it is
+	}
+	e.log.Info("redisinv: dropped the keys a deleted sale left under the id of a new one", "sale", def.ID)
+	return e.load(ctx, def, sold)
+}
+
+// load is LoadSale without the check for a deleted sale's keys.
+func (e *Engine) load(ctx context.Context, def seckill.Sale, sold int) error {
 	if e.segs.loadN > 1 {
 		return e.LoadSaleSegments(ctx, def, sold, e.segs.loadN)
 	}
@@ -30,6 +50,20 @@ func (e *Engine) LoadSale(ctx context.Context, def seckill.Sale, sold int) error
 		return e.LoadSaleSegments(ctx, def, sold, n)
 	}
 	return e.loadSale(ctx, def, sold)
+}
+
+// incarnationOf is the incarnation of the sale's (or a segment's) keys in Redis: the hash's
+// field inc, "" for keys loaded before incarnations existed; ok is false when Redis cannot be
+// read or has no such keys.
+func (e *Engine) incarnationOf(ctx context.Context, id string) (string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	vals, err := e.rdb.Do(ctx, e.rdb.B().Hmget().Key(e.keys(id)[0]).Field("st", "inc").Build()).ToArray()
+	if err != nil || len(vals) != 2 || vals[0].IsNil() {
+		return "", false
+	}
+	inc, _ := vals[1].ToString() // nil: loaded before incarnations
+	return inc, true
 }
 
 // loadSale is LoadSale of a one-segment sale.

@@ -62,6 +62,7 @@ type rebuildHost interface {
 	segmentsRebuilt(saleID string)
 	newIncarnation(saleID string)
 	segmentCounts(saleID string) []int
+	incarnationOf(ctx context.Context, id string) (string, bool)
 }
 
 // errFenced means a newer rebuild took over the sale (its token no longer matches).

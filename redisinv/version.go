@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/seckill-go/seckill"
 )
 
@@ -215,14 +213,7 @@ func (b *versionBook) learnIncarnation(ctx context.Context, saleID string, sv *s
 
 // redisIncarnation is the incarnation of the sale's (or segment's) keys in Redis.
 func (b *versionBook) redisIncarnation(ctx context.Context, saleID string) (string, bool) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
-	defer cancel()
-	rdb := b.rb.e.redis()
-	inc, err := rdb.Do(ctx, rdb.B().Hget().Key(b.rb.e.keys(saleID)[0]).Field("inc").Build()).ToString()
-	if rueidis.IsRedisNil(err) {
-		return "", true // a sale loaded before incarnations existed, or none at all
-	}
-	return inc, err == nil
+	return b.rb.e.incarnationOf(context.WithoutCancel(ctx), saleID)
 }
 
 // newIncarnation reports whether a reply below the version seen comes from another sale made
