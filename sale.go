@@ -5,6 +5,9 @@ import (
 )
 
 // Sale is one flash sale: a fixed stock of one product sold in a time window.
+// MaxIncarnationBytes bounds Sale.Incarnation.
+const MaxIncarnationBytes = 32
+
 type Sale struct {
 	ID           string    `json:"id"`
 	Name         string    `json:"name"`
@@ -28,6 +31,13 @@ type Sale struct {
 	// database (which does not keep it), means 1. The memory engine refuses more than 1.
 	Segments  int       `json:"segments"`
 	CreatedAt time.Time `json:"-"`
+	// Incarnation tells apart the sales made one after another under one id (one deleted, then
+	// another created with its id): service.Service.CreateSale gives each a new random one,
+	// the order store keeps it, and the Redis engine writes it into the sale's keys, so that the
+	// new sale's state, whose versions start again at 1, is not taken for an older state of the
+	// deleted one (docs/MODEL.md "The state's version"). "" is the incarnation of a sale made
+	// in code or stored before incarnations existed.
+	Incarnation string `json:"-"`
 }
 
 // SaleStatus is derived from the clock and the stock state, never stored.
@@ -207,6 +217,8 @@ func (s Sale) Validate() error {
 		return errCurrency()
 	case s.Segments < 0 || s.Segments > MaxSegments:
 		return errSegments()
+	case len(s.Incarnation) > MaxIncarnationBytes || !ValidID(s.Incarnation) && s.Incarnation != "":
+		return bad("incarnation must be at most %d of [A-Za-z0-9_.-]", MaxIncarnationBytes)
 	}
 	return nil
 }

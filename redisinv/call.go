@@ -66,12 +66,23 @@ func (e *Engine) exec(ctx context.Context, s *script, saleID string, args ...str
 	}
 	switch r.code() {
 	case "not_loaded":
-		return nil, e.missing(ctx, saleID)
+		err := e.missing(ctx, saleID, urgencyOf(s))
+		if !errors.Is(err, errRebuilt) {
+			return nil, err
+		}
+		// Rebuilt while the call waited (a touch): once more, now that the sale is back.
+		if r, err = e.execRaw(ctx, s, saleID, args...); err != nil {
+			return nil, err
+		}
+		if code := r.code(); code == "not_loaded" || code == "loading" {
+			return nil, seckill.Errorf(seckill.CodeUnavailable, "sale %q is being restored from the database; retry shortly", saleID)
+		}
+		return r, nil
 	case "loading":
 		if e.rebuild != nil {
 			// A rebuild may have stopped half way (its instance died, it lost its lock): if
 			// nobody holds the lock any more, this instance takes over.
-			e.rebuild.start(saleID)
+			e.rebuild.start(saleID, urgencyOf(s))
 		}
 		return nil, seckill.Errorf(seckill.CodeUnavailable, "sale %q is being restored from the database; retry shortly", saleID)
 	}
@@ -119,11 +130,11 @@ func transient(err error) bool {
 }
 
 // missing decides what a call on a sale whose keys are missing answers.
-func (e *Engine) missing(ctx context.Context, saleID string) error {
+func (e *Engine) missing(ctx context.Context, saleID string, u urgency) error {
 	if e.rebuild == nil {
 		return seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
 	}
-	return e.rebuild.missing(ctx, saleID)
+	return e.rebuild.missing(ctx, saleID, u)
 }
 
 // execTag is exec for an id that may be a segment's tag ("X#i.k", segTag).

@@ -39,8 +39,11 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"golang.org/x/time/rate"
+
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/internal/background"
+	"github.com/seckill-go/seckill/internal/logsummary"
 	"github.com/seckill-go/seckill/lock"
 )
 
@@ -55,6 +58,8 @@ type Engine struct {
 	timeout      time.Duration
 	log          *slog.Logger
 	rebuild      *rebuilder // nil: a missing sale is simply not found
+	recoveryRate float64    // WithRecoveryRate; 0: the default
+	troubles     *logsummary.Summarizer
 	scripts      *scriptSet
 	batches      batcher // groups the buys of one sale that arrive together (buy.go)
 	maxBatch     int
@@ -112,6 +117,10 @@ func New(rdb rueidis.Client, opts ...Option) *Engine {
 	e := &Engine{rdb: rdb, prefix: "seckill:", timeout: 2 * time.Second, log: slog.New(slog.DiscardHandler), scripts: defaultScripts, maxBatch: maxBatch}
 	for _, o := range opts {
 		o(e)
+	}
+	e.troubles = logsummary.New(e.log, 0)
+	if e.rebuild != nil && e.recoveryRate > 0 {
+		e.rebuild.rate.SetLimit(rate.Limit(e.recoveryRate))
 	}
 	e.versions.attach(e.rebuild, e.log)
 	e.segs.attach(e)
@@ -207,6 +216,10 @@ func (e *Engine) versionBook() *versionBook { return &e.versions }
 // logger is the engine's logger.
 func (e *Engine) logger() *slog.Logger { return e.log }
 
+// summary is the engine's summarized log (logsummary), for troubles that come by the thousand
+// (a loss of every sale's keys).
+func (e *Engine) summary() *logsummary.Summarizer { return e.troubles }
+
 // rebuildLost starts the rebuild of a segmented sale that lost a segment and reports whether
 // the engine rebuilds at all (WithRebuild).
 func (e *Engine) rebuildLost(saleID string) bool {
@@ -219,6 +232,24 @@ func (e *Engine) rebuildLost(saleID string) bool {
 
 // segmentsRebuilt makes the engine take a rebuilt sale for a one-segment sale (segBook.forget).
 func (e *Engine) segmentsRebuilt(saleID string) { e.segs.forget(saleID, true) }
+
+// segmentCounts are the numbers of segments this engine knows the sale to have or to be loaded
+// with (the rebuild's probe, rebuilder.segmentCounts).
+func (e *Engine) segmentCounts(saleID string) []int {
+	ns := []int{e.segs.loadN}
+	if in := e.segs.of(saleID); in != nil {
+		ns = append(ns, in.n)
+	}
+	return ns
+}
+
+// newIncarnation makes the engine forget what it knew of a deleted sale (its segments, its
+// local view) once a new sale with its id is found in Redis (versionBook.newIncarnation).
+func (e *Engine) newIncarnation(saleID string) {
+	sale, _, _ := strings.Cut(saleID, "#")
+	e.segs.forget(sale, true)
+	e.local.forget(sale)
+}
 
 // LoadSaleSegments preheats a sale split into n segments (1 is LoadSale). The free units are
 // shared evenly; sold units are counted in segment 0. LoadSale calls it for a sale whose

@@ -22,7 +22,27 @@ const reclaimBatch = 1024
 
 // LoadSale preheats a sale: its definition and counters, with sold units already sold.
 // Loading a sale that is loaded is a conflict, so a repeated preheat changes nothing.
+//
+// Keys left by a deleted sale under the same id (service.Service.DeleteSale's last step, the
+// engine's drop, failed) are not a conflict: they are of another incarnation
+// (seckill.Sale.Incarnation), closed and empty, and are dropped before the new sale is loaded.
 func (e *Engine) LoadSale(ctx context.Context, def seckill.Sale, sold int) error {
+	err := e.load(ctx, def, sold)
+	if !isCode(err, seckill.CodeConflict) || def.Incarnation == "" {
+		return err
+	}
+	if inc, ok := e.incarnationOf(ctx, def.ID); !ok || inc == def.Incarnation {
+		return err // the sale itself, loaded already (a rebuild that read it first)
+	}
+	if derr := e.DropSale(ctx, def.ID); derr != nil {
+		return err // not a deleted sale's closed, empty copy: left as it is
+	}
+	e.log.Info("redisinv: dropped the keys a deleted sale left under the id of a new one", "sale", def.ID)
+	return e.load(ctx, def, sold)
+}
+
+// load is LoadSale without the check for a deleted sale's keys.
+func (e *Engine) load(ctx context.Context, def seckill.Sale, sold int) error {
 	if e.segs.loadN > 1 {
 		return e.LoadSaleSegments(ctx, def, sold, e.segs.loadN)
 	}
@@ -30,6 +50,20 @@ func (e *Engine) LoadSale(ctx context.Context, def seckill.Sale, sold int) error
 		return e.LoadSaleSegments(ctx, def, sold, n)
 	}
 	return e.loadSale(ctx, def, sold)
+}
+
+// incarnationOf is the incarnation of the sale's (or a segment's) keys in Redis: the hash's
+// field inc, "" for keys loaded before incarnations existed; ok is false when Redis cannot be
+// read or has no such keys.
+func (e *Engine) incarnationOf(ctx context.Context, id string) (string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	vals, err := e.rdb.Do(ctx, e.rdb.B().Hmget().Key(e.keys(id)[0]).Field("st", "inc").Build()).ToArray()
+	if err != nil || len(vals) != 2 || vals[0].IsNil() {
+		return "", false
+	}
+	inc, _ := vals[1].ToString() // nil: loaded before incarnations
+	return inc, true
 }
 
 // loadSale is LoadSale of a one-segment sale.
@@ -40,7 +74,7 @@ func (e *Engine) loadSale(ctx context.Context, def seckill.Sale, sold int) error
 	if def.Sellable() < 0 || sold < 0 || sold > def.Sellable() {
 		return seckill.Errorf(seckill.CodeInvalidArgument, "sale %q: sold %d outside 0..%d", def.ID, sold, def.Sellable())
 	}
-	r, err := e.execRaw(ctx, e.scripts.load, def.ID, loadArgs(def, sold, "new", "")...)
+	r, err := e.execRaw(ctx, e.scripts.load, def.ID, withIncarnation(loadArgs(def, sold, "new", ""), def.Incarnation)...)
 	if err != nil {
 		return err
 	}
@@ -66,6 +100,19 @@ func loadArgs(def seckill.Sale, sold int, mode, token string) []string {
 		itoa(def.HoldSeconds), itoa(def.QueueLimit), i64toa(max(def.CreatedAt.UnixMilli(), 0)), itoa(sold),
 		def.Currency, boolArg(def.Listed),
 	}
+}
+
+// loadDefaults are load.lua's defaults for its optional ARGV [17] to [21].
+var loadDefaults = []string{"1", "0", "1", "0", "0"}
+
+// withIncarnation appends load.lua's ARGV [22], the sale's incarnation, to args (its ARGV after
+// the clock), giving the optional arguments before it their defaults.
+func withIncarnation(args []string, inc string) []string {
+	const before = 20 // ARGV [2] to [21]
+	for len(args) < before {
+		args = append(args, loadDefaults[len(args)-15])
+	}
+	return append(args, inc)
 }
 
 // Sale returns the definition and live counts, after reclaiming expired holds.

@@ -437,6 +437,14 @@ func (l *localAnswers) sale(saleID string) *saleLocal {
 	return v.(*saleLocal)
 }
 
+// forget drops the sale's view: the sale was deleted and made again (a new incarnation), whose
+// versions start below the deleted one's.
+func (l *localAnswers) forget(saleID string) {
+	if l != nil {
+		l.sales.Delete(saleID)
+	}
+}
+
 // noteVersion records a reply's version: this engine's own change makes its view stale at
 // once, without waiting for the invalidation that Redis pushes to the watcher's connection
 // (which may arrive after the reply), so that a caller sees its own writes.

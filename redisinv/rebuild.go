@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
+	"golang.org/x/time/rate"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/logsummary"
 	"github.com/seckill-go/seckill/lock"
 	"github.com/seckill-go/seckill/pipeline"
 )
@@ -35,7 +38,8 @@ func WithRebuild(src Source, locks *lock.Client) Option {
 	return func(e *Engine) {
 		ctx, cancel := context.WithCancel(context.Background())
 		e.rebuild = &rebuilder{e: e, src: src, locks: locks, ctx: ctx, cancel: cancel,
-			slots: make(chan struct{}, maxRebuilds)}
+			slots: make(chan struct{}, maxRebuilds), urgentSlots: make(chan struct{}, maxUrgentRebuilds),
+			rate: rate.NewLimiter(defaultRecoveryRate, maxRebuilds)}
 	}
 }
 
@@ -52,9 +56,13 @@ type rebuildHost interface {
 	redis() rueidis.Client
 	random() string
 	logger() *slog.Logger
+	summary() *logsummary.Summarizer
 	versionFloor(saleID string) versionMark
 	streamTags(saleID string, n int) []string
 	segmentsRebuilt(saleID string)
+	newIncarnation(saleID string)
+	segmentCounts(saleID string) []int
+	incarnationOf(ctx context.Context, id string) (string, bool)
 }
 
 // errFenced means a newer rebuild took over the sale (its token no longer matches).
@@ -70,13 +78,18 @@ type rebuilder struct {
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
-	running map[string]bool
+	running map[string]*rebuildJob
 	stale   map[string]uint64    // sales found stale (version.go): the version that showed it
 	lost    map[string]bool      // segmented sales that lost a segment (segment.go segmentMissing)
 	failing map[string]backoff   // sales whose last rebuild failed: when to try again
 	known   map[string]time.Time // sales the database was seen to have, and when
 	wg      sync.WaitGroup
-	slots   chan struct{} // bounds the rebuilds that run at once
+	slots   chan struct{} // bounds the background's rebuilds that run at once
+	// urgentSlots bounds the rebuilds that calls other than the background's want (urgency),
+	// which never wait behind the background's.
+	urgentSlots chan struct{}
+	rate        *rate.Limiter // the background's rebuilds per second (WithRecoveryRate)
+	flat        bool          // withoutUrgency: every rebuild queues as the background's (tests)
 }
 
 // rebuildTimeout bounds one rebuild; a sale with very many reservations may need longer, and
@@ -85,10 +98,28 @@ type rebuilder struct {
 // sale would otherwise start one per sale ever created). knownFor is how long the database's
 // word that a sale exists is trusted, so that the calls on a missing sale do not each ask it.
 const (
-	rebuildTimeout = 2 * time.Minute
-	maxRebuilds    = 4
-	knownFor       = time.Second
+	rebuildTimeout    = 2 * time.Minute
+	maxRebuilds       = 4
+	maxUrgentRebuilds = 8
+	knownFor          = time.Second
 )
+
+// defaultRecoveryRate is how many rebuilds per second the background starts (WithRecoveryRate):
+// after a loss of every sale, one rebuild reads the sale's row, its reservations and versions
+// (a handful of indexed queries), so 200 a second is a light load for the database and puts
+// 5 000 sales back in under 30 s. touchWait is how long a buyer's call on a missing sale waits
+// for its rebuild (which it moves to the front) before it answers 503.
+const (
+	defaultRecoveryRate = 200
+	touchWait           = time.Second
+)
+
+// WithRecoveryRate sets how many rebuilds per second the background starts after a loss (the
+// sweeper's calls find the sales missing), to what the database can bear; the sales that calls
+// want are rebuilt first and are not counted. perSecond ≤ 0 keeps the default, 200.
+func WithRecoveryRate(perSecond float64) Option {
+	return func(e *Engine) { e.recoveryRate = perSecond }
+}
 
 // A rebuild that fails is tried again after firstRetry, then after twice as long each time, up
 // to maxRetry: a failure that will not go away (a definition the scripts refuse) costs one
@@ -107,7 +138,13 @@ type backoff struct {
 // missing answers a call on a sale whose keys are missing: not_found when the database does
 // not know it either, else unavailable while a rebuild (started here unless one is running) puts it
 // back.
-func (rb *rebuilder) missing(ctx context.Context, saleID string) error {
+//
+// A touch (urgencyOf) waits up to touchWait for the rebuild, which it moves before the
+// background's, and answers errRebuilt when it has finished: the caller tries its call again.
+func (rb *rebuilder) missing(ctx context.Context, saleID string, u urgency) error {
+	if rb.flat {
+		u = whenIdle
+	}
 	rb.mu.Lock()
 	seen, ok := rb.known[saleID]
 	rb.mu.Unlock()
@@ -126,8 +163,37 @@ func (rb *rebuilder) missing(ctx context.Context, saleID string) error {
 		rb.known[saleID] = time.Now()
 		rb.mu.Unlock()
 	}
-	rb.start(saleID)
+	j := rb.start(saleID, u)
+	if u == touch && j != nil && rb.await(ctx, j) {
+		return errRebuilt
+	}
 	return seckill.Errorf(seckill.CodeUnavailable, "sale %q is being restored from the database; retry shortly", saleID)
+}
+
+// withoutUrgency makes every rebuild queue as the background's, and no call wait for one: the
+// engine before recovery by demand, for the negative control of the tests.
+func withoutUrgency() Option {
+	return func(e *Engine) {
+		if e.rebuild != nil {
+			e.rebuild.flat = true
+		}
+	}
+}
+
+// errRebuilt tells exec that the sale its call found missing has been rebuilt meanwhile.
+var errRebuilt = errors.New("redisinv: rebuilt; call again")
+
+// await waits up to touchWait (and ctx) for the rebuild, and reports whether it loaded the sale.
+func (rb *rebuilder) await(ctx context.Context, j *rebuildJob) bool {
+	t := time.NewTimer(touchWait)
+	defer t.Stop()
+	select {
+	case <-j.done:
+		return j.ok
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 // startStale rebuilds a sale that is present in Redis but behind version want (version.go):
@@ -140,9 +206,9 @@ func (rb *rebuilder) startStale(saleID string, want uint64) (first bool) {
 	}
 	old, had := rb.stale[saleID]
 	rb.stale[saleID] = max(old, want)
-	first = !had && !rb.running[saleID]
+	first = !had && rb.running[saleID] == nil
 	rb.mu.Unlock()
-	rb.start(saleID)
+	rb.start(saleID, read)
 	return first
 }
 
@@ -154,10 +220,10 @@ func (rb *rebuilder) startLost(saleID string) (first bool) {
 	if rb.lost == nil || len(rb.lost) > 10_000 {
 		rb.lost = map[string]bool{}
 	}
-	first = !rb.lost[saleID] && !rb.running[saleID]
+	first = !rb.lost[saleID] && rb.running[saleID] == nil
 	rb.lost[saleID] = true
 	rb.mu.Unlock()
-	rb.start(saleID)
+	rb.start(saleID, read)
 	return first
 }
 
@@ -179,29 +245,76 @@ func (rb *rebuilder) takeStale(saleID string) uint64 {
 	return v
 }
 
-// start rebuilds the sale in the background unless this process is rebuilding it already.
-func (rb *rebuilder) start(saleID string) {
+// urgency is how soon a sale's rebuild is wanted, from what found the sale missing: the
+// background's calls (the sweeper's reclaims) queue at the recovery rate; a read (a sale's
+// page, a list) goes before them; a buyer's or an admin's change goes first too and waits for
+// the rebuild up to touchWait instead of answering 503 at once.
+type urgency int
+
+const (
+	whenIdle urgency = iota // rate-limited (WithRecoveryRate), after every urgent one
+	read                    // urgent: its own slots, no rate limit
+	touch                   // urgent, and the call waits for it (missing)
+)
+
+// urgencyOf is the urgency of a rebuild that a call of script s found needed.
+func urgencyOf(s *script) urgency {
+	switch s.name {
+	case "reclaim", "trim":
+		return whenIdle
+	case "sale", "segment":
+		return read
+	}
+	return touch
+}
+
+// rebuildJob is one sale's rebuild in this process: queued, then running, then done.
+type rebuildJob struct {
+	promote  chan struct{} // closed when a read or a touch wants it while it waits as background
+	promoted bool          // under rebuilder.mu
+	done     chan struct{} // closed when it has finished (ok tells how)
+	ok       bool          // the sale is loaded (set before done is closed)
+}
+
+// start rebuilds the sale in this process unless it is rebuilding it already, and returns the
+// rebuild (nil when none starts: shutting down, or backing off after failures). A rebuild that
+// waits behind the background's is moved to the urgent slots when an urgent call wants it.
+func (rb *rebuilder) start(saleID string, u urgency) *rebuildJob {
+	if rb.flat {
+		u = whenIdle
+	}
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
-	if rb.running[saleID] || rb.ctx.Err() != nil || time.Now().Before(rb.failing[saleID].next) {
-		return
+	if j := rb.running[saleID]; j != nil {
+		if u > whenIdle && !j.promoted {
+			j.promoted = true
+			close(j.promote)
+		}
+		return j
+	}
+	if rb.ctx.Err() != nil || time.Now().Before(rb.failing[saleID].next) {
+		return nil
 	}
 	if rb.running == nil {
-		rb.running = map[string]bool{}
+		rb.running = map[string]*rebuildJob{}
 	}
-	rb.running[saleID] = true
+	j := &rebuildJob{promote: make(chan struct{}), done: make(chan struct{}), promoted: u > whenIdle}
+	if j.promoted {
+		close(j.promote)
+	}
+	rb.running[saleID] = j
 	rb.wg.Go(func() {
 		defer func() {
 			rb.mu.Lock()
 			delete(rb.running, saleID)
 			rb.mu.Unlock()
+			close(j.done)
 		}()
-		select {
-		case rb.slots <- struct{}{}:
-			defer func() { <-rb.slots }()
-		case <-rb.ctx.Done():
+		release, ok := rb.slot(j)
+		if !ok {
 			return
 		}
+		defer release()
 		ctx, cancel := context.WithTimeout(rb.ctx, rebuildTimeout)
 		defer cancel()
 		start := time.Now()
@@ -210,31 +323,84 @@ func (rb *rebuilder) start(saleID string) {
 		if err != nil && stale != 0 {
 			rb.startStaleLater(saleID, stale)
 		}
-		switch {
-		case errors.Is(err, lock.ErrNotAcquired):
-			// Another instance holds the lock and is rebuilding.
-		case err != nil:
-			if delay, first := rb.failed(saleID); first {
-				rb.e.logger().Error("redisinv: rebuild failed; retrying with backoff, and logging again only once it succeeds",
-					"sale", saleID, "retry_in", delay, "max_retry", maxRetry, "err", err)
-			}
-		default:
-			if rb.recovered(saleID) {
-				rb.e.logger().Warn("redisinv: a rebuild that had failed has succeeded", "sale", saleID)
-			}
-			switch {
-			case n >= 0 && lost:
-				rb.e.logger().Warn("redisinv: a segment of the sale was missing from Redis; the sale has been rebuilt from the database as a one-segment sale",
-					"sale", saleID, "reservations", n, "took", time.Since(start))
-			case n >= 0 && stale != 0:
-				rb.e.logger().Warn("redisinv: sale was behind in Redis (it went back in time) and has been rebuilt from the database",
-					"sale", saleID, "reservations", n, "took", time.Since(start))
-			case n >= 0:
-				rb.e.logger().Warn("redisinv: sale was missing from Redis and has been rebuilt from the database",
-					"sale", saleID, "reservations", n, "took", time.Since(start))
-			}
-		}
+		j.ok = err == nil
+		rb.report(saleID, n, err, stale, lost, time.Since(start))
 	})
+	return j
+}
+
+// slot waits for the job's turn: an urgent slot at once for an urgent job (or one promoted while
+// it waits), else a background slot and the recovery rate's permission. It returns the slot's
+// release, and false when the rebuilder is closing.
+func (rb *rebuilder) slot(j *rebuildJob) (release func(), ok bool) {
+	urgent := func() (func(), bool) {
+		select {
+		case rb.urgentSlots <- struct{}{}:
+			return func() { <-rb.urgentSlots }, true
+		case <-rb.ctx.Done():
+			return nil, false
+		}
+	}
+	select {
+	case <-j.promote:
+		return urgent()
+	default:
+	}
+	select {
+	case <-j.promote:
+		return urgent()
+	case rb.slots <- struct{}{}:
+	case <-rb.ctx.Done():
+		return nil, false
+	}
+	ctx, cancel := context.WithCancel(rb.ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-j.promote:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := rb.rate.Wait(ctx); err != nil {
+		<-rb.slots
+		if rb.ctx.Err() != nil {
+			return nil, false
+		}
+		return urgent() // promoted while it waited for the rate
+	}
+	return func() { <-rb.slots }, true
+}
+
+// report logs a rebuild's outcome, summarized (logsummary): a loss of thousands of sales costs a
+// line per kind of outcome and period, with the count, not a line per sale.
+func (rb *rebuilder) report(saleID string, n int, err error, stale uint64, lost bool, took time.Duration) {
+	log := rb.e.summary()
+	ctx := context.Background()
+	switch {
+	case errors.Is(err, lock.ErrNotAcquired):
+		// Another instance holds the lock and is rebuilding.
+	case err != nil:
+		if delay, first := rb.failed(saleID); first {
+			log.Log(ctx, slog.LevelError, "rebuild failed", "redisinv: rebuild failed; retrying with backoff, and logging again only once it succeeds",
+				"sale", saleID, "retry_in", delay, "max_retry", maxRetry, "err", err)
+		}
+	default:
+		if rb.recovered(saleID) {
+			log.Log(ctx, slog.LevelWarn, "rebuild recovered", "redisinv: a rebuild that had failed has succeeded", "sale", saleID)
+		}
+		switch {
+		case n >= 0 && lost:
+			log.Log(ctx, slog.LevelWarn, "rebuilt lost segment", "redisinv: a segment of the sale was missing from Redis; the sale has been rebuilt from the database as a one-segment sale",
+				"sale", saleID, "reservations", n, "took", took)
+		case n >= 0 && stale != 0:
+			log.Log(ctx, slog.LevelWarn, "rebuilt stale", "redisinv: sale was behind in Redis (it went back in time) and has been rebuilt from the database",
+				"sale", saleID, "reservations", n, "took", took)
+		case n >= 0:
+			log.Log(ctx, slog.LevelWarn, "rebuilt missing", "redisinv: sale was missing from Redis and has been rebuilt from the database",
+				"sale", saleID, "reservations", n, "took", took)
+		}
+	}
 }
 
 // failed schedules the sale's next rebuild after a failure; first is true for the first failure
@@ -310,7 +476,7 @@ func (rb *rebuilder) rebuild(ctx context.Context, saleID string, stale uint64, l
 	if err != nil {
 		return 0, fmt.Errorf("sale version: %w", err)
 	}
-	args := append(loadArgs(def, sold, "rebuild", token), strconv.FormatUint(ver, 10), strconv.FormatUint(stale, 10))
+	args := withIncarnation(append(loadArgs(def, sold, "rebuild", token), strconv.FormatUint(ver, 10), strconv.FormatUint(stale, 10)), def.Incarnation)
 	r, err := rb.e.execRaw(ctx, rb.e.scriptSet().load, saleID, args...)
 	if err != nil {
 		return 0, err
@@ -376,12 +542,12 @@ func (rb *rebuilder) stopSegments(ctx context.Context, saleID, token string, sta
 		return 0, false, unexpected("segment halt", r)
 	}
 	// A segment's tag depends on the sale's number of segments (segTag), which segment 0 may
-	// have lost with its keys: look for segments 1 and up of every possible number (about
-	// 2 000 EXISTS in one pipeline and about 9 ms of CRCs, for a rebuild).
+	// have lost with its keys: look for segments 1 and up of each number the sale may have had
+	// (segmentCounts).
 	rdb := rb.e.redis()
 	var probe rueidis.Commands
 	var of []int // the number of segments each probe is for
-	for n := 2; n <= maxSegments; n++ {
+	for _, n := range rb.segmentCounts(ctx, saleID) {
 		for _, tag := range segTagsFrom(saleID, n) {
 			ks := rb.e.keys(tag)
 			probe = append(probe, rdb.B().Exists().Key(ks[0], ks[6]).Build())
@@ -389,7 +555,7 @@ func (rb *rebuilder) stopSegments(ctx context.Context, saleID, token string, sta
 		}
 	}
 	streams = 1
-	for i, res := range rdb.DoMulti(ctx, probe...) {
+	for i, res := range doMulti(ctx, rdb, probe) {
 		found, err := res.AsInt64()
 		if err != nil {
 			return 0, false, errUnavailable(fmt.Errorf("look for the sale's segments: %w", err))
@@ -411,6 +577,52 @@ func (rb *rebuilder) stopSegments(ctx context.Context, saleID, token string, sta
 		}
 	}
 	return streams, false, rb.drainStreams(ctx, saleID, streams)
+}
+
+// SegmentSource is the optional part of a Source that knows how many segments each sale was
+// created with (sqlstore.Store implements it): a rebuild then looks for the segments a lost
+// sale may have left behind among that number's only, not among every possible number's
+// (about 2 000 keys and 10 ms of CRCs, which made a rebuild CPU-bound when thousands of sales
+// were lost at once).
+type SegmentSource interface {
+	// SaleSegments is the number of segments the sale was created with, 0 if not known.
+	SaleSegments(ctx context.Context, saleID string) (int, error)
+}
+
+// segmentCounts are the numbers of segments (2 and up) the sale may have had: the one the
+// source recorded at its creation, the one this instance has seen, and the one the engine
+// splits every sale into (WithSegments); every possible number when the source does not know.
+func (rb *rebuilder) segmentCounts(ctx context.Context, saleID string) []int {
+	all := func() []int {
+		ns := make([]int, 0, maxSegments-1)
+		for n := 2; n <= maxSegments; n++ {
+			ns = append(ns, n)
+		}
+		return ns
+	}
+	ss, ok := rb.src.(SegmentSource)
+	if !ok {
+		return all()
+	}
+	created, err := ss.SaleSegments(ctx, saleID)
+	if err != nil || created < 1 {
+		return all() // not known: a sale created before the store kept it, or no answer now
+	}
+	var ns []int
+	for _, n := range append(rb.e.segmentCounts(saleID), created) {
+		if n > 1 && n <= maxSegments && !slices.Contains(ns, n) {
+			ns = append(ns, n)
+		}
+	}
+	return ns
+}
+
+// doMulti is rdb.DoMulti, without a call for no commands.
+func doMulti(ctx context.Context, rdb rueidis.Client, cmds rueidis.Commands) []rueidis.RedisResult {
+	if len(cmds) == 0 {
+		return nil
+	}
+	return rdb.DoMulti(ctx, cmds...)
 }
 
 // drainStreams applies every entry left in the sale's segments' streams to the order store (if

@@ -76,6 +76,9 @@ type saleVersion struct {
 	checked atomic.Bool   // the database's version was read and folded into seen
 	retryAt atomic.Int64  // unix ns before which the database is not asked again
 	mu      sync.Mutex    // one reader of the database per sale at a time
+	// inc is the sale's incarnation (seckill.Sale.Incarnation) as Redis had it when the
+	// database was first read (nil: not known): the versions in seen are that incarnation's.
+	inc atomic.Pointer[string]
 }
 
 // withoutVersionCheck switches the detection off: replies are served whatever their version.
@@ -119,6 +122,9 @@ func (b *versionBook) check(ctx context.Context, saleID string, m versionMark, v
 		return nil
 	}
 	if v < m.floor {
+		if b.newIncarnation(ctx, saleID, m.sv) {
+			return b.checkNew(ctx, saleID, v)
+		}
 		return b.refuse(saleID, m.floor, v)
 	}
 	sv := m.sv
@@ -190,8 +196,75 @@ func (b *versionBook) dbVersion(ctx context.Context, saleID string, sv *saleVers
 		}
 	}
 	sv.db.Store(db)
+	b.learnIncarnation(ctx, saleID, sv)
 	sv.checked.Store(true)
 	return db, true
+}
+
+// learnIncarnation records the incarnation the sale's keys have in Redis now (hash field inc,
+// load.lua), once, with the first read of the database's version: the versions seen from then
+// on are that incarnation's. A Redis that cannot be read leaves it unknown (then a lower
+// version is always a state gone back in time, as before incarnations).
+func (b *versionBook) learnIncarnation(ctx context.Context, saleID string, sv *saleVersion) {
+	if inc, ok := b.redisIncarnation(ctx, saleID); ok {
+		sv.inc.CompareAndSwap(nil, &inc)
+	}
+}
+
+// redisIncarnation is the incarnation of the sale's (or segment's) keys in Redis.
+func (b *versionBook) redisIncarnation(ctx context.Context, saleID string) (string, bool) {
+	return b.rb.e.incarnationOf(context.WithoutCancel(ctx), saleID)
+}
+
+// newIncarnation reports whether a reply below the version seen comes from another sale made
+// since under the same id (deleted and created again: seckill.Sale.Incarnation), not from an
+// older state of the one seen: the keys' incarnation in Redis is not the one the versions seen
+// belong to, and it is the database's. It costs a Redis and a database read, on a reply that
+// would otherwise be refused (rare). A Redis that holds the deleted sale's incarnation while the
+// database has the new one (a restore of an old snapshot) is not a new incarnation: refused.
+func (b *versionBook) newIncarnation(ctx context.Context, saleID string, sv *saleVersion) bool {
+	if sv == nil || b.source() == nil {
+		return false
+	}
+	seen := sv.inc.Load()
+	if seen == nil {
+		return false
+	}
+	inc, ok := b.redisIncarnation(ctx, saleID)
+	if !ok || inc == *seen {
+		return false
+	}
+	sale, _, _ := strings.Cut(saleID, "#")
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
+	defer cancel()
+	def, _, err := b.rb.src.Sale(ctx, sale)
+	if err != nil || def.Incarnation != inc {
+		return false
+	}
+	if b.m.CompareAndDelete(saleID, sv) {
+		b.entries.Add(-1)
+		b.rb.e.newIncarnation(saleID) // the instance's other knowledge of the deleted sale
+		b.log.Info("redisinv: the sale was made again under its id (a new incarnation); its versions are compared afresh",
+			"sale", saleID, "incarnation", inc)
+	}
+	return true
+}
+
+// checkNew checks a reply of a new incarnation of the sale (newIncarnation) as the first reply
+// of a sale this instance has not seen: with the database's version only.
+func (b *versionBook) checkNew(ctx context.Context, saleID string, v uint64) error {
+	sv := b.saleVersion(saleID)
+	if !sv.checked.Load() {
+		if db, ok := b.dbVersion(ctx, saleID, sv); ok && v < db {
+			return b.refuse(saleID, db, v)
+		}
+	}
+	for {
+		cur := sv.seen.Load()
+		if cur >= v || sv.seen.CompareAndSwap(cur, v) {
+			return nil
+		}
+	}
 }
 
 // source is the rebuild's source as a VersionSource, or nil.

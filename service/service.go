@@ -139,6 +139,7 @@ func (s *Service) CreateSale(ctx context.Context, in seckill.SaleInput) (SaleVie
 	if err != nil {
 		return SaleView{}, err
 	}
+	sale.Incarnation = seckill.NewID()[:16] // a new sale, even under the id of a deleted one
 	if err := s.store.CreateSale(ctx, sale); err != nil {
 		return SaleView{}, unavailable(err)
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 const saleColumns = `id, name, price_cents, stock, holdback, starts_at, ends_at,
-	per_user_limit, hold_seconds, queue_limit, created_at, sold, listed, currency`
+	per_user_limit, hold_seconds, queue_limit, created_at, sold, listed, currency, incarnation`
 
 // CreateSale inserts a sale with nothing sold. An existing id is a conflict, detected from the
 // driver's unique-violation code so that two concurrent creates cannot both succeed. A zero
@@ -20,11 +20,11 @@ func (s *Store) CreateSale(ctx context.Context, sale seckill.Sale) error {
 		return err
 	}
 	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO sales (id, name, price_cents, stock, holdback,
-		starts_at, ends_at, per_user_limit, hold_seconds, queue_limit, created_at, sold, listed, currency)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)`),
+		starts_at, ends_at, per_user_limit, hold_seconds, queue_limit, created_at, sold, listed, currency, incarnation, segments)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)`),
 		sale.ID, sale.Name, sale.PriceCents, sale.Stock, sale.Holdback,
 		toMillis(sale.StartsAt), toMillis(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds,
-		sale.QueueLimit, toMillis(s.stamp(sale.CreatedAt)), sale.Listed, sale.Currency)
+		sale.QueueLimit, toMillis(s.stamp(sale.CreatedAt)), sale.Listed, sale.Currency, sale.Incarnation, sale.SegmentCount())
 	switch s.d.classify(err) {
 	case noViolation:
 	case uniqueViolation:
@@ -105,6 +105,22 @@ func (s *Store) Sale(ctx context.Context, id string) (seckill.Sale, int, error) 
 	return sale, sold, nil
 }
 
+// SaleSegments is the number of segments the sale was created with (seckill.Sale.Segments, at
+// least 1), or 0 when it is not known (a sale created before the store kept it). The definition
+// that Sale returns leaves Segments at 0 (an engine loads a sale read back as one segment); the
+// Redis engine's rebuild asks this to know which segments a lost sale may have left behind.
+func (s *Store) SaleSegments(ctx context.Context, id string) (int, error) {
+	var n int
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT segments FROM sales WHERE id = ?`), id).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", id)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: segments of sale %s: %w", id, err)
+	}
+	return n, nil
+}
+
 // Sales lists every sale, oldest first (ties by id), with the sold units at the same index.
 func (s *Store) Sales(ctx context.Context) ([]seckill.Sale, []int, error) {
 	rows, err := s.rdb.QueryContext(ctx, `SELECT `+saleColumns+` FROM sales ORDER BY created_at, id`)
@@ -135,7 +151,7 @@ func scanSale(row scanner) (seckill.Sale, int, error) {
 		startsAt, endsAt, createdAt, sd int64
 	)
 	err := row.Scan(&sale.ID, &sale.Name, &sale.PriceCents, &sale.Stock, &sale.Holdback, &startsAt, &endsAt,
-		&sale.PerUserLimit, &sale.HoldSeconds, &sale.QueueLimit, &createdAt, &sd, &sale.Listed, &sale.Currency)
+		&sale.PerUserLimit, &sale.HoldSeconds, &sale.QueueLimit, &createdAt, &sd, &sale.Listed, &sale.Currency, &sale.Incarnation)
 	if err != nil {
 		return seckill.Sale{}, 0, err
 	}

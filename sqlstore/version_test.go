@@ -89,3 +89,51 @@ func TestSaleVersion(t *testing.T) {
 }
 
 func ptrInt(n int) *int { return &n }
+
+// TestSaleIncarnationAndSegments: a sale keeps its incarnation and the number of segments it was
+// created with (migration sale_incarnation); a sale deleted and created again under its id has
+// the new one's; a sale created without them reads "" and 1; an unknown sale is not found. The
+// definition that Sale returns leaves Segments at 0.
+func TestSaleIncarnationAndSegments(t *testing.T) {
+	allDialects(t, func(t *testing.T, fresh freshDB) {
+		ctx := t.Context()
+		s := openT(t, fresh(t))
+		now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+		price := int64(0)
+		def, err := seckill.NewSale(seckill.SaleInput{ID: "inc", PriceCents: &price, Stock: ptrInt(5), StartsAt: &now, Segments: ptrInt(4)}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check := func(step, inc string, segs int) {
+			t.Helper()
+			got, _, err := s.Sale(ctx, "inc")
+			if err != nil || got.Incarnation != inc || got.Segments != 0 {
+				t.Fatalf("%s: Sale = %+v, %v; want incarnation %q, segments 0", step, got, err, inc)
+			}
+			if n, err := s.SaleSegments(ctx, "inc"); err != nil || n != segs {
+				t.Fatalf("%s: SaleSegments = %d, %v; want %d", step, n, err, segs)
+			}
+		}
+		def.Incarnation = "first"
+		if err := s.CreateSale(ctx, def); err != nil {
+			t.Fatal(err)
+		}
+		check("created", "first", 4)
+		if err := s.DeleteSale(ctx, "inc"); err != nil {
+			t.Fatal(err)
+		}
+		def.Incarnation, def.Segments = "", 0
+		if err := s.CreateSale(ctx, def); err != nil {
+			t.Fatal(err)
+		}
+		check("made again without", "", 1)
+		if _, err := s.SaleSegments(ctx, "nope"); seckill.ErrorCode(err) != seckill.CodeNotFound {
+			t.Fatalf("SaleSegments of an unknown sale: %v; want not_found", err)
+		}
+		bad := def
+		bad.ID, bad.Incarnation = "bad", "has space"
+		if err := s.CreateSale(ctx, bad); seckill.ErrorCode(err) != seckill.CodeInvalidArgument {
+			t.Fatalf("CreateSale with a bad incarnation: %v; want invalid_argument", err)
+		}
+	})
+}

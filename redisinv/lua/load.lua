@@ -17,7 +17,10 @@
 --       version is below it, is a Redis that went back in time and is replaced (never one at or
 --       above it: another rebuild has replaced it already); for a segmented sale (common.lua,
 --       Segments) [19] segments (2 to 99), [20] this segment's index, [21] its share of the free
---       units (its available; sold is counted in segment 0 only). Mode 'segment' loads segment
+--       units (its available; sold is counted in segment 0 only); [22] the sale's incarnation
+--       (optional, default ''; at most 32 bytes: seckill.Sale.Incarnation), kept in the hash's
+--       field inc, which tells the engine a sale made again under a deleted sale's id from an
+--       older state of the same sale (docs/MODEL.md "The state's version"). Mode 'segment' loads segment
 --       1 or more and replaces whatever is there (the engine loads them before segment 0, whose
 --       'new' load is the one that can conflict).
 -- Returns: {'ok'}, {'conflict'}, or {'fenced'} (a rebuild with a newer token is under way);
@@ -63,6 +66,7 @@ local function main()
   local segs = int_arg(ARGV[19] or '1', 'segments', 1, 99)
   local seg = int_arg(ARGV[20] or '0', 'segment', 0, segs - 1)
   local share = int_arg(ARGV[21] or '0', 'share', 0, MAX_QUANTITY)
+  local inc = str_arg(ARGV[22] or '', 'incarnation', 32)
   if (mode == 'segment') ~= (seg > 0) or (mode == 'rebuild' and segs > 1) then
     fail("mode 'segment' loads segment 1 or more of a segmented sale, which is not rebuilt")
   end
@@ -98,7 +102,7 @@ local function main()
   end
   redis.call('DEL', KEYS[1])
   redis.call('HSET', KEYS[1], 'name', name, 'loader', token, 'st', pack_state(), 'currency', currency,
-    'listed', listed)
+    'listed', listed, 'inc', inc)
   return {'ok'}
 end
 
