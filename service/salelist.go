@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -16,8 +17,9 @@ import (
 // instance cache"):
 //
 //   - the definitions of every sale, sorted by (starts_at, id), are read from the order store
-//     at most once per ListTTL (one query, whoever asks), and again at once after a sale is
-//     created, changed or deleted through this instance;
+//     at most once per ListTTL (one query, whoever asks; the request that finds them stale
+//     reads them, the others are answered the stale ones meanwhile); a sale created, changed
+//     or deleted through this instance is applied to them at once (listStore);
 //   - a sale's live view (stock, status) is read from the engine only for the sales on a page,
 //     and kept for ListTTL, so that a page read again costs no engine read.
 //
@@ -261,8 +263,33 @@ func (l *saleList) view(ctx context.Context, s *Service, id string) (SaleView, e
 	return v, nil
 }
 
-// invalidate forgets everything: the next page reads the definitions and views again. It is
-// called after every sale write this instance makes (listStore).
+// changed applies a sale write this instance made to the cached definitions (listStore),
+// so that an admin's change shows on this instance's next page without reading every sale
+// again: sale is the new definition, or nil when id was deleted. Loads already running are
+// not kept (they may predate the change). The copy costs O(sales) for a write, none for a read.
+func (l *saleList) changed(id string, sale *seckill.Sale) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.gen++
+	delete(l.views, id)
+	if l.defs == nil {
+		return
+	}
+	defs := make([]seckill.Sale, 0, len(l.defs)+1)
+	for _, d := range l.defs {
+		if d.ID != id {
+			defs = append(defs, d)
+		}
+	}
+	if sale != nil {
+		at := sort.Search(len(defs), func(i int) bool { return positionOf(*sale).before(positionOf(defs[i])) })
+		defs = slices.Insert(defs, at, *sale)
+	}
+	l.defs = defs
+}
+
+// invalidate forgets everything: the next page reads the definitions and views again (after
+// a write whose outcome is unknown).
 func (l *saleList) invalidate() {
 	l.mu.Lock()
 	l.defs, l.gen = nil, l.gen+1
@@ -270,24 +297,34 @@ func (l *saleList) invalidate() {
 	l.mu.Unlock()
 }
 
-// listStore is the service's order store: each sale write it passes on empties the list's
-// cache, so that an admin's change shows on this instance's next page.
+// listStore is the service's order store: each sale write it passes on is applied to the
+// list's cache, so that an admin's change shows on this instance's next page.
 type listStore struct {
 	seckill.OrderStore
 	list *saleList
 }
 
 func (s listStore) CreateSale(ctx context.Context, sale seckill.Sale) error {
-	defer s.list.invalidate()
-	return s.OrderStore.CreateSale(ctx, sale)
+	return s.wrote(sale.ID, &sale, s.OrderStore.CreateSale(ctx, sale))
 }
 
 func (s listStore) UpdateSale(ctx context.Context, sale seckill.Sale) error {
-	defer s.list.invalidate()
-	return s.OrderStore.UpdateSale(ctx, sale)
+	return s.wrote(sale.ID, &sale, s.OrderStore.UpdateSale(ctx, sale))
 }
 
 func (s listStore) DeleteSale(ctx context.Context, id string) error {
-	defer s.list.invalidate()
-	return s.OrderStore.DeleteSale(ctx, id)
+	return s.wrote(id, nil, s.OrderStore.DeleteSale(ctx, id))
+}
+
+// wrote applies a write's outcome to the cache: its sale when it succeeded; nothing when the
+// store refused it (a conflict, not_found: nothing changed); else it forgets everything.
+func (s listStore) wrote(id string, sale *seckill.Sale, err error) error {
+	switch {
+	case err == nil:
+		s.list.changed(id, sale)
+	case seckill.ErrorCode(err) == seckill.CodeConflict || seckill.ErrorCode(err) == seckill.CodeNotFound:
+	default:
+		s.list.invalidate()
+	}
+	return err
 }
