@@ -35,6 +35,13 @@ const (
 	// Cluster spreads one sale over several nodes (docs/DECISIONS.md "Segmented stock"): more
 	// than the nodes of any cluster this serves.
 	MaxSegments = 64
+	// MaxListLimit bounds limit, the sales on one page of GET /api/v1/sales; DefaultListLimit
+	// is the page without one.
+	MaxListLimit     = 100
+	DefaultListLimit = 50
+	// MaxListCursor bounds cursor, the opaque position of a list page, in bytes (an id of
+	// MaxIDBytes and a time fit with room to spare).
+	MaxListCursor = 160
 )
 
 // MinTime and MaxTime bound every time of a sale (starts_at, ends_at, and so every hold's

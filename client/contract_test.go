@@ -80,10 +80,24 @@ func contractJourney(t *testing.T, admin *client.Client) {
 	must("create", err)
 	_, err = admin.CreateSale(ctx, client.NewSale{ID: "contract-a", PriceCents: 1, Stock: 1})
 	refused("create again", err, seckill.CodeConflict)
-	_, err = admin.ListSales(ctx, true)
+	page, err := admin.ListSales(ctx, client.ListOptions{All: true, Limit: 1})
 	must("list all", err)
-	_, err = admin.WithToken("").ListSales(ctx, false)
+	if page.NextCursor != "" {
+		_, err = admin.ListSales(ctx, client.ListOptions{All: true, Limit: 1, Cursor: page.NextCursor})
+		must("list all, next page", err)
+	}
+	_, err = admin.WithToken("").ListSales(ctx, client.ListOptions{Status: "selling"})
 	must("list", err)
+	_, err = admin.WithToken("").ListSales(ctx, client.ListOptions{Cursor: "not-ours"})
+	refused("list at a cursor not the server's", err, seckill.CodeInvalidArgument)
+	walked := 0
+	for _, err := range admin.Sales(ctx, client.ListOptions{All: true, Limit: 1}) {
+		must("walk the list", err)
+		walked++
+	}
+	if walked == 0 {
+		t.Error("walk of every sale: none, want contract-a at least")
+	}
 	_, err = admin.Sale(ctx, "contract-nope")
 	refused("unknown sale", err, seckill.CodeNotFound)
 	_, err = admin.SetListed(ctx, "contract-a", true)

@@ -3,22 +3,74 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"iter"
 	"net/url"
 	"strconv"
 )
 
 // The sales: the storefront's reads (anyone) and the admin's writes (the admin token).
 
-// ListSales is GET /api/v1/sales: the listed sales, oldest first; with all, every sale,
-// unlisted ones included (admin only).
-func (c *Client) ListSales(ctx context.Context, all bool) (SaleList, error) {
+// ListOptions picks a page of ListSales: every field may be left zero.
+type ListOptions struct {
+	// All lists every sale, unlisted ones included (admin only).
+	All bool
+	// Status keeps the sales in one window now: "upcoming", "selling" or "ended"; "" keeps all.
+	Status string
+	// Limit is the page's size, 1 to seckill.MaxListLimit; 0: the server's default
+	// (seckill.DefaultListLimit).
+	Limit int
+	// Cursor is the NextCursor of the page before; "": the first page. A cursor must be used
+	// with the All and Status it was answered for.
+	Cursor string
+}
+
+// ListSales is GET /api/v1/sales: one page of the sales (listed ones, or every sale with All),
+// by starts_at then id. NextCursor is where the next page starts; "" on the last page.
+func (c *Client) ListSales(ctx context.Context, opts ListOptions) (SaleList, error) {
+	q := url.Values{}
+	if opts.All {
+		q.Set("all", "true")
+	}
+	if opts.Status != "" {
+		q.Set("status", opts.Status)
+	}
+	if opts.Limit != 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	if opts.Cursor != "" {
+		q.Set("cursor", opts.Cursor)
+	}
 	path := "/api/v1/sales"
-	if all {
-		path += "?all=true"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
 	}
 	var out SaleList
 	_, err := c.do(ctx, call{method: "GET", path: path, out: &out})
 	return out, err
+}
+
+// Sales walks every page of the list from opts (its Cursor, if any, is where it starts),
+// yielding each sale in order, or the error that ended the walk. A sale created during the
+// walk is yielded if its place is after the page already read (docs/API.md).
+func (c *Client) Sales(ctx context.Context, opts ListOptions) iter.Seq2[Sale, error] {
+	return func(yield func(Sale, error) bool) {
+		for {
+			page, err := c.ListSales(ctx, opts)
+			if err != nil {
+				yield(Sale{}, err)
+				return
+			}
+			for _, s := range page.Sales {
+				if !yield(s, nil) {
+					return
+				}
+			}
+			if page.NextCursor == "" {
+				return
+			}
+			opts.Cursor = page.NextCursor
+		}
+	}
 }
 
 // Sale is GET /api/v1/sales/{id}: one sale, listed or not, with its live stock.

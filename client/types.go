@@ -42,9 +42,11 @@ type NewSale struct {
 // Ptr returns a pointer to v: for NewSale's QueueLimit and Listed.
 func Ptr[T any](v T) *T { return &v }
 
-// SaleList is the answer of ListSales: the sales, oldest first, and the server's clock.
+// SaleList is the answer of ListSales: one page of sales by starts_at then id, where the next
+// page starts ("" on the last), and the server's clock.
 type SaleList struct {
 	Sales      []Sale    `json:"sales"`
+	NextCursor string    `json:"next_cursor,omitempty"`
 	ServerTime time.Time `json:"server_time"`
 }
 

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"sort"
 	"strings"
@@ -34,33 +33,6 @@ func (s *Server) createSale(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusCreated, v)
-}
-
-func (s *Server) listSales(w http.ResponseWriter, r *http.Request) error {
-	listedOnly, err := s.listedOnly(r)
-	if err != nil {
-		return err
-	}
-	listFn := s.svc.Sales
-	if listedOnly {
-		listFn = s.svc.ListedSales
-	}
-	sales, err := listFn(r.Context())
-	if err != nil {
-		return err
-	}
-	// Each sale is rendered on its own: one that cannot be (a time outside the years 0–9999,
-	// stored before sale times were bounded) is left out and logged, never the whole list.
-	list := make([]json.RawMessage, 0, len(sales))
-	for _, v := range sales {
-		b, err := json.Marshal(v)
-		if err != nil {
-			s.log.Error("sale left out of the list: cannot render it", "sale", v.ID, "err", err)
-			continue
-		}
-		list = append(list, b)
-	}
-	return writeJSON(w, http.StatusOK, map[string]any{"sales": list, "server_time": s.now()})
 }
 
 func (s *Server) getSale(w http.ResponseWriter, r *http.Request) error {

@@ -94,6 +94,7 @@ type Server struct {
 	streams  *streamLimiter
 	handler  http.Handler
 	gateways map[string]payment.Gateway // by name; read-only after New
+	cursors  cursors                    // the sale list's page cursors (salelist.go)
 }
 
 // route is one entry of the routing table; the OpenAPI test checks the table against the
@@ -124,6 +125,7 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, limiter: newRateLimiter(cfg.BuyRate, cfg.BuyBurst),
 		payLimit: newRateLimiter(cfg.BuyRate, cfg.BuyBurst)}
 	s.troubles = logsummary.New(cfg.Logger, 0)
+	s.cursors = newCursors(cfg.AuthSecret)
 	s.gateways = gatewaysByName(cfg)
 	s.metrics = newMetrics(cfg.Registry, cfg.Service)
 	cfg.Registry.MustRegister(cfg.Collectors...)

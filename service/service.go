@@ -38,6 +38,8 @@ type Service struct {
 	paying singleflight.Group
 	// live is the listing of the sales that LiveSaleIDs serves every background loop from.
 	live liveListing
+	// list caches the sale list's pages (salelist.go).
+	list *saleList
 }
 
 // Config wires a Service. Inventory and Store are required; Payments may be nil (POST /pay then
@@ -58,6 +60,8 @@ type Config struct {
 	// AuthSecret is SECKILL_AUTH_SECRET; the purchase-path key is derived from it, so every
 	// instance that shares the secret accepts every other's purchase tokens.
 	AuthSecret []byte
+	// ListTTL bounds how stale the sale list may be (default DefaultListTTL): salelist.go.
+	ListTTL time.Duration
 }
 
 // New returns a Service. Clock defaults to seckill.SystemClock.
@@ -65,8 +69,9 @@ func New(cfg Config) *Service {
 	if cfg.Clock == nil {
 		cfg.Clock = seckill.SystemClock{}
 	}
-	return &Service{inv: cfg.Inventory, store: cfg.Store, payments: cfg.Payments, windows: cfg.Windows, settled: cfg.Settled,
-		clock: cfg.Clock, pathKey: purchasetoken.Key(cfg.AuthSecret)}
+	list := newSaleList(cfg.ListTTL)
+	return &Service{inv: cfg.Inventory, store: listStore{cfg.Store, list}, payments: cfg.Payments, windows: cfg.Windows, settled: cfg.Settled,
+		clock: cfg.Clock, pathKey: purchasetoken.Key(cfg.AuthSecret), list: list}
 }
 
 // Now is the service's clock.

@@ -79,7 +79,7 @@ func TestMetricsAddr(t *testing.T) {
 	if status != 200 || !strings.Contains(body, "go_goroutines") {
 		t.Errorf("/metrics on --metrics-addr: %d", status)
 	}
-	if _, err := client.New("http://"+a.metrics.listener.Addr().String()).ListSales(t.Context(), false); statusOf(err) != http.StatusNotFound {
+	if _, err := client.New("http://"+a.metrics.listener.Addr().String()).ListSales(t.Context(), client.ListOptions{}); statusOf(err) != http.StatusNotFound {
 		t.Errorf("the API on --metrics-addr: %v, want 404", err)
 	}
 }

@@ -3,7 +3,8 @@
 // chart drawn here) and the holds about to expire.
 
 import {
-  api, ApiError, byId, fmtCountdown, fmtMoney, fmtPrice, h, messageFor, parseTime, plural, ServerClock, setText, store, svg,
+  api, ApiError, byId, fmtCountdown, fmtMoney, fmtPrice, h, listPages, messageFor, parseTime, plural, ServerClock, setText, store,
+  svg,
 } from 'seckill/common';
 import { SaleFeed } from 'seckill/sse';
 
@@ -31,6 +32,7 @@ const A = {
   sale: null,
   feed: null,
   rows: new Map(), // sale id → table row parts
+  listPages: 1, // pages of the sales table shown: one more per "More sales"
   timers: [],
   activity: null, // last activity answer
   activityMissing: false,
@@ -120,6 +122,7 @@ byId('token-form').addEventListener('submit', (ev) => {
   })();
   A.checking.finally(() => { A.checking = null; btn.disabled = false; });
 });
+byId('more-sales').addEventListener('click', () => { A.listPages++; refreshSales(); });
 byId('admin-forget').addEventListener('click', () => {
   byId('admin-token').value = '';
   useToken('');
@@ -133,16 +136,20 @@ async function refreshSales() {
   try {
     // With a token, every sale (unlisted ones included: bench sales, hidden ones); without
     // one, or with one the server refuses, the storefront's list.
-    r = A.token ? await adminCall('GET', '/api/v1/sales?all=true').catch((e) => {
-      if (refusal(e)) return api('GET', '/api/v1/sales');
+    // The pages shown so far, by start: the first, and one more per "More sales".
+    const admin = (path) => adminCall('GET', path);
+    const shop = (path) => api('GET', path);
+    r = A.token ? await listPages(admin, { all: 'true' }, A.listPages).catch((e) => {
+      if (refusal(e)) return listPages(shop, {}, A.listPages);
       throw e;
-    }) : await api('GET', '/api/v1/sales');
+    }) : await listPages(shop, {}, A.listPages);
   } catch (e) {
     announce(messageFor(e), 'error');
     return;
   }
-  A.clock.sample(r.server_time);
-  const sales = (r.sales || []).slice().reverse(); // newest first
+  A.clock.sample(r.serverTime);
+  const { sales } = r;
+  byId('more-sales').hidden = !r.more;
   byId('no-sales').hidden = sales.length > 0;
   const body = byId('sale-rows');
   const seen = new Set();

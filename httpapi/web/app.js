@@ -4,7 +4,7 @@
 
 import {
   api, ApiError, byId, fmtCountdown, fmtDateTime, fmtPrice, fmtSeconds, h, jwtClaims, jwtSubject, messageFor,
-  plural, randomKey, ServerClock, setText, sleep, store,
+  listPages, plural, randomKey, ServerClock, setText, sleep, store,
 } from 'seckill/common';
 import { SaleFeed } from 'seckill/sse';
 
@@ -44,6 +44,7 @@ const S = {
   blockedUntil: 0, // rate limited until (Date.now() ms)
   names: new Map(), // sale id → name, for the orders list
   listTimer: 0,
+  listPages: 1, // pages of the list shown: one more per "More sales"
   listItems: new Map(), // sale id → list item parts
   lastRefresh: 0,
   noDevTokens: false, // the server answered 404 to /dev/token: sign in by pasting a JWT
@@ -221,6 +222,7 @@ byId('jwt-form').addEventListener('submit', (ev) => {
 });
 
 byId('signout-button').addEventListener('click', () => signOut());
+byId('more-sales').addEventListener('click', () => { S.listPages++; refreshList(); });
 
 // userError handles the errors every signed-in call may get; it returns true if it did.
 function userError(e) {
@@ -269,14 +271,16 @@ function showList() {
 async function refreshList() {
   let r;
   try {
-    r = await api('GET', '/api/v1/sales');
+    // The pages shown so far, by start: the first, and one more per "More sales".
+    r = await listPages((path) => api('GET', path), {}, S.listPages);
   } catch (e) {
     announce(messageFor(e), 'error');
     return;
   }
   if (S.saleId) return; // navigated away meanwhile
-  S.clock.sample(r.server_time);
-  const sales = (r.sales || []).slice().reverse(); // newest first
+  S.clock.sample(r.serverTime);
+  const { sales } = r;
+  byId('more-sales').hidden = !r.more;
   const ul = byId('sale-list');
   byId('no-sales').hidden = sales.length > 0;
   const seen = new Set();

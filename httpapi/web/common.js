@@ -173,6 +173,26 @@ export async function api(method, path, { token, body, headers = {}, signal } = 
   return data;
 }
 
+// listPages reads the first `pages` pages of GET /api/v1/sales, each after the one before
+// (query: all, status), with `get` (api, or the dashboard's admin call): the sales in the
+// list's order (starts_at, then id), whether more pages follow, and the server's clock.
+export async function listPages(get, query, pages) {
+  let sales = [];
+  let cursor = '';
+  let serverTime = null;
+  for (let i = 0; i < pages; i++) {
+    const q = new URLSearchParams(query);
+    if (cursor) q.set('cursor', cursor);
+    const qs = q.toString();
+    const r = await get(`/api/v1/sales${qs ? `?${qs}` : ''}`);
+    sales = sales.concat(r.sales || []);
+    serverTime = r.server_time;
+    cursor = r.next_cursor || '';
+    if (!cursor) break;
+  }
+  return { sales, more: cursor !== '', serverTime };
+}
+
 // messageFor turns an error into a sentence for a person. Every code of docs/API.md has its
 // own sentence, so a shopper never sees a raw code or the server's detail text (which names ids
 // and fields); the dashboard (context 'admin') adds the detail where it tells an operator what
