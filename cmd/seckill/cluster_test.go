@@ -834,9 +834,10 @@ func TestClusterRushRedisFlushed(t *testing.T) {
 	if a.Database.Sold != 100 {
 		t.Fatalf("database sold %d after the rebuild; want the rest sold, 100 (%+v)", a.Database.Sold, a)
 	}
-	if r.stats["503 retried"] == 0 {
-		t.Errorf("no request saw the rebuild's 503: %v", r.stats)
-	}
+	// A buy that finds the sale missing waits for its rebuild (up to 1 s) instead of answering
+	// 503 (docs/RELIABILITY.md), so 503s are not required; the rebuild's log line below is
+	// what proves the flush was met.
+	t.Logf("503s retried during the rebuild: %d", r.stats["503 retried"])
 	rebuilt := 0
 	for _, in := range c.insts {
 		rebuilt += strings.Count(in.log.String(), "has been rebuilt from the database")
