@@ -62,6 +62,7 @@ type Engine struct {
 	versions     versionBook  // the sales' highest versions seen (version.go)
 	segs         segments     // the segmented sales (segbook.go, segment.go, seglend.go)
 	streamCounts sync.Map     // sale id -> int, its event streams (stream.go saleStreams)
+	notes        notifier     // the one subscription to the streams' notifications (notify.go)
 
 	local    *localAnswers // buys answered without Redis (localanswers.go); nil: off
 	inflight inflightBound // the buys of each sale waiting for Redis (inflight.go)

@@ -82,20 +82,26 @@ func (l *streamLimits) bounds() (keep time.Duration, most int) {
 // store's group (Group), [3] keep entries newer than this many ms, [4] most entries kept (0:
 // no bound). Reply {'ok', removed, left}.
 func (e *Engine) trimStream(ctx context.Context, saleID string) error {
+	_, err := e.trimStreamLeft(ctx, saleID)
+	return err
+}
+
+// trimStreamLeft is trimStream, and how many entries the stream keeps.
+func (e *Engine) trimStreamLeft(ctx context.Context, saleID string) (int64, error) {
 	keep, most := e.stream.bounds()
 	r, err := e.execRaw(ctx, e.scripts.trim, saleID, Group, strconv.FormatInt(keep.Milliseconds(), 10), strconv.Itoa(most))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if len(r) < 3 {
-		return nil
+		return 0, nil
 	}
 	left := r.int(2)
 	if most > 0 && float64(left) >= StreamAlarmShare*float64(most) && e.stream.alarm(saleID) {
 		e.log.Warn("redisinv: a sale's event stream nears its maximum: a reader (an export sink, or the order store) is far behind; past the maximum an export sink loses the oldest entries",
 			"sale", saleID, "entries", left, "max", most)
 	}
-	return nil
+	return int64(left), nil
 }
 
 // alarm reports whether to warn about saleID now: at most once a minute per sale.

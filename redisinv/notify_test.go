@@ -1,0 +1,193 @@
+package redisinv
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// countingClient is a Redis client that counts the commands sent through it, by name, for
+// the tests that show what a reader costs.
+type countingClient struct {
+	rueidis.Client
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func newCountingClient(c rueidis.Client) *countingClient {
+	return &countingClient{Client: c, counts: map[string]int{}}
+}
+
+func (c *countingClient) count(cmds ...rueidis.Completed) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cmd := range cmds {
+		if words := cmd.Commands(); len(words) > 0 {
+			c.counts[strings.ToUpper(words[0])]++
+		}
+	}
+}
+
+func (c *countingClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	c.count(cmd)
+	return c.Client.Do(ctx, cmd)
+}
+
+func (c *countingClient) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+	c.count(cmds...)
+	return c.Client.DoMulti(ctx, cmds...)
+}
+
+// take returns the counts since the last take and starts again from zero.
+func (c *countingClient) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.counts
+	c.counts = map[string]int{}
+	return out
+}
+
+func total(counts map[string]int) int {
+	n := 0
+	for _, v := range counts {
+		n += v
+	}
+	return n
+}
+
+// TestIdleSaleCostsNoCommand: a consumer whose sale has nothing new sends Redis no command at
+// all over a window (no blocking read, no poll, no claim or trim timer per stream), and a buy
+// wakes it at once: the buy's events are stored within the test's patience, long before any
+// periodic check (an hour). The detector counts every command the consumer's engine sends. The
+// negative control is a consumer that polls (checks its streams every 20 ms): the same
+// detector sees its commands.
+func TestIdleSaleCostsNoCommand(t *testing.T) {
+	for _, polling := range []bool{false, true} {
+		name := "notified"
+		if polling {
+			name = "negative control: polling every 20 ms"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := newStreamRig(t, 10)
+			r.buy("u1")
+			counter := newCountingClient(r.rdb)
+			worker := New(counter, WithTestClock(r.clock), WithPrefix(r.e.prefix))
+			t.Cleanup(func() { _ = worker.Close() })
+			cfg := ConsumerConfig{CheckEvery: time.Hour, List: func(context.Context) ([]string, error) { return []string{"st"}, nil }}
+			if polling {
+				cfg.CheckEvery = 20 * time.Millisecond
+			}
+			sink := &fakeSink{}
+			c := worker.NewConsumer(sink, cfg)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = c.Run(ctx) }()
+			t.Cleanup(func() { cancel(); <-done })
+
+			eventually(t, "the first buy stored", func() bool { return len(sink.stored()) == 1 })
+			// Settled: a quiet window after the reads that followed the first buy.
+			for counter.take(); ; {
+				time.Sleep(200 * time.Millisecond)
+				if total(counter.take()) == 0 || polling {
+					break
+				}
+			}
+			time.Sleep(500 * time.Millisecond)
+			idle := counter.take()
+			t.Logf("commands over 500 ms of an idle sale: %v", idle)
+			if polling {
+				if total(idle) == 0 {
+					t.Fatal("negative control: a polling consumer sent no command in the window: the detector cannot fail")
+				}
+				return
+			}
+			if total(idle) != 0 {
+				t.Fatalf("an idle sale cost %v commands over 500 ms, want none", idle)
+			}
+			r.buy("u2")
+			eventually(t, "the second buy stored without polling", func() bool { return len(sink.stored()) == 2 })
+			if woke := counter.take(); woke["XREADGROUP"] == 0 {
+				t.Fatalf("stored the second buy without a read (%v): the detector does not see reads", woke)
+			}
+		})
+	}
+}
+
+// TestLostNotificationFoundByCheck: an entry added without a notification (one lost: a
+// dropped subscription, a restored stream) is stored by the consumer's periodic check. The
+// negative control checks only every hour: the same entry stays unstored over the same wait.
+func TestLostNotificationFoundByCheck(t *testing.T) {
+	for _, checking := range []bool{true, false} {
+		name := "check every 100 ms"
+		if !checking {
+			name = "negative control: check every hour"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := newStreamRig(t, 10)
+			ctx := t.Context()
+			r.buy("u1")
+			cfg := ConsumerConfig{CheckEvery: time.Hour}
+			if checking {
+				cfg.CheckEvery = 100 * time.Millisecond
+			}
+			sink := &fakeSink{}
+			r.run(sink, cfg)
+			eventually(t, "the first buy stored", func() bool { return len(sink.stored()) == 1 })
+			time.Sleep(3 * notifyQuiet) // the consumer has stopped reading: only a notification or a check wakes it
+
+			// The entry of a change, as a script writes it, added without the notification.
+			key := r.e.streamKey("st")
+			first, err := r.rdb.Do(ctx, r.rdb.B().Xrange().Key(key).Start("-").End("+").Count(1).Build()).AsXRangeSlices()
+			if err != nil || len(first) != 1 {
+				t.Fatalf("the stream's first entry: %v, %v", first, err)
+			}
+			paid := strings.Replace(first[0].FieldValues[0].Value, "|held|", "|paid|", 1)
+			if err := r.rdb.Do(ctx, r.rdb.B().Xadd().Key(key).Id("*").FieldValue().FieldValue("e", paid).Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(3 * time.Second)
+			for len(sink.stored()) < 2 && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			stored := len(sink.stored())
+			if !checking {
+				if stored != 1 {
+					t.Fatalf("negative control: the entry without a notification was stored (%d events) without a check: the detector cannot fail", stored)
+				}
+				return
+			}
+			if stored != 2 {
+				t.Fatalf("the entry whose notification was lost was not stored in 3 s (%d events stored, want 2)", stored)
+			}
+		})
+	}
+}
+
+// TestScriptsNotifyAQuietStream: a change to a stream that was quiet publishes the stream's
+// key on the engine's channel (flush_events in common.lua); the detector is a subscriber that
+// must see it.
+func TestScriptsNotifyAQuietStream(t *testing.T) {
+	r := newStreamRig(t, 10)
+	got := make(chan string, 16)
+	unwatch := r.e.watchNotes(&noteWatcher{key: func(k string) { got <- k }, subscribed: func() {}})
+	defer unwatch()
+	// The subscription may not be up yet: buy until a notification comes.
+	deadline := time.After(5 * time.Second)
+	for i := 0; ; i++ {
+		r.buy("u" + string(rune('a'+i)))
+		select {
+		case k := <-got:
+			if k != r.e.streamKey("st") {
+				t.Fatalf("notified %q, want the stream key %q", k, r.e.streamKey("st"))
+			}
+			return
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no notification of a change to a quiet stream in 5 s")
+		}
+	}
+}
