@@ -59,10 +59,11 @@ func (e *Engine) watchNotes(w *noteWatcher) (unwatch func()) {
 		n.stop, n.done = stop, make(chan struct{})
 		go func(done chan struct{}) { defer close(done); e.subscribeNotes(ctx) }(n.done)
 	}
-	if n.subscribed {
+	up := n.subscribed
+	n.mu.Unlock()
+	if up {
 		w.subscribed()
 	}
-	n.mu.Unlock()
 	return func() {
 		n.mu.Lock()
 		delete(n.watchers, w)
@@ -79,11 +80,16 @@ func (e *Engine) watchNotes(w *noteWatcher) (unwatch func()) {
 	}
 }
 
-// each calls fn for every watcher, under the lock (fn must not block).
+// each calls fn for every watcher, outside the lock (a watcher may be called just after it
+// left: its callbacks must bear that).
 func (n *notifier) each(fn func(w *noteWatcher)) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	ws := make([]*noteWatcher, 0, len(n.watchers))
 	for w := range n.watchers {
+		ws = append(ws, w)
+	}
+	n.mu.Unlock()
+	for _, w := range ws {
 		fn(w)
 	}
 }

@@ -4,10 +4,15 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/seckill-go/seckill/delivery"
+	"github.com/seckill-go/seckill/events"
+	"github.com/seckill-go/seckill/lock"
 )
 
 // countingClient is a Redis client that counts the commands sent through it, by name, for
@@ -189,5 +194,74 @@ func TestScriptsNotifyAQuietStream(t *testing.T) {
 		case <-deadline:
 			t.Fatal("no notification of a change to a quiet stream in 5 s")
 		}
+	}
+}
+
+// countSink is an export sink that counts the events published to it.
+type countSink struct{ n atomic.Int64 }
+
+func (s *countSink) Name() string { return "test://count" }
+func (s *countSink) Publish(_ context.Context, evs []events.Event) error {
+	s.n.Add(int64(len(evs)))
+	return nil
+}
+func (s *countSink) Close() error { return nil }
+
+// plainLog hides a log's Quiet methods: the exporter leads and reads it as any log.
+type plainLog struct{ events.Log }
+
+// TestIdleExportCostsNoCommand: an exported sale with nothing new costs no command over a
+// window, the export lead's included (the lead is given back while the log is idle, so no
+// lease is renewed and no other instance polls for it), and a buy wakes the export at once.
+// The detector counts every command of the exporting engine and of its locks. The negative
+// control exports the same log as a plain events.Log (read and led without notifications):
+// the detector sees its commands.
+func TestIdleExportCostsNoCommand(t *testing.T) {
+	for _, quiet := range []bool{true, false} {
+		name := "notified"
+		if !quiet {
+			name = "negative control: led and read without notifications"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := newExportRig(t)
+			r.buy(2, "a")
+			counter := newCountingClient(r.rdb)
+			worker := New(counter, WithPrefix(r.e.prefix))
+			t.Cleanup(func() { _ = worker.Close() })
+			locks := lock.New(lock.Rueidis(counter), &lock.Options{Lease: 3 * time.Second})
+			t.Cleanup(func() { _ = locks.Close() })
+			var l events.Log = worker.ExportLog(r.sale, locks)
+			if !quiet {
+				l = plainLog{l}
+			}
+			sink := &countSink{}
+			x := delivery.New(delivery.Config{Sinks: []events.Sink{sink}, Logs: func(context.Context) ([]events.Log, error) { return []events.Log{l}, nil }})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = x.Run(ctx) }()
+			t.Cleanup(func() { cancel(); <-done })
+
+			eventually(t, "the first buys exported", func() bool { return sink.n.Load() == 2 })
+			for counter.take(); ; {
+				time.Sleep(200 * time.Millisecond)
+				if total(counter.take()) == 0 || !quiet {
+					break
+				}
+			}
+			time.Sleep(500 * time.Millisecond)
+			idle := counter.take()
+			t.Logf("commands over 500 ms of an idle exported sale: %v", idle)
+			if !quiet {
+				if total(idle) == 0 {
+					t.Fatal("negative control: an export read without notifications sent no command in the window: the detector cannot fail")
+				}
+				return
+			}
+			if total(idle) != 0 {
+				t.Fatalf("an idle exported sale cost %v commands over 500 ms, want none", idle)
+			}
+			r.buy(1, "b")
+			eventually(t, "the next buy exported without polling", func() bool { return sink.n.Load() == 3 })
+		})
 	}
 }
