@@ -170,8 +170,10 @@ func (l *streamLog) keys(ctx context.Context) []string {
 }
 
 // exportCheckEvery is how often a log waiting for work looks at its groups itself (one
-// XINFO GROUPS per stream), for what a lost notification or a leader that died left.
-const exportCheckEvery = 30 * time.Second
+// XINFO GROUPS per stream), for what a lost notification or a leader that died left. Where
+// the instance runs the orders consumer, its check (every 10 s) finds those first and passes
+// them on (Consumer.check); this is for an instance that exports without consuming.
+const exportCheckEvery = time.Minute
 
 // wakeAll gives every sink waiting on the log a token.
 func (l *streamLog) wakeAll() {

@@ -94,6 +94,15 @@ func (n *notifier) each(fn func(w *noteWatcher)) {
 	}
 }
 
+// notifyLocal passes key to this engine's watchers but except as if the channel had named it.
+func (e *Engine) notifyLocal(key string, except *noteWatcher) {
+	e.notes.each(func(w *noteWatcher) {
+		if w != except {
+			w.key(key)
+		}
+	})
+}
+
 // subscribeNotes holds the subscription until ctx ends, subscribing again after a failure.
 func (e *Engine) subscribeNotes(ctx context.Context) {
 	n := &e.notes

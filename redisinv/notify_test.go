@@ -140,9 +140,23 @@ func TestLostNotificationFoundByCheck(t *testing.T) {
 				cfg.CheckEvery = 100 * time.Millisecond
 			}
 			sink := &fakeSink{}
-			r.run(sink, cfg)
+			counter := newCountingClient(r.rdb)
+			worker := New(counter, WithTestClock(r.clock), WithPrefix(r.e.prefix))
+			t.Cleanup(func() { _ = worker.Close() })
+			cfg.List = func(context.Context) ([]string, error) { return []string{"st"}, nil }
+			c := worker.NewConsumer(sink, cfg)
+			cctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = c.Run(cctx) }()
+			t.Cleanup(func() { cancel(); <-done })
 			eventually(t, "the first buy stored", func() bool { return len(sink.stored()) == 1 })
-			time.Sleep(3 * notifyQuiet) // the consumer has stopped reading: only a notification or a check wakes it
+			// Settled (its check after subscribing included): only a notification or a check wakes it now.
+			for counter.take(); ; {
+				time.Sleep(200 * time.Millisecond)
+				if n := counter.take(); n["XREADGROUP"] == 0 && (n["XINFO"] == 0 || checking) {
+					break
+				}
+			}
 
 			// The entry of a change, as a script writes it, added without the notification.
 			key := r.e.streamKey("st")

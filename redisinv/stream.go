@@ -172,7 +172,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	work := newWakeSet()
 	checkNow := make(chan struct{}, 1)
-	unwatch := c.e.watchNotes(&noteWatcher{
+	watcher := &noteWatcher{
 		key: func(key string) {
 			if lookup(key) != nil {
 				work.wake(key)
@@ -184,7 +184,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 			default:
 			}
 		},
-	})
+	}
+	unwatch := c.e.watchNotes(watcher)
 	defer unwatch()
 
 	var wg sync.WaitGroup
@@ -255,9 +256,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		case <-listTick.C:
 			list(ctx)
 		case <-checkTick.C:
-			c.check(ctx, all(), work)
+			c.check(ctx, all(), work, watcher)
 		case <-checkNow:
-			c.check(ctx, all(), work)
+			c.check(ctx, all(), work, watcher)
 		}
 	}
 }
@@ -267,8 +268,10 @@ const checkBatch = 256
 
 // check looks at every stream's group (XINFO GROUPS, pipelined) and wakes those with entries
 // not yet delivered to the group (a lost notification) or pending (marked to be looked at for
-// entries to take over), and those with acknowledged entries left to trim.
-func (c *Consumer) check(ctx context.Context, streams []*consumerStream, work *wakeSet) {
+// entries to take over), and those with acknowledged entries left to trim. A stream on which
+// another group (an export sink's) is behind is passed to this engine's other watchers as if
+// notified (notifyLocal), so that the export's logs here need not check it themselves.
+func (c *Consumer) check(ctx context.Context, streams []*consumerStream, work *wakeSet, watcher *noteWatcher) {
 	rdb := c.e.redis()
 	var trims []*consumerStream // read to the end, with acknowledged entries still kept
 	defer func() {
@@ -297,6 +300,9 @@ func (c *Consumer) check(ctx context.Context, streams []*consumerStream, work *w
 				}
 				continue
 			}
+			if othersBehind(groups, Group) { // an export sink's: its readers here need not look themselves
+				c.e.notifyLocal(s.key, watcher)
+			}
 			switch unread, pending := groupBehind(groups, Group); {
 			case unread || pending:
 				s.claim.Store(s.claim.Load() || pending)
@@ -306,6 +312,22 @@ func (c *Consumer) check(ctx context.Context, streams []*consumerStream, work *w
 			}
 		}
 	}
+}
+
+// othersBehind reports whether a group other than except has entries not yet delivered to it
+// (or Redis cannot tell) or not acknowledged, in an XINFO GROUPS reply.
+func othersBehind(groups []rueidis.RedisMessage, except string) bool {
+	for _, g := range groups {
+		f := fields(g)
+		if f["name"] == except {
+			continue
+		}
+		lag, err := strconv.ParseInt(f["lag"], 10, 64)
+		if err != nil || lag > 0 || (f["pending"] != "" && f["pending"] != "0") {
+			return true
+		}
+	}
+	return false
 }
 
 // groupBehind reads an XINFO GROUPS reply for group: unread when it has entries not yet
@@ -678,6 +700,7 @@ type streamHost interface {
 	trimStream(ctx context.Context, saleID string) error
 	trimStreamLeft(ctx context.Context, saleID string) (int64, error)
 	watchNotes(w *noteWatcher) (unwatch func())
+	notifyLocal(key string, except *noteWatcher)
 	exported(saleID, id string, fvs []rueidis.XRangeFieldValue) []events.Event
 	streamLastIDs(ctx context.Context, saleID string, n int) ([]string, error)
 	versionBook() *versionBook
