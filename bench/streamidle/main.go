@@ -36,6 +36,7 @@ func main() {
 	url := flag.String("redis", "redis://127.0.0.1:6391/0", "Redis URL (a private server: the figures are the whole server's)")
 	sales := flag.Int("sales", 1000, "idle sales")
 	sinks := flag.Int("sinks", 1, "export sinks")
+	segments := flag.Int("segments", 1, "segments (event streams) of each sale")
 	settle := flag.Duration("settle", 5*time.Second, "time for the readers to start before measuring")
 	window := flag.Duration("window", 10*time.Second, "measuring window")
 	label := flag.String("label", "", "name of this run in the output")
@@ -62,7 +63,7 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		if err := e.LoadSale(ctx, def, 0); err != nil {
+		if err := e.LoadSaleSegments(ctx, def, 0, *segments); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -110,8 +111,8 @@ func main() {
 	}
 	stop()
 	wg.Wait()
-	fmt.Printf("%-8s sales=%d sinks=%d  redis commands/s=%.0f  redis clients=%s  goroutines=%d  rss=%dMB  buy->store=%v buy->export=%v\n",
-		*label, *sales, *sinks, perSec, clients, goroutines, rss, toStore.Round(time.Millisecond), toExport.Round(time.Millisecond))
+	fmt.Printf("%-8s sales=%d segments=%d sinks=%d  redis commands/s=%.0f  redis clients=%s  goroutines=%d  rss=%dMB  buy->store=%v buy->export=%v\n",
+		*label, *sales, *segments, *sinks, perSec, clients, goroutines, rss, toStore.Round(time.Millisecond), toExport.Round(time.Millisecond))
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -2,17 +2,18 @@
 # run.sh: what idle sales cost the stream readers (consumer + export), two commits side by
 # side in one run (docs/BENCHMARKS.md "Idle sales and the stream readers").
 #
-#   bench/streamidle/run.sh BASE [HEAD] [SALES] [SINKS]
+#   bench/streamidle/run.sh BASE [HEAD] [SALES] [SINKS] [SEGMENTS]
 #
 # Builds this directory's program against each commit (copied into BASE's tree, so that BASE
 # needs only the engine's public API) and runs each on a private redis-server on :6391 (no
 # persistence, started fresh for each run, so that INFO's figures are the program's own).
 set -euo pipefail
 
-base=${1:?usage: bench/streamidle/run.sh BASE [HEAD] [SALES] [SINKS]}
+base=${1:?usage: bench/streamidle/run.sh BASE [HEAD] [SALES] [SINKS] [SEGMENTS]}
 head=${2:-HEAD}
 sales=${3:-1000}
 sinks=${4:-1}
+segments=${5:-1}
 repo=$(git rev-parse --show-toplevel)
 work=$(mktemp -d /tmp/seckill-streamidle.XXXXXX)
 port=6391
@@ -38,7 +39,7 @@ for ref in base head; do
   redis-server --port $port --save '' --appendonly no --maxclients 20000 --daemonize no >"$work/redis-$ref.log" 2>&1 &
   srv=$!
   for _ in $(seq 1 50); do redis-cli -p $port ping >/dev/null 2>&1 && break; sleep 0.1; done
-  "$work/streamidle-$ref" -redis "redis://127.0.0.1:$port/0" -sales "$sales" -sinks "$sinks" -label "$ref"
+  "$work/streamidle-$ref" -redis "redis://127.0.0.1:$port/0" -sales "$sales" -sinks "$sinks" -segments "$segments" -label "$ref"
   kill "$srv"
   wait "$srv" 2>/dev/null || true
   srv=
