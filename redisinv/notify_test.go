@@ -2,6 +2,7 @@ package redisinv
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -10,9 +11,12 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/delivery"
 	"github.com/seckill-go/seckill/events"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/lock"
+	"github.com/seckill-go/seckill/seckilltest"
 )
 
 // countingClient is a Redis client that counts the commands sent through it, by name, for
@@ -277,5 +281,40 @@ func TestIdleExportCostsNoCommand(t *testing.T) {
 			r.buy(1, "b")
 			eventually(t, "the next buy exported without polling", func() bool { return sink.n.Load() == 3 })
 		})
+	}
+}
+
+// TestClusterSegmentsWokenByNotification: on the Redis Cluster, a sale of 4 segments (its
+// streams on different nodes) is consumed on notifications alone: with the check an hour apart,
+// the consumer still stores each buy, whichever node its segment's script ran on (PUBLISH is
+// broadcast to every node, and the engine subscribes on one). The detector is the stored
+// count; the negative control is TestLostNotificationFoundByCheck's: without a notification an
+// entry waits for the check.
+func TestClusterSegmentsWokenByNotification(t *testing.T) {
+	c := dialT(t, testenv.RedisCluster(t))
+	clock := seckilltest.NewManualClock(time.Now())
+	e := newTestEngine(t, c.Inventory, clock)
+	now := clock.Now()
+	stock := 40
+	def, err := seckill.NewSale(seckill.SaleInput{ID: "cn", PriceCents: ptr(int64(10)), Stock: &stock, HoldSeconds: ptr(60), StartsAt: &now}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.LoadSaleSegments(t.Context(), def, 0, 4); err != nil {
+		t.Fatal(err)
+	}
+	sink := &fakeSink{}
+	c2 := e.NewConsumer(sink, ConsumerConfig{CheckEvery: time.Hour, List: func(context.Context) ([]string, error) { return []string{"cn"}, nil }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c2.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	time.Sleep(200 * time.Millisecond) // subscribed, its first reads done
+	for i := range 12 {
+		if _, err := e.Buy(t.Context(), seckill.BuyRequest{SaleID: "cn", UserID: fmt.Sprintf("u%d", i), Quantity: 1}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, fmt.Sprintf("buy %d stored", i+1), func() bool { return len(sink.stored()) == i+1 })
+		time.Sleep(3 * notifyQuiet) // the next buy's entry publishes again
 	}
 }
