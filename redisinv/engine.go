@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -63,6 +64,7 @@ type Engine struct {
 	segs         segments     // the segmented sales (segbook.go, segment.go, seglend.go)
 	streamCounts sync.Map     // sale id -> int, its event streams (stream.go saleStreams)
 	notes        notifier     // the one subscription to the streams' notifications (notify.go)
+	consumers    atomic.Int32 // Consumer.Run calls running: their checks cover the export's logs
 
 	local    *localAnswers // buys answered without Redis (localanswers.go); nil: off
 	inflight inflightBound // the buys of each sale waiting for Redis (inflight.go)

@@ -170,9 +170,9 @@ func (l *streamLog) keys(ctx context.Context) []string {
 }
 
 // exportCheckEvery is how often a log waiting for work looks at its groups itself (one
-// XINFO GROUPS per stream), for what a lost notification or a leader that died left. Where
-// the instance runs the orders consumer, its check (every 10 s) finds those first and passes
-// them on (Consumer.check); this is for an instance that exports without consuming.
+// XINFO GROUPS per stream), for what a lost notification or a leader that died left, unless
+// the engine runs the orders consumer, whose check (every 10 s) finds those and passes them
+// on (Consumer.check): this is for an instance that exports without consuming.
 const exportCheckEvery = time.Minute
 
 // wakeAll gives every sink waiting on the log a token.
@@ -209,7 +209,7 @@ func (l *streamLog) AwaitWork(ctx context.Context, sink string) error {
 		case <-ch:
 			return nil
 		case <-t.C:
-			if l.behind(ctx, ExportGroup(sink)) {
+			if !l.e.consuming() && l.behind(ctx, ExportGroup(sink)) {
 				return nil
 			}
 			t.Reset(exportCheckEvery)

@@ -94,6 +94,13 @@ func (n *notifier) each(fn func(w *noteWatcher)) {
 	}
 }
 
+// consuming reports whether a Consumer of this engine runs: its check passes on the streams
+// on which an export group is behind (Consumer.check), so the export's logs need not look.
+func (e *Engine) consuming() bool { return e.consumers.Load() > 0 }
+
+func (e *Engine) startConsuming() { e.consumers.Add(1) }
+func (e *Engine) stopConsuming()  { e.consumers.Add(-1) }
+
 // notifyLocal passes key to this engine's watchers but except as if the channel had named it.
 func (e *Engine) notifyLocal(key string, except *noteWatcher) {
 	e.notes.each(func(w *noteWatcher) {

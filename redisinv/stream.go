@@ -187,6 +187,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	unwatch := c.e.watchNotes(watcher)
 	defer unwatch()
+	c.e.startConsuming()
+	defer c.e.stopConsuming()
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -701,6 +703,9 @@ type streamHost interface {
 	trimStreamLeft(ctx context.Context, saleID string) (int64, error)
 	watchNotes(w *noteWatcher) (unwatch func())
 	notifyLocal(key string, except *noteWatcher)
+	consuming() bool
+	startConsuming()
+	stopConsuming()
 	exported(saleID, id string, fvs []rueidis.XRangeFieldValue) []events.Event
 	streamLastIDs(ctx context.Context, saleID string, n int) ([]string, error)
 	versionBook() *versionBook
