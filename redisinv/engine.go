@@ -58,13 +58,13 @@ type Engine struct {
 	scripts      *scriptSet
 	batches      batcher // groups the buys of one sale that arrive together (buy.go)
 	maxBatch     int
-	stream       streamLimits // how the sales' streams are trimmed (events.go)
-	acks         replicaAcks  // WAIT after state-changing scripts (replicas.go); off by default
-	versions     versionBook  // the sales' highest versions seen (version.go)
-	segs         segments     // the segmented sales (segbook.go, segment.go, seglend.go)
-	streamCounts sync.Map     // sale id -> int, its event streams (stream.go saleStreams)
-	notes        notifier     // the one subscription to the streams' notifications (notify.go)
-	consumers    atomic.Int32 // Consumer.Run calls running: their checks cover the export's logs
+	stream       streamLimits                    // how the sales' streams are trimmed (events.go)
+	acks         replicaAcks                     // WAIT after state-changing scripts (replicas.go); off by default
+	versions     versionBook                     // the sales' highest versions seen (version.go)
+	segs         segments                        // the segmented sales (segbook.go, segment.go, seglend.go)
+	streamCounts sync.Map                        // sale id -> int, its event streams (stream.go saleStreams)
+	notes        notifier                        // the one subscription to the streams' notifications (notify.go)
+	checked      atomic.Pointer[map[string]bool] // the stream keys a running Consumer checks (Consumer.Run)
 
 	local    *localAnswers // buys answered without Redis (localanswers.go); nil: off
 	inflight inflightBound // the buys of each sale waiting for Redis (inflight.go)

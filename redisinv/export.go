@@ -171,8 +171,9 @@ func (l *streamLog) keys(ctx context.Context) []string {
 
 // exportCheckEvery is how often a log waiting for work looks at its groups itself (one
 // XINFO GROUPS per stream), for what a lost notification or a leader that died left, unless
-// the engine runs the orders consumer, whose check (every 10 s) finds those and passes them
-// on (Consumer.check): this is for an instance that exports without consuming.
+// the engine's orders consumer checks the log's streams (every 10 s) and passes on what it
+// finds (Consumer.check): this is for an instance that exports without consuming, and for
+// sales exported after the consumer no longer lists them.
 const exportCheckEvery = time.Minute
 
 // wakeAll gives every sink waiting on the log a token.
@@ -209,7 +210,7 @@ func (l *streamLog) AwaitWork(ctx context.Context, sink string) error {
 		case <-ch:
 			return nil
 		case <-t.C:
-			if !l.e.consuming() && l.behind(ctx, ExportGroup(sink)) {
+			if keys := l.keys(ctx); !l.e.checkedByConsumer(keys) && l.behind(ctx, keys, ExportGroup(sink)) {
 				return nil
 			}
 			t.Reset(exportCheckEvery)
@@ -219,9 +220,8 @@ func (l *streamLog) AwaitWork(ctx context.Context, sink string) error {
 
 // behind reports whether the group has entries of one of the sale's streams not yet delivered
 // or not acknowledged, or cannot tell (true: a read finds out).
-func (l *streamLog) behind(ctx context.Context, group string) bool {
+func (l *streamLog) behind(ctx context.Context, keys []string, group string) bool {
 	rdb := l.e.redis()
-	keys := l.keys(ctx)
 	cmds := make(rueidis.Commands, len(keys))
 	for i, k := range keys {
 		cmds[i] = rdb.B().XinfoGroups().Key(k).Build()

@@ -94,12 +94,30 @@ func (n *notifier) each(fn func(w *noteWatcher)) {
 	}
 }
 
-// consuming reports whether a Consumer of this engine runs: its check passes on the streams
-// on which an export group is behind (Consumer.check), so the export's logs need not look.
-func (e *Engine) consuming() bool { return e.consumers.Load() > 0 }
+// checkedByConsumer reports whether a running Consumer of this engine checks every one of
+// keys: its check passes on the streams on which an export group is behind (Consumer.check),
+// so the export's logs need not look at them themselves.
+func (e *Engine) checkedByConsumer(keys []string) bool {
+	checked := e.checked.Load()
+	if checked == nil {
+		return false
+	}
+	for _, k := range keys {
+		if !(*checked)[k] {
+			return false
+		}
+	}
+	return true
+}
 
-func (e *Engine) startConsuming() { e.consumers.Add(1) }
-func (e *Engine) stopConsuming()  { e.consumers.Add(-1) }
+// setChecked records the stream keys a running Consumer checks (nil: none).
+func (e *Engine) setChecked(keys map[string]bool) {
+	if keys == nil {
+		e.checked.Store(nil)
+		return
+	}
+	e.checked.Store(&keys)
+}
 
 // notifyLocal passes key to this engine's watchers but except as if the channel had named it.
 func (e *Engine) notifyLocal(key string, except *noteWatcher) {

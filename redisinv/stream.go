@@ -187,8 +187,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	unwatch := c.e.watchNotes(watcher)
 	defer unwatch()
-	c.e.startConsuming()
-	defer c.e.stopConsuming()
+	defer c.e.setChecked(nil)
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -243,6 +242,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 		}
 		mu.Unlock()
+		c.e.setChecked(listed)
 		for _, s := range added { // read once: a new stream may have entries from before
 			work.wake(s.key)
 		}
@@ -703,9 +703,8 @@ type streamHost interface {
 	trimStreamLeft(ctx context.Context, saleID string) (int64, error)
 	watchNotes(w *noteWatcher) (unwatch func())
 	notifyLocal(key string, except *noteWatcher)
-	consuming() bool
-	startConsuming()
-	stopConsuming()
+	checkedByConsumer(keys []string) bool
+	setChecked(keys map[string]bool)
 	exported(saleID, id string, fvs []rueidis.XRangeFieldValue) []events.Event
 	streamLastIDs(ctx context.Context, saleID string, n int) ([]string, error)
 	versionBook() *versionBook
