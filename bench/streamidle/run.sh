@@ -7,6 +7,7 @@
 # Builds this directory's program against each commit (copied into BASE's tree, so that BASE
 # needs only the engine's public API) and runs each on a private redis-server on :6391 (no
 # persistence, started fresh for each run, so that INFO's figures are the program's own).
+# STREAMIDLE_FLAGS adds flags to both runs (e.g. "-settle 70s -window 20s").
 set -euo pipefail
 
 base=${1:?usage: bench/streamidle/run.sh BASE [HEAD] [SALES] [SINKS] [SEGMENTS]}
@@ -39,7 +40,7 @@ for ref in base head; do
   redis-server --port $port --save '' --appendonly no --maxclients 20000 --daemonize no >"$work/redis-$ref.log" 2>&1 &
   srv=$!
   for _ in $(seq 1 50); do redis-cli -p $port ping >/dev/null 2>&1 && break; sleep 0.1; done
-  "$work/streamidle-$ref" -redis "redis://127.0.0.1:$port/0" -sales "$sales" -sinks "$sinks" -segments "$segments" -label "$ref"
+  "$work/streamidle-$ref" -redis "redis://127.0.0.1:$port/0" -sales "$sales" -sinks "$sinks" -segments "$segments" -label "$ref" ${STREAMIDLE_FLAGS:-}
   kill "$srv"
   wait "$srv" 2>/dev/null || true
   srv=
