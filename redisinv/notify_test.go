@@ -318,3 +318,35 @@ func TestClusterSegmentsWokenByNotification(t *testing.T) {
 		time.Sleep(3 * notifyQuiet) // the next buy's entry publishes again
 	}
 }
+
+// TestWakeSetCoalesces: a stream woken many times is taken once; woken while a worker holds it,
+// it is taken again only after that worker is done (never by two at once). The detector is
+// what take returns; it fails on a set that queued every wake (the second take would not block).
+func TestWakeSetCoalesces(t *testing.T) {
+	w := newWakeSet()
+	for range 5 {
+		w.wake("a")
+	}
+	w.wake("b")
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	var got []string
+	for {
+		k, ok := w.take(ctx)
+		if !ok {
+			break
+		}
+		got = append(got, k)
+		if k == "a" && len(got) == 1 {
+			w.wake("a") // woken while busy: not taken until done
+			continue
+		}
+		w.done(k)
+		if k == "b" {
+			w.done("a") // now a's second wake is queued
+		}
+	}
+	if fmt.Sprint(got) != "[a b a]" {
+		t.Fatalf("taken %v, want [a b a]: each wake once, a again only after done", got)
+	}
+}
