@@ -140,7 +140,19 @@ type consumerStream struct {
 	claim    atomic.Bool  // the group has pending entries: look for some to take over
 	trimDue  atomic.Bool  // entries were stored and may be trimmed once every reader has them
 	lastTrim atomic.Int64 // unix ns of the last trim (TrimEvery apart at most)
+	// coldUntil (unix ns): a stream nothing was delivered from for coldAfter is checked only
+	// every coldCheckEvery, until a notification names it.
+	coldUntil atomic.Int64
 }
+
+// A stream that no group was delivered anything from for coldAfter, with nothing unread or
+// pending, is checked every coldCheckEvery instead of every CheckEvery: what a check finds on
+// it (a lost notification) is rarer than on a stream in use (a consumer that died with entries
+// in hand), and most listed sales are idle.
+const (
+	coldAfter      = time.Minute
+	coldCheckEvery = time.Minute
+)
 
 // Run consumes the streams of every sale that List returns (looked up again every second)
 // until ctx is done, and returns nil once its workers have all stopped. A segmented sale has
@@ -174,7 +186,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	checkNow := make(chan struct{}, 1)
 	watcher := &noteWatcher{
 		key: func(key string) {
-			if lookup(key) != nil {
+			if s := lookup(key); s != nil {
+				s.coldUntil.Store(0)
 				work.wake(key)
 			}
 		},
@@ -258,9 +271,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		case <-listTick.C:
 			list(ctx)
 		case <-checkTick.C:
-			c.check(ctx, all(), work, watcher)
+			c.check(ctx, all(), work, watcher, false)
 		case <-checkNow:
-			c.check(ctx, all(), work, watcher)
+			c.check(ctx, all(), work, watcher, true)
 		}
 	}
 }
@@ -273,8 +286,18 @@ const checkBatch = 256
 // entries to take over), and those with acknowledged entries left to trim. A stream on which
 // another group (an export sink's) is behind is passed to this engine's other watchers as if
 // notified (notifyLocal), so that the export's logs here need not check it themselves.
-func (c *Consumer) check(ctx context.Context, streams []*consumerStream, work *wakeSet, watcher *noteWatcher) {
+func (c *Consumer) check(ctx context.Context, streams []*consumerStream, work *wakeSet, watcher *noteWatcher, all bool) {
 	rdb := c.e.redis()
+	now := time.Now()
+	if !all { // cold streams only when due
+		due := streams[:0:0]
+		for _, s := range streams {
+			if s.coldUntil.Load() <= now.UnixNano() {
+				due = append(due, s)
+			}
+		}
+		streams = due
+	}
 	var trims []*consumerStream // read to the end, with acknowledged entries still kept
 	defer func() {
 		for _, s := range trims {
@@ -294,6 +317,7 @@ func (c *Consumer) check(ctx context.Context, streams []*consumerStream, work *w
 			if err != nil {
 				if e, ok := rueidis.IsRedisErr(err); ok && strings.Contains(e.Error(), "no such key") {
 					s.trimDue.Store(false)
+					s.coldUntil.Store(now.Add(coldCheckEvery).UnixNano())
 					continue // no stream yet: its first entry will notify
 				}
 				if ctx.Err() == nil {
@@ -302,10 +326,15 @@ func (c *Consumer) check(ctx context.Context, streams []*consumerStream, work *w
 				}
 				continue
 			}
-			if othersBehind(groups, Group) { // an export sink's: its readers here need not look themselves
+			others := othersBehind(groups, Group)
+			if others { // an export sink's: its readers here need not look themselves
 				c.e.notifyLocal(s.key, watcher)
 			}
-			switch unread, pending := groupBehind(groups, Group); {
+			unread, pending := groupBehind(groups, Group)
+			if !others && !unread && !pending && !s.trimDue.Load() && now.Sub(lastDelivered(groups)) >= coldAfter {
+				s.coldUntil.Store(now.Add(coldCheckEvery).UnixNano())
+			}
+			switch {
 			case unread || pending:
 				s.claim.Store(s.claim.Load() || pending)
 				work.wake(s.key)
@@ -314,6 +343,18 @@ func (c *Consumer) check(ctx context.Context, streams []*consumerStream, work *w
 			}
 		}
 	}
+}
+
+// lastDelivered is the time of the latest entry delivered to any group of an XINFO GROUPS
+// reply (zero if none).
+func lastDelivered(groups []rueidis.RedisMessage) time.Time {
+	var last time.Time
+	for _, g := range groups {
+		if t := streamIDTime(fields(g)["last-delivered-id"]); t.After(last) {
+			last = t
+		}
+	}
+	return last
 }
 
 // othersBehind reports whether a group other than except has entries not yet delivered to it
