@@ -290,8 +290,8 @@ func (l *streamLog) Lead(ctx context.Context, sink string) (context.Context, fun
 }
 
 // lead takes the lead of the sale's export to sink, trying every leadRetry while another
-// process has it if wait, else once (lock.ErrNotAcquired).
-func (l *streamLog) lead(ctx context.Context, sink string, wait bool) (context.Context, func(), error) {
+// process has it if retry, else once (lock.ErrNotAcquired).
+func (l *streamLog) lead(ctx context.Context, sink string, retry bool) (context.Context, func(), error) {
 	m := l.locks.NewMutex("seckill:export:" + ExportGroup(sink)[len("seckill-export:"):] + ":" + l.sale)
 	for {
 		lease, err := m.TryLock(ctx, 0, 0)
@@ -315,10 +315,10 @@ func (l *streamLog) lead(ctx context.Context, sink string, wait bool) (context.C
 		if !errors.Is(err, lock.ErrNotAcquired) {
 			l.e.logger().Warn("redisinv: taking the export lead failed; retrying", "sale", l.sale, "err", err)
 		}
-		if !wait {
+		if !retry {
 			return nil, nil, err
 		}
-		if !sleep(ctx, leadRetry) {
+		if !wait.Sleep(ctx, leadRetry) {
 			return nil, nil, ctx.Err()
 		}
 	}
@@ -336,7 +336,7 @@ func (l *streamLog) Read(ctx context.Context, sink string, max int) (events.Batc
 		entries, err = l.read(ctx, group, ">", max)
 	}
 	if err == nil && len(entries) == 0 { // idle only after two reads notifyQuiet apart (notify.go)
-		if !sleep(ctx, notifyQuiet) {
+		if !wait.Sleep(ctx, notifyQuiet) {
 			return events.Batch{}, ctx.Err()
 		}
 		entries, err = l.read(ctx, group, ">", max)
@@ -387,7 +387,7 @@ func (l *streamLog) multiRead(ctx context.Context, group string, keys []string, 
 		entries, err = l.readEach(ctx, group, keys, ">", max)
 	}
 	if err == nil && len(entries) == 0 { // idle only after two reads notifyQuiet apart (notify.go)
-		if !sleep(ctx, notifyQuiet) {
+		if !wait.Sleep(ctx, notifyQuiet) {
 			return events.Batch{}, ctx.Err()
 		}
 		entries, err = l.readEach(ctx, group, keys, ">", max)
@@ -464,9 +464,6 @@ func compareStreamIDs(a, b string) int {
 	y, _ = strconv.ParseUint(bs, 10, 64)
 	return cmp.Compare(x, y)
 }
-
-// sleep is wait.Sleep (the name wait is Lead's parameter).
-var sleep = wait.Sleep
 
 // exported is the exported form of the events of a stream entry of the sale (malformed ones
 // logged and left out): for the export and for EventReader alike.
