@@ -43,7 +43,8 @@ type ConsumerConfig struct {
 	Workers int    // most streams read and stored at once; default 8
 	// CheckEvery is how often every stream is checked (one pipelined XINFO GROUPS per stream):
 	// for entries a lost notification left unread, entries another consumer left pending
-	// (taken over after ClaimIdle) and acknowledged entries still to trim; default 10 s.
+	// (taken over after ClaimIdle) and acknowledged entries still to trim; default 10 s (a
+	// stream idle for coldAfter: every coldCheckEvery).
 	CheckEvery time.Duration
 	ClaimIdle  time.Duration // entries pending this long with another consumer are taken over; default 5 s
 	TrimEvery  time.Duration // how often a stream being read has its acknowledged entries dropped; default 1 s
