@@ -202,14 +202,29 @@ func (x *Exporter) list(ctx context.Context, wg *sync.WaitGroup, running map[pai
 	}
 }
 
-// pair exports one log to one sink for as long as ctx lasts, leading it whenever it can.
+// pair exports one log to one sink for as long as ctx lasts, leading it whenever it can. A
+// Quiet log is led only while it has events for the sink: the pair waits in AwaitWork, takes
+// the lead if no other process has it, and gives it back when a Read finds the log idle.
 func (x *Exporter) pair(ctx context.Context, l events.Log, s *sinkState) {
 	k := pairKey{l.Name(), s.sink.Name()}
 	defer x.setLag(k, nil)
+	quiet, _ := l.(events.Quiet)
 	for ctx.Err() == nil {
-		lead, release, err := l.Lead(ctx, k.sink)
-		if err != nil {
-			return // ctx ended
+		var lead context.Context
+		var release func()
+		if quiet != nil {
+			if quiet.AwaitWork(ctx, k.sink) != nil {
+				return // ctx ended
+			}
+			var ok bool
+			if lead, release, ok = quiet.TryLead(ctx, k.sink); !ok {
+				continue // another process leads it and reads what is new
+			}
+		} else {
+			var err error
+			if lead, release, err = l.Lead(ctx, k.sink); err != nil {
+				return // ctx ended
+			}
 		}
 		x.follow(lead, l, s, k)
 		release()
@@ -217,11 +232,12 @@ func (x *Exporter) pair(ctx context.Context, l events.Log, s *sinkState) {
 	}
 }
 
-// follow exports while this process leads the pair.
+// follow exports while this process leads the pair, and until a Quiet log is idle.
 func (x *Exporter) follow(lead context.Context, l events.Log, s *sinkState, k pairKey) {
 	measured := make(chan struct{})
-	go func() { defer close(measured); x.measure(lead, l, k) }()
-	defer func() { <-measured }()
+	mctx, stopMeasure := context.WithCancel(lead) // follow may end before the lead (an idle log)
+	go func() { defer close(measured); x.measure(mctx, l, k) }()
+	defer func() { stopMeasure(); <-measured }()
 	attempt := 0
 	for lead.Err() == nil {
 		b, err := l.Read(lead, k.sink, x.cfg.Batch)
@@ -240,6 +256,9 @@ func (x *Exporter) follow(lead context.Context, l events.Log, s *sinkState, k pa
 			return // the lead ended: the next leader sends the batch again
 		}
 		if b.Ack != nil && !x.ack(lead, s, k, b) {
+			return
+		}
+		if b.Idle {
 			return
 		}
 	}

@@ -241,7 +241,7 @@ func newContractStack(t *testing.T, engine string) *contractStack {
 		}
 		cctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
-		consumer := eng.NewConsumer(store, redisinv.ConsumerConfig{Block: 50 * time.Millisecond, Linger: -1, List: all})
+		consumer := eng.NewConsumer(store, redisinv.ConsumerConfig{Linger: -1, List: all})
 		wg.Go(func() { _ = consumer.Run(cctx) })
 		stop = append(stop, func() {
 			cancel()

@@ -83,9 +83,8 @@ func consumerWentBack(t *testing.T, url string, check bool) (rebuilt bool, stale
 	t.Cleanup(func() { _ = worker.Close() })
 	cons := worker.NewConsumer(store, ConsumerConfig{
 		List:       func(context.Context) ([]string, error) { return []string{id}, nil },
-		Block:      100 * time.Millisecond,
-		TrimEvery:  time.Hour, // its first trim, at its start, is its only call on the sale
-		ClaimEvery: time.Hour,
+		TrimEvery:  time.Hour,              // its first trim, at its start, is its only call on the sale
+		CheckEvery: 100 * time.Millisecond, // a restored stream notifies nobody: the check finds it
 	})
 	cctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

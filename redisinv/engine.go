@@ -35,6 +35,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -63,12 +64,14 @@ type Engine struct {
 	scripts      *scriptSet
 	batches      batcher // groups the buys of one sale that arrive together (buy.go)
 	maxBatch     int
-	stream       streamLimits // how the sales' streams are trimmed (events.go)
-	acks         replicaAcks  // WAIT after state-changing scripts (replicas.go); off by default
-	versions     versionBook  // the sales' highest versions seen (version.go)
-	segs         segments     // the segmented sales (segbook.go, segment.go, seglend.go)
-	streamCounts sync.Map     // sale id -> int, its event streams (stream.go saleStreams)
-	touched      touchedSales // the sales this instance changed, for the sweeper (sweeper.go)
+	stream       streamLimits                    // how the sales' streams are trimmed (events.go)
+	acks         replicaAcks                     // WAIT after state-changing scripts (replicas.go); off by default
+	versions     versionBook                     // the sales' highest versions seen (version.go)
+	segs         segments                        // the segmented sales (segbook.go, segment.go, seglend.go)
+	streamCounts sync.Map                        // sale id -> int, its event streams (stream.go saleStreams)
+	touched      touchedSales                    // the sales this instance changed, for the sweeper (sweeper.go)
+	notes        notifier                        // the one subscription to the streams' notifications (notify.go)
+	checked      atomic.Pointer[map[string]bool] // the stream keys a running Consumer checks (Consumer.Run)
 
 	local    *localAnswers // buys answered without Redis (localanswers.go); nil: off
 	inflight inflightBound // the buys of each sale waiting for Redis (inflight.go)

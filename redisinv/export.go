@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -84,13 +85,19 @@ func (l *streamLimits) bounds() (keep time.Duration, most int) {
 // store's group (Group), [3] keep entries newer than this many ms, [4] most entries kept (0:
 // no bound). Reply {'ok', removed, left}.
 func (e *Engine) trimStream(ctx context.Context, saleID string) error {
+	_, err := e.trimStreamLeft(ctx, saleID)
+	return err
+}
+
+// trimStreamLeft is trimStream, and how many entries the stream keeps.
+func (e *Engine) trimStreamLeft(ctx context.Context, saleID string) (int64, error) {
 	keep, most := e.stream.bounds()
 	r, err := e.execRaw(ctx, e.scripts.trim, saleID, Group, strconv.FormatInt(keep.Milliseconds(), 10), strconv.Itoa(most))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if len(r) < 3 {
-		return nil
+		return 0, nil
 	}
 	left := r.int(2)
 	e.stream.fill.note(saleID, left, time.Now())
@@ -98,7 +105,7 @@ func (e *Engine) trimStream(ctx context.Context, saleID string) error {
 		e.log.Warn("redisinv: a sale's event stream nears its maximum: a reader (an export sink, or the order store) is far behind; past the maximum an export sink loses the oldest entries",
 			"sale", saleID, "entries", left, "max", most)
 	}
-	return nil
+	return int64(left), nil
 }
 
 // alarm reports whether to warn about saleID now: at most once a minute per sale.
@@ -123,9 +130,12 @@ func ExportGroup(sink string) string {
 }
 
 // ExportLog is a sale's stream as an events.Log, led through locks (one process per sale and
-// sink at a time). A segmented sale's log is its segments' streams together (multiRead).
+// sink at a time). A segmented sale's log is its segments' streams together (multiRead). It is
+// an events.Quiet log: the exporter leads and reads it only while it has something new.
 func (e *Engine) ExportLog(saleID string, locks *lock.Client) events.Log {
-	return &streamLog{e: e, sale: saleID, key: e.streamKey(saleID), locks: locks}
+	l := &streamLog{e: e, sale: saleID, key: e.streamKey(saleID), locks: locks, woken: map[string]chan struct{}{}}
+	l.known.Store(&map[string]bool{l.key: true})
+	return l
 }
 
 type streamLog struct {
@@ -133,7 +143,16 @@ type streamLog struct {
 	sale  string
 	key   string // segment 0's stream: the sale's own
 	locks *lock.Client
+
+	// What the notifications wake (AwaitWork): one watcher per log, kept while a pair waits.
+	known   atomic.Pointer[map[string]bool] // the sale's stream keys, as keys last found them
+	mu      sync.Mutex
+	woken   map[string]chan struct{} // by sink whose pair runs: a token when the log may have something new
+	watchMu sync.Mutex
+	unwatch func() // while woken has a sink
 }
+
+var _ events.Quiet = (*streamLog)(nil)
 
 // keys are the streams of the sale's segments, segment 0's first (Engine.saleStreams; only
 // segment 0's when they cannot be told now).
@@ -143,7 +162,125 @@ func (l *streamLog) keys(ctx context.Context) []string {
 	for i, tag := range l.e.streamTags(l.sale, n) {
 		keys[i] = l.e.streamKey(tag)
 	}
+	if known := *l.known.Load(); len(known) != len(keys) {
+		m := make(map[string]bool, len(keys))
+		for _, k := range keys {
+			m[k] = true
+		}
+		l.known.Store(&m)
+	}
 	return keys
+}
+
+// exportCheckEvery is how often a log waiting for work looks at its groups itself (one
+// XINFO GROUPS per stream), for what a lost notification or a leader that died left, unless
+// the engine's orders consumer checks the log's streams (every 10 s) and passes on what it
+// finds (Consumer.check): this is for an instance that exports without consuming, and for
+// sales exported after the consumer no longer lists them.
+const exportCheckEvery = time.Minute
+
+// wakeAll gives every sink waiting on the log a token.
+func (l *streamLog) wakeAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ch := range l.woken {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// AwaitWork returns at once on a sink's first call (a backlog from before is read), then when
+// a notification names one of the sale's streams or the subscription starts again, or when a
+// check every exportCheckEvery finds entries the sink's group has not read or acknowledged. A
+// notification that comes while the sink's pair leads is kept for its next call, so an entry
+// added as a leader gives the lead back is read by it, or by the next one.
+func (l *streamLog) AwaitWork(ctx context.Context, sink string) error {
+	l.mu.Lock()
+	ch, seen := l.woken[sink]
+	l.mu.Unlock()
+	if !seen {
+		l.watch(ctx, sink)
+		return nil
+	}
+	t := time.NewTimer(exportCheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+			return nil
+		case <-t.C:
+			if keys := l.keys(ctx); !l.e.checkedByConsumer(keys) && l.behind(ctx, keys, ExportGroup(sink)) {
+				return nil
+			}
+			t.Reset(exportCheckEvery)
+		}
+	}
+}
+
+// behind reports whether the group has entries of one of the sale's streams not yet delivered
+// or not acknowledged, or cannot tell (true: a read finds out).
+func (l *streamLog) behind(ctx context.Context, keys []string, group string) bool {
+	rdb := l.e.redis()
+	cmds := make(rueidis.Commands, len(keys))
+	for i, k := range keys {
+		cmds[i] = rdb.B().XinfoGroups().Key(k).Build()
+	}
+	for _, res := range rdb.DoMulti(ctx, cmds...) {
+		groups, err := res.ToArray()
+		if e, ok := rueidis.IsRedisErr(err); ok && strings.Contains(e.Error(), "no such key") {
+			continue
+		}
+		if err != nil {
+			return true
+		}
+		if unread, pending := groupBehind(groups, group); unread || pending {
+			return true
+		}
+	}
+	return false
+}
+
+// watch registers sink's pair, whose context is ctx, for the notifications of the log's
+// streams: the log's one watcher (notify.go) is open while a pair of the log runs.
+// Locks: watchMu, then the notifier's, then mu (the watcher's callbacks take mu only).
+func (l *streamLog) watch(ctx context.Context, sink string) {
+	l.watchMu.Lock()
+	defer l.watchMu.Unlock()
+	l.mu.Lock()
+	l.woken[sink] = make(chan struct{}, 1)
+	l.mu.Unlock()
+	if l.unwatch == nil {
+		l.unwatch = l.e.watchNotes(&noteWatcher{
+			key: func(key string) {
+				if (*l.known.Load())[key] {
+					l.wakeAll()
+				}
+			},
+			subscribed: l.wakeAll,
+		})
+	}
+	context.AfterFunc(ctx, func() {
+		l.watchMu.Lock()
+		defer l.watchMu.Unlock()
+		l.mu.Lock()
+		delete(l.woken, sink)
+		last := len(l.woken) == 0
+		l.mu.Unlock()
+		if last && l.unwatch != nil {
+			l.unwatch()
+			l.unwatch = nil
+		}
+	})
+}
+
+// TryLead takes the lead if no process has it, without waiting.
+func (l *streamLog) TryLead(ctx context.Context, sink string) (context.Context, func(), bool) {
+	lead, release, err := l.lead(ctx, sink, false)
+	return lead, release, err == nil
 }
 
 func (l *streamLog) Name() string { return "sale " + l.sale }
@@ -152,6 +289,12 @@ func (l *streamLog) Name() string { return "sale " + l.sale }
 const leadRetry = time.Second
 
 func (l *streamLog) Lead(ctx context.Context, sink string) (context.Context, func(), error) {
+	return l.lead(ctx, sink, true)
+}
+
+// lead takes the lead of the sale's export to sink, trying every leadRetry while another
+// process has it if retry, else once (lock.ErrNotAcquired).
+func (l *streamLog) lead(ctx context.Context, sink string, retry bool) (context.Context, func(), error) {
 	m := l.locks.NewMutex("seckill:export:" + ExportGroup(sink)[len("seckill-export:"):] + ":" + l.sale)
 	for {
 		lease, err := m.TryLock(ctx, 0, 0)
@@ -175,6 +318,9 @@ func (l *streamLog) Lead(ctx context.Context, sink string) (context.Context, fun
 		if !errors.Is(err, lock.ErrNotAcquired) {
 			l.e.logger().Warn("redisinv: taking the export lead failed; retrying", "sale", l.sale, "err", err)
 		}
+		if !retry {
+			return nil, nil, err
+		}
 		if !wait.Sleep(ctx, leadRetry) {
 			return nil, nil, ctx.Err()
 		}
@@ -188,9 +334,15 @@ func (l *streamLog) Read(ctx context.Context, sink string, max int) (events.Batc
 	}
 	// The entries this group's consumer read and did not acknowledge come first: a
 	// predecessor's (it crashed or lost the lead) or ours (an Ack that failed).
-	entries, err := l.read(ctx, group, "0", -1, max)
+	entries, err := l.read(ctx, group, "0", max)
 	if err == nil && len(entries) == 0 {
-		entries, err = l.read(ctx, group, ">", time.Second, max)
+		entries, err = l.read(ctx, group, ">", max)
+	}
+	if err == nil && len(entries) == 0 { // idle only after two reads notifyQuiet apart (notify.go)
+		if !wait.Sleep(ctx, notifyQuiet) {
+			return events.Batch{}, ctx.Err()
+		}
+		entries, err = l.read(ctx, group, ">", max)
 	}
 	if err != nil {
 		if !isNoGroup(err) {
@@ -202,7 +354,7 @@ func (l *streamLog) Read(ctx context.Context, sink string, max int) (events.Batc
 		return events.Batch{}, nil
 	}
 	if len(entries) == 0 {
-		return events.Batch{}, nil
+		return events.Batch{Idle: true}, nil
 	}
 	b := events.Batch{Events: make([]events.Event, 0, len(entries))}
 	ids := make([]string, len(entries))
@@ -217,7 +369,7 @@ func (l *streamLog) Read(ctx context.Context, sink string, max int) (events.Batc
 	return b, nil
 }
 
-// multiPoll is how often a segmented sale's log looks for new entries while it has none.
+// multiPoll is how often EventReader looks for new entries while it has none and may wait.
 const multiPoll = 50 * time.Millisecond
 
 // segEntry is a stream entry of segment seg.
@@ -227,20 +379,27 @@ type segEntry struct {
 }
 
 // multiRead is Read for a segmented sale: the group's pending entries of every segment first,
-// else the new ones (looking again every multiPoll for up to a second), merged in stream-id
+// else the new ones (looking twice, notifyQuiet apart, before the log is idle), merged in stream-id
 // order (the time Redis wrote them, so a reservation that a collapse moved to segment 0 has its
 // earlier segment's events first as far as the nodes' clocks agree) and cut to max; entries
-// read past max stay pending and come first in the next Read. A blocking read cannot wait on
-// several streams of a Cluster at once (their keys are on different nodes), hence the polling.
+// read past max stay pending and come first in the next Read. The streams of a Cluster are on
+// different nodes: they are read together in one pipelined round, never with a blocking read.
 func (l *streamLog) multiRead(ctx context.Context, group string, keys []string, max int) (events.Batch, error) {
 	entries, err := l.readEach(ctx, group, keys, "0", max)
-	for start := time.Now(); err == nil && len(entries) == 0 && time.Since(start) < time.Second; {
-		if entries, err = l.readEach(ctx, group, keys, ">", max); err == nil && len(entries) == 0 && !wait.Sleep(ctx, multiPoll) {
-			return events.Batch{}, nil
-		}
+	if err == nil && len(entries) == 0 {
+		entries, err = l.readEach(ctx, group, keys, ">", max)
 	}
-	if err != nil || len(entries) == 0 {
+	if err == nil && len(entries) == 0 { // idle only after two reads notifyQuiet apart (notify.go)
+		if !wait.Sleep(ctx, notifyQuiet) {
+			return events.Batch{}, ctx.Err()
+		}
+		entries, err = l.readEach(ctx, group, keys, ">", max)
+	}
+	if err != nil {
 		return events.Batch{}, err
+	}
+	if len(entries) == 0 {
+		return events.Batch{Idle: true}, nil
 	}
 	slices.SortStableFunc(entries, func(a, b segEntry) int { return compareStreamIDs(a.ID, b.ID) })
 	entries = entries[:min(len(entries), max)]
@@ -326,16 +485,11 @@ func (e *Engine) exported(saleID, id string, fvs []rueidis.XRangeFieldValue) []e
 	return out
 }
 
-// read is XREADGROUP for the export consumer: from id "0" (its pending entries; no wait) or
-// ">" (new ones, waiting up to block).
-func (l *streamLog) read(ctx context.Context, group, id string, block time.Duration, count int) ([]rueidis.XRangeSlice, error) {
+// read is XREADGROUP for the export consumer, without waiting: from id "0" (its pending
+// entries) or ">" (new ones).
+func (l *streamLog) read(ctx context.Context, group, id string, count int) ([]rueidis.XRangeSlice, error) {
 	rdb := l.e.redis()
-	var cmd rueidis.Completed
-	if block < 0 {
-		cmd = rdb.B().Xreadgroup().Group(group, exportConsumer).Count(int64(count)).Streams().Key(l.key).Id(id).Build()
-	} else {
-		cmd = rdb.B().Xreadgroup().Group(group, exportConsumer).Count(int64(count)).Block(block.Milliseconds()).Streams().Key(l.key).Id(id).Build()
-	}
+	cmd := rdb.B().Xreadgroup().Group(group, exportConsumer).Count(int64(count)).Streams().Key(l.key).Id(id).Build()
 	res, err := rdb.Do(ctx, cmd).AsXReadSlices()
 	if rueidis.IsRedisNil(err) {
 		return nil, nil

@@ -99,7 +99,7 @@ func newSegServices(t *testing.T, url string, n, stock, streams int, rebuild boo
 	r := &segServices{t: t, e: e, worker: worker, store: store, locks: locks, def: def, stored: &recorder{store: store},
 		svc: service.New(service.Config{Inventory: e, Windows: e, Store: store})}
 	list := func(context.Context) ([]string, error) { return []string{def.ID}, nil }
-	cons := worker.NewConsumer(r.stored, ConsumerConfig{List: list, Block: 100 * time.Millisecond, Linger: -1})
+	cons := worker.NewConsumer(r.stored, ConsumerConfig{List: list, Linger: -1})
 	r.cons = cons
 	bg, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -61,7 +61,7 @@ func TestConsumerReportsStoreFailures(t *testing.T) {
 		r.buy("alice")
 		sink := &fakeSink{failures: failures}
 		runner := background.NewRunner(nil)
-		runner.Start(r.e.NewConsumer(sink, ConsumerConfig{Block: 20 * time.Millisecond, RetryDelay: time.Millisecond,
+		runner.Start(r.e.NewConsumer(sink, ConsumerConfig{RetryDelay: time.Millisecond,
 			List: func(context.Context) ([]string, error) { return []string{"st"}, nil }}))
 		eventually(t, "the event stored", func() bool { return len(sink.stored()) == 1 })
 		if err := runner.Stop(context.Background()); err != nil {

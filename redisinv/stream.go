@@ -19,7 +19,6 @@ import (
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/events"
 	"github.com/seckill-go/seckill/internal/background"
-	"github.com/seckill-go/seckill/internal/wait"
 	"github.com/seckill-go/seckill/pipeline"
 )
 
@@ -38,13 +37,17 @@ type Sink = pipeline.Sink
 type ConsumerConfig struct {
 	// List lists the sales whose streams to consume (service.Service.LiveSaleIDs), looked up
 	// again every second; required.
-	List       SaleLister
-	Name       string        // consumer name in the group; default host-pid-random, unique per process
-	Batch      int           // most entries read and stored at once (up to 64 events each); default 128
-	Block      time.Duration // how long a read waits for new entries; default 1 s
+	List    SaleLister
+	Name    string // consumer name in the group; default host-pid-random, unique per process
+	Batch   int    // most entries read and stored at once (up to 64 events each); default 128
+	Workers int    // most streams read and stored at once; default 8
+	// CheckEvery is how often every stream is checked (one pipelined XINFO GROUPS per stream):
+	// for entries a lost notification left unread, entries another consumer left pending
+	// (taken over after ClaimIdle) and acknowledged entries still to trim; default 10 s (a
+	// stream idle for coldAfter: every coldCheckEvery).
+	CheckEvery time.Duration
 	ClaimIdle  time.Duration // entries pending this long with another consumer are taken over; default 5 s
-	ClaimEvery time.Duration // how often to look for such entries; default 2 s
-	TrimEvery  time.Duration // how often to drop acknowledged entries; default 1 s
+	TrimEvery  time.Duration // how often a stream being read has its acknowledged entries dropped; default 1 s
 	RetryDelay time.Duration // first delay after a failure, doubling to 2 s; default 50 ms
 	// Linger is how long to wait after storing a batch that was not full before reading the
 	// next, so that a rush's events are stored in fewer, larger batches (one transaction, one
@@ -58,7 +61,8 @@ type ConsumerConfig struct {
 // stores each batch in one ApplyEvents, and acknowledges the entries only after that
 // committed. Entries left pending by a consumer that died are taken over with XAUTOCLAIM;
 // acknowledged entries are trimmed, so the streams' memory stays bounded by what is not yet
-// stored. A Consumer is a background.Service.
+// stored. A stream is read when a notification names it (notify.go), never polled: an idle
+// sale costs no command. A Consumer is a background.Service.
 type Consumer struct {
 	e     streamHost
 	apply pipeline.Applier
@@ -67,6 +71,7 @@ type Consumer struct {
 	dropped atomic.Uint64 // malformed entries; the applier counts the events the store refuses
 	failed  atomic.Uint64 // failed reads and claims; the applier counts failed stores
 	stale   atomic.Uint64 // batches that showed a stream gone back in time (checkVersions)
+	reads   atomic.Uint64 // XREADGROUP calls (tests and the stream bench count them)
 }
 
 var _ background.Service = (*Consumer)(nil)
@@ -82,14 +87,14 @@ func (e *Engine) NewConsumer(sink Sink, cfg ConsumerConfig) *Consumer {
 	if cfg.Batch <= 0 {
 		cfg.Batch = 128
 	}
-	if cfg.Block <= 0 {
-		cfg.Block = time.Second
+	if cfg.Workers <= 0 {
+		cfg.Workers = 8
+	}
+	if cfg.CheckEvery <= 0 {
+		cfg.CheckEvery = 10 * time.Second
 	}
 	if cfg.ClaimIdle <= 0 {
 		cfg.ClaimIdle = 5 * time.Second
-	}
-	if cfg.ClaimEvery <= 0 {
-		cfg.ClaimEvery = 2 * time.Second
 	}
 	if cfg.TrimEvery <= 0 {
 		cfg.TrimEvery = time.Second
@@ -121,115 +126,350 @@ func (c *Consumer) Stored() uint64   { return c.apply.Applied() }
 func (c *Consumer) Dropped() uint64  { return c.dropped.Load() + c.apply.Dropped() }
 func (c *Consumer) Failures() uint64 { return c.failed.Load() + c.apply.Failures() }
 
+// consumerStream is the consumer's state of one stream: the stream of one segment of a sale
+// (0 for a one-segment sale), whose tag is tag (segTag).
+type consumerStream struct {
+	sale, tag, key string
+	seg            int
+
+	// Touched by the worker that holds the stream only (wakeSet: one at a time).
+	highest    uint64    // the highest version among the entries this consumer was delivered new
+	quietSince time.Time // when a read first found nothing since the last entries; zero while reading
+	delay      time.Duration
+
+	// Set by the checks, read by the worker.
+	claim    atomic.Bool  // the group has pending entries: look for some to take over
+	trimDue  atomic.Bool  // entries were stored and may be trimmed once every reader has them
+	lastTrim atomic.Int64 // unix ns of the last trim (TrimEvery apart at most)
+	// coldUntil (unix ns): a stream nothing was delivered from for coldAfter is checked only
+	// every coldCheckEvery, until a notification names it.
+	coldUntil atomic.Int64
+}
+
+// A stream that no group was delivered anything from for coldAfter, with nothing unread or
+// pending, is checked every coldCheckEvery instead of every CheckEvery: what a check finds on
+// it (a lost notification) is rarer than on a stream in use (a consumer that died with entries
+// in hand), and most listed sales are idle.
+const (
+	coldAfter      = time.Minute
+	coldCheckEvery = time.Minute
+)
+
 // Run consumes the streams of every sale that List returns (looked up again every second)
-// until ctx is done, one goroutine per stream, and returns nil once they have all stopped. A
-// segmented sale has a stream per segment (Engine.saleStreams), each consumed on its own. A
-// sale that List no longer returns (it is over) has its goroutines stopped. Its exit: a batch being
-// stored when a goroutine is stopped is finished and acknowledged (within 10 s, and within the
-// runner's Stop deadline); entries read but not stored stay pending and are taken over by
-// another consumer. Every failure (listing, reading, claiming, storing, acknowledging) is
-// reported (background.Report) and retried.
+// until ctx is done, and returns nil once its workers have all stopped. A segmented sale has
+// a stream per segment (Engine.saleStreams), each consumed on its own. A stream is read when a
+// notification names it (notify.go), until two reads notifyQuiet apart find nothing; every
+// stream is checked every CheckEvery and after each (re)subscription to the notifications,
+// for what they missed. Cfg.Workers workers read and store, one stream each at a time: no
+// goroutine, timer or command per idle sale. A sale that List no longer returns (it is over)
+// is forgotten. Its exit: a batch being stored when ctx ends is finished and acknowledged
+// (within 10 s, and within the runner's Stop deadline); entries read but not stored stay
+// pending and are taken over by another consumer. Every failure (listing, reading, claiming,
+// storing, acknowledging) is reported (background.Report) and retried.
 func (c *Consumer) Run(ctx context.Context) error {
-	list := c.cfg.List
+	var mu sync.Mutex
+	streams := map[string]*consumerStream{} // by stream key
+	lookup := func(key string) *consumerStream {
+		mu.Lock()
+		defer mu.Unlock()
+		return streams[key]
+	}
+	all := func() []*consumerStream {
+		mu.Lock()
+		defer mu.Unlock()
+		out := make([]*consumerStream, 0, len(streams))
+		for _, s := range streams {
+			out = append(out, s)
+		}
+		return out
+	}
+	work := newWakeSet()
+	checkNow := make(chan struct{}, 1)
+	watcher := &noteWatcher{
+		key: func(key string) {
+			if s := lookup(key); s != nil {
+				s.coldUntil.Store(0)
+				work.wake(key)
+			}
+		},
+		subscribed: func() {
+			select {
+			case checkNow <- struct{}{}:
+			default:
+			}
+		},
+	}
+	unwatch := c.e.watchNotes(watcher)
+	defer unwatch()
+	defer c.e.setChecked(nil)
+
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	running := map[string]context.CancelFunc{} // by stream: segTag
-	defer func() {
-		for _, stop := range running {
-			stop()
-		}
-	}()
-	pass := func(ctx context.Context) {
-		if ids, err := list(ctx); err != nil {
-			background.Report(ctx, fmt.Errorf("list sales: %w", err))
-		} else {
-			listed := make(map[string]bool, len(ids))
-			for _, id := range ids {
-				listed[id] = true
-				n, err := c.e.saleStreams(ctx, id)
-				if err != nil {
-					background.Report(ctx, fmt.Errorf("sale %s: finding its segments: %w", id, err))
+	for range c.cfg.Workers {
+		wg.Go(func() {
+			for {
+				key, ok := work.take(ctx)
+				if !ok {
+					return
 				}
-				for seg, tag := range c.e.streamTags(id, n) {
-					if running[tag] == nil {
-						sctx, stop := context.WithCancel(ctx)
-						running[tag] = stop
-						wg.Go(func() { c.consume(sctx, id, seg, tag) })
+				if s := lookup(key); s != nil {
+					if again := c.step(ctx, s); again >= 0 {
+						work.wakeAfter(ctx, key, again)
 					}
 				}
+				work.done(key)
 			}
-			for tag, stop := range running {
-				if id, _, _ := strings.Cut(tag, "#"); !listed[id] {
-					stop()
-					delete(running, tag)
+		})
+	}
+
+	list := func(ctx context.Context) {
+		ids, err := c.cfg.List(ctx)
+		if err != nil {
+			background.Report(ctx, fmt.Errorf("list sales: %w", err))
+			return
+		}
+		listed := make(map[string]bool, len(ids))
+		var added []*consumerStream
+		for _, id := range ids {
+			n, err := c.e.saleStreams(ctx, id)
+			if err != nil {
+				background.Report(ctx, fmt.Errorf("sale %s: finding its segments: %w", id, err))
+			}
+			for seg, tag := range c.e.streamTags(id, n) {
+				key := c.e.streamKey(tag)
+				listed[key] = true
+				if lookup(key) == nil {
+					s := &consumerStream{sale: id, seg: seg, tag: tag, key: key, delay: c.cfg.RetryDelay}
+					s.claim.Store(true) // a consumer that died may have left some
+					s.trimDue.Store(true)
+					mu.Lock()
+					streams[key] = s
+					mu.Unlock()
+					added = append(added, s)
 				}
 			}
 		}
+		mu.Lock()
+		for key := range streams {
+			if !listed[key] {
+				delete(streams, key)
+			}
+		}
+		mu.Unlock()
+		c.e.setChecked(listed)
+		for _, s := range added { // read once: a new stream may have entries from before
+			work.wake(s.key)
+		}
 	}
-	pass(ctx)
-	wait.Every(ctx, listEvery, pass)
-	return nil
+	list(ctx)
+	listTick, checkTick := time.NewTicker(listEvery), time.NewTicker(c.cfg.CheckEvery)
+	defer listTick.Stop()
+	defer checkTick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-listTick.C:
+			list(ctx)
+		case <-checkTick.C:
+			c.check(ctx, all(), work, watcher, false)
+		case <-checkNow:
+			c.check(ctx, all(), work, watcher, true)
+		}
+	}
 }
 
-// consume is the loop for the stream of one segment of a sale (0 for a one-segment sale),
-// whose tag is tag (segTag).
-func (c *Consumer) consume(ctx context.Context, saleID string, seg int, tag string) {
-	key := c.e.streamKey(tag)
-	var lastClaim, lastTrim time.Time
-	var highest uint64 // the highest version among the entries this consumer was delivered new
-	delay := c.cfg.RetryDelay
-	backoff := func(err error) {
-		if ctx.Err() != nil {
-			return
+// checkBatch is how many streams one pipelined round trip of a check covers.
+const checkBatch = 256
+
+// check looks at every stream's group (XINFO GROUPS, pipelined) and wakes those with entries
+// not yet delivered to the group (a lost notification) or pending (marked to be looked at for
+// entries to take over), and those with acknowledged entries left to trim. A stream on which
+// another group (an export sink's) is behind is passed to this engine's other watchers as if
+// notified (notifyLocal), so that the export's logs here need not check it themselves.
+func (c *Consumer) check(ctx context.Context, streams []*consumerStream, work *wakeSet, watcher *noteWatcher, all bool) {
+	rdb := c.e.redis()
+	now := time.Now()
+	if !all { // cold streams only when due
+		due := streams[:0:0]
+		for _, s := range streams {
+			if s.coldUntil.Load() <= now.UnixNano() {
+				due = append(due, s)
+			}
 		}
-		c.failed.Add(1)
-		background.Report(ctx, fmt.Errorf("sale %s: reading events failed (retrying in %v): %w", tag, delay, err))
-		wait.Sleep(ctx, delay)
-		delay = min(2*delay, 2*time.Second)
+		streams = due
 	}
-	for ctx.Err() == nil {
-		if time.Since(lastClaim) >= c.cfg.ClaimEvery {
-			if err := c.claim(ctx, saleID, seg, key); err != nil {
-				backoff(err)
+	var trims []*consumerStream // read to the end, with acknowledged entries still kept
+	defer func() {
+		for _, s := range trims {
+			c.trim(ctx, s)
+		}
+	}()
+	for len(streams) > 0 && ctx.Err() == nil {
+		part := streams[:min(len(streams), checkBatch)]
+		streams = streams[len(part):]
+		cmds := make(rueidis.Commands, len(part))
+		for i, s := range part {
+			cmds[i] = rdb.B().XinfoGroups().Key(s.key).Build()
+		}
+		for i, res := range rdb.DoMulti(ctx, cmds...) {
+			s := part[i]
+			groups, err := res.ToArray()
+			if err != nil {
+				if e, ok := rueidis.IsRedisErr(err); ok && strings.Contains(e.Error(), "no such key") {
+					s.trimDue.Store(false)
+					s.coldUntil.Store(now.Add(coldCheckEvery).UnixNano())
+					continue // no stream yet: its first entry will notify
+				}
+				if ctx.Err() == nil {
+					c.failed.Add(1)
+					background.Report(ctx, fmt.Errorf("sale %s: checking its stream: %w", s.tag, err))
+				}
 				continue
 			}
-			lastClaim = time.Now()
-		}
-		entries, err := c.read(ctx, key)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
+			others := othersBehind(groups, Group)
+			if others { // an export sink's: its readers here need not look themselves
+				c.e.notifyLocal(s.key, watcher)
 			}
-			if isNoGroup(err) {
-				err = c.createGroup(ctx, key)
+			unread, pending := groupBehind(groups, Group)
+			if !others && !unread && !pending && !s.trimDue.Load() && now.Sub(lastDelivered(groups)) >= coldAfter {
+				s.coldUntil.Store(now.Add(coldCheckEvery).UnixNano())
 			}
-			if err != nil {
-				backoff(err)
+			switch {
+			case unread || pending:
+				s.claim.Store(s.claim.Load() || pending)
+				work.wake(s.key)
+			case s.trimDue.Load():
+				trims = append(trims, s)
 			}
-			continue
-		}
-		delay = c.cfg.RetryDelay
-		if len(entries) > 0 {
-			c.checkVersions(ctx, saleID, seg, tag, &highest, entries)
-			c.store(ctx, saleID, seg, key, entries)
-			if len(entries) < c.cfg.Batch && c.cfg.Linger > 0 {
-				wait.Sleep(ctx, c.cfg.Linger)
-			}
-		}
-		if time.Since(lastTrim) >= c.cfg.TrimEvery {
-			if err := c.e.trimStream(ctx, tag); err != nil {
-				background.Report(ctx, fmt.Errorf("sale %s: trimming its stream: %w", tag, err))
-			}
-			lastTrim = time.Now()
 		}
 	}
 }
 
-// read returns new entries for this consumer, waiting up to Block for some.
+// lastDelivered is the time of the latest entry delivered to any group of an XINFO GROUPS
+// reply (zero if none).
+func lastDelivered(groups []rueidis.RedisMessage) time.Time {
+	var last time.Time
+	for _, g := range groups {
+		if t := streamIDTime(fields(g)["last-delivered-id"]); t.After(last) {
+			last = t
+		}
+	}
+	return last
+}
+
+// othersBehind reports whether a group other than except has entries not yet delivered to it
+// (or Redis cannot tell) or not acknowledged, in an XINFO GROUPS reply.
+func othersBehind(groups []rueidis.RedisMessage, except string) bool {
+	for _, g := range groups {
+		f := fields(g)
+		if f["name"] == except {
+			continue
+		}
+		lag, err := strconv.ParseInt(f["lag"], 10, 64)
+		if err != nil || lag > 0 || (f["pending"] != "" && f["pending"] != "0") {
+			return true
+		}
+	}
+	return false
+}
+
+// groupBehind reads an XINFO GROUPS reply for group: unread when it has entries not yet
+// delivered to it (or Redis cannot tell, or the group is missing), pending when some were
+// delivered and not acknowledged.
+func groupBehind(groups []rueidis.RedisMessage, group string) (unread, pending bool) {
+	for _, g := range groups {
+		f := fields(g)
+		if f["name"] != group {
+			continue
+		}
+		lag, err := strconv.ParseInt(f["lag"], 10, 64)
+		return err != nil || lag > 0, f["pending"] != "" && f["pending"] != "0"
+	}
+	return true, false
+}
+
+// step does one round of work on a stream for a worker: takes over entries left pending when
+// marked to, reads what is new and stores it. It returns when to be woken again: at once after
+// a full batch, after Linger after a smaller one, after notifyQuiet after the first read that
+// found nothing; -1 (not until notified) after a read that found nothing notifyQuiet after
+// that, when the stream's acknowledged entries are trimmed.
+func (c *Consumer) step(ctx context.Context, s *consumerStream) time.Duration {
+	fail := func(err error) time.Duration {
+		if ctx.Err() != nil {
+			return -1
+		}
+		c.failed.Add(1)
+		background.Report(ctx, fmt.Errorf("sale %s: reading events failed (retrying in %v): %w", s.tag, s.delay, err))
+		d := s.delay
+		s.delay = min(2*s.delay, 2*time.Second)
+		return d
+	}
+	if s.claim.Load() {
+		if err := c.claim(ctx, s); err != nil {
+			return fail(err)
+		}
+		s.claim.Store(false)
+	}
+	entries, err := c.read(ctx, s.key)
+	if err != nil {
+		if isNoGroup(err) {
+			if err = c.createGroup(ctx, s.key); err == nil {
+				return 0
+			}
+		}
+		return fail(err)
+	}
+	s.delay = c.cfg.RetryDelay
+	if len(entries) > 0 {
+		s.quietSince = time.Time{}
+		c.checkVersions(ctx, s.sale, s.seg, s.tag, &s.highest, entries)
+		c.store(ctx, s.sale, s.seg, s.key, entries)
+		s.trimDue.Store(true)
+		c.trim(ctx, s)
+		if len(entries) < c.cfg.Batch {
+			return max(c.cfg.Linger, 0)
+		}
+		return 0
+	}
+	if s.quietSince.IsZero() {
+		s.quietSince = time.Now()
+		return notifyQuiet
+	}
+	if left := notifyQuiet - time.Since(s.quietSince); left > 0 {
+		return left
+	}
+	s.quietSince = time.Time{}
+	if s.trimDue.Load() {
+		c.trim(ctx, s)
+	}
+	return -1
+}
+
+// trim drops the stream's acknowledged entries (Engine.trimStream), unless it did less than
+// TrimEvery ago; a stream that keeps some (DefaultStreamKeep, a reader behind) is trimmed
+// again at a later check.
+func (c *Consumer) trim(ctx context.Context, s *consumerStream) {
+	now := time.Now()
+	if last := s.lastTrim.Load(); last != 0 && now.Sub(time.Unix(0, last)) < c.cfg.TrimEvery {
+		return
+	}
+	s.lastTrim.Store(now.UnixNano())
+	left, err := c.e.trimStreamLeft(ctx, s.tag)
+	if err != nil {
+		if ctx.Err() == nil {
+			background.Report(ctx, fmt.Errorf("sale %s: trimming its stream: %w", s.tag, err))
+		}
+		return
+	}
+	s.trimDue.Store(left > 0)
+}
+
+// read returns new entries for this consumer, without waiting.
 func (c *Consumer) read(ctx context.Context, key string) ([]rueidis.XRangeSlice, error) {
 	rdb := c.e.redis()
-	cmd := rdb.B().Xreadgroup().Group(Group, c.cfg.Name).Count(int64(c.cfg.Batch)).
-		Block(c.cfg.Block.Milliseconds()).Streams().Key(key).Id(">").Build()
+	c.reads.Add(1)
+	cmd := rdb.B().Xreadgroup().Group(Group, c.cfg.Name).Count(int64(c.cfg.Batch)).Streams().Key(key).Id(">").Build()
 	res, err := rdb.Do(ctx, cmd).AsXReadSlices()
 	if rueidis.IsRedisNil(err) {
 		return nil, nil
@@ -242,17 +482,17 @@ func (c *Consumer) read(ctx context.Context, key string) ([]rueidis.XRangeSlice,
 
 // claim takes over entries that another consumer read but did not acknowledge within
 // ClaimIdle (it crashed, or is stuck), and stores them.
-func (c *Consumer) claim(ctx context.Context, saleID string, seg int, key string) error {
+func (c *Consumer) claim(ctx context.Context, s *consumerStream) error {
 	rdb := c.e.redis()
 	cursor := "0-0"
 	for {
-		cmd := rdb.B().Xautoclaim().Key(key).Group(Group).Consumer(c.cfg.Name).
+		cmd := rdb.B().Xautoclaim().Key(s.key).Group(Group).Consumer(c.cfg.Name).
 			MinIdleTime(strconv.FormatInt(c.cfg.ClaimIdle.Milliseconds(), 10)).Start(cursor).
 			Count(int64(c.cfg.Batch)).Build()
 		v, err := rdb.Do(ctx, cmd).ToArray()
 		if err != nil {
 			if isNoGroup(err) {
-				return c.createGroup(ctx, key)
+				return c.createGroup(ctx, s.key)
 			}
 			return err
 		}
@@ -265,8 +505,9 @@ func (c *Consumer) claim(ctx context.Context, saleID string, seg int, key string
 			return err
 		}
 		if len(entries) > 0 {
-			c.cfg.Logger.Info("redisinv: took over events another consumer left pending", "sale", saleID, "segment", seg, "entries", len(entries))
-			c.store(ctx, saleID, seg, key, entries)
+			c.cfg.Logger.Info("redisinv: took over events another consumer left pending", "sale", s.sale, "segment", s.seg, "entries", len(entries))
+			c.store(ctx, s.sale, s.seg, s.key, entries)
+			s.trimDue.Store(true)
 		}
 		if next == "0-0" || next == "" || ctx.Err() != nil {
 			return nil
@@ -501,6 +742,11 @@ type streamHost interface {
 	saleStreams(ctx context.Context, saleID string) (int, error)
 	streamTags(saleID string, n int) []string
 	trimStream(ctx context.Context, saleID string) error
+	trimStreamLeft(ctx context.Context, saleID string) (int64, error)
+	watchNotes(w *noteWatcher) (unwatch func())
+	notifyLocal(key string, except *noteWatcher)
+	checkedByConsumer(keys []string) bool
+	setChecked(keys map[string]bool)
 	exported(saleID, id string, fvs []rueidis.XRangeFieldValue) []events.Event
 	streamLastIDs(ctx context.Context, saleID string, n int) ([]string, error)
 	versionBook() *versionBook

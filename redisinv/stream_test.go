@@ -209,7 +209,7 @@ func TestConsumerTakesOverFromACrashedOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink := &fakeSink{}
-	r.run(sink, ConsumerConfig{ClaimIdle: 200 * time.Millisecond, ClaimEvery: 50 * time.Millisecond})
+	r.run(sink, ConsumerConfig{ClaimIdle: 200 * time.Millisecond, CheckEvery: 50 * time.Millisecond})
 	r.buy("u3")
 	eventually(t, "all three stored", func() bool { return len(sink.stored()) == 3 })
 	eventually(t, "nothing pending", func() bool { return r.pending() == 0 })

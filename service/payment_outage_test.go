@@ -199,7 +199,7 @@ func redisRig(t *testing.T) *outageRig {
 	store := openOutageStore(t)
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	consumer := engine.NewConsumer(store, redisinv.ConsumerConfig{Block: 20 * time.Millisecond, RetryDelay: 10 * time.Millisecond,
+	consumer := engine.NewConsumer(store, redisinv.ConsumerConfig{RetryDelay: 10 * time.Millisecond,
 		List: func(context.Context) ([]string, error) { return []string{"s"}, nil }})
 	go func() {
 		defer close(done)

@@ -101,11 +101,27 @@ local function with_version(out)
   return out
 end
 
--- flush_events appends the pending changes to the stream, as one entry.
+-- The streams' readers are woken by a notification, not by polling (docs/DECISIONS.md "Stream
+-- readers woken by a notification"): an entry added to a stream that was quiet for NOTIFY_QUIET_MS
+-- (no entry, or its newest one older) publishes the stream's key on the channel <key prefix>notify.
+-- An entry added sooner publishes nothing: a reader woken by the entry before it reads on until
+-- two of its reads NOTIFY_QUIET_MS apart find nothing new (notifyQuiet in stream.go, equal to it).
+local NOTIFY_QUIET_MS = 20
+
+local function stream_id_ms(id)
+  return tonumber(string.match(id, '^(%d+)'))
+end
+
+-- flush_events appends the pending changes to the stream, as one entry, and notifies the readers
+-- when the stream was quiet.
 local function flush_events()
   if #pending > 0 then
-    redis.call('XADD', KEYS[7], '*', unpack(pending))
+    local last = redis.call('XREVRANGE', KEYS[7], '+', '-', 'COUNT', 1)[1]
+    local id = redis.call('XADD', KEYS[7], '*', unpack(pending))
     pending = {}
+    if last == nil or stream_id_ms(id) - stream_id_ms(last[1]) >= NOTIFY_QUIET_MS then
+      redis.call('PUBLISH', string.match(KEYS[7], '^[^{]*') .. 'notify', KEYS[7])
+    end
   end
 end
 
