@@ -547,7 +547,13 @@ func (rb *rebuilder) stopSegments(ctx context.Context, saleID, token string, sta
 	rdb := rb.e.redis()
 	var probe rueidis.Commands
 	var of []int // the number of segments each probe is for
-	for _, n := range rb.segmentCounts(ctx, saleID) {
+	counts := rb.segmentCounts(ctx, saleID)
+	if n := int(r.int(1)); r.code() == "ok" && n > 1 && n <= maxSegments && !slices.Contains(counts, n) {
+		// Segment 0 halted knows its segments: the database may not (a sale loaded with
+		// segments by the engine alone), nor this instance (it never served the sale).
+		counts = append(counts, n)
+	}
+	for _, n := range counts {
 		for _, tag := range segTagsFrom(saleID, n) {
 			ks := rb.e.keys(tag)
 			probe = append(probe, rdb.B().Exists().Key(ks[0], ks[6]).Build())

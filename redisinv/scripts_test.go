@@ -582,7 +582,7 @@ func scriptSpecs() []scriptSpec {
 			args: []argSpec{clock, {"group", badStr(64, true)}}},
 		{name: "segment", s: ds.segment,
 			base: func(f *fixture) []string { return []string{f.clockMS(), "counts"} },
-			args: []argSpec{clock, {"op", bad("", "COUNTS", "bogus", "counts ", "take")}}},
+			args: []argSpec{clock, {"op", bad("", "COUNTS", "bogus", "counts ")}}},
 		{name: "sale_admin", s: ds.saleAdmin,
 			base: func(f *fixture) []string { return []string{f.clockMS(), "list"} },
 			args: []argSpec{clock, {"op", bad("", "LIST", "delete", "list ", "close")}}},
@@ -709,6 +709,26 @@ func shortKeys(f *fixture, keys []string) []string {
 		out[i] = strings.Replace(k, f.e.prefix, "<prefix>", 1)
 	}
 	return out
+}
+
+// TestSegmentOpOfOneSegmentSale: an operation of a segmented sale ('take' and the others but
+// 'counts', 'halt' and 'freeze') sent to a sale of one segment (a rebuild made it one while the
+// caller still took it for segmented) answers 'single' and changes nothing; the engine then
+// goes on at segment 0 (segOp).
+func TestSegmentOpOfOneSegmentSale(t *testing.T) {
+	c := dialT(t, testenv.Redis(t))
+	f := newFixture(t, c, "single")
+	for _, argv := range [][]string{{f.clockMS(), "take", "1", "1"}, {f.clockMS(), "apply", "1", "1", "1"},
+		{f.clockMS(), "ack", "1", "1"}, {f.clockMS(), "outbox"}} {
+		before := takeSnapshot(t, f.rdb, f.keys)
+		got, err := execScript(f.rdb, f.e.scripts.segment, f.keys, argv)
+		if err != nil || len(got) == 0 || got[0] != "single" {
+			t.Errorf("segment.lua %q on a one-segment sale: reply %q, error %v; want [single]", argv[1], got, err)
+		}
+		if d := before.diff(t, takeSnapshot(t, f.rdb, f.keys)); d != "" {
+			t.Errorf("segment.lua %q on a one-segment sale changed the sale:\n%s", argv[1], d)
+		}
+	}
 }
 
 // TestScriptsValidateBeforeFirstWrite calls every script with wrong keys and with each

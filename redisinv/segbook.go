@@ -93,10 +93,15 @@ func (b *segBook) forget(saleID string, one bool) {
 }
 
 // in is the sale's segInfo when r, a sale_reply of segment 0, is of a segmented sale
-// (recording whether it has collapsed), else nil.
+// (recording whether it has collapsed), else nil. A sale this instance took for segmented
+// whose segment 0 says one segment was rebuilt as one (by another instance, or by a rebuild
+// whose end this instance did not see): it is forgotten, so its calls take the plain path.
 func (b *segBook) in(saleID string, r reply) *segInfo {
 	n := r.int(17)
 	if n < 2 {
+		if r.code() == "ok" && b.of(saleID) != nil {
+			b.forget(saleID, true)
+		}
 		return nil
 	}
 	in := b.learn(saleID, int(n))

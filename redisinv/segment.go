@@ -126,10 +126,17 @@ func (g *segments) segOp(ctx context.Context, saleID string, i int, op string, a
 	if err != nil {
 		return nil, err
 	}
-	if r.code() != "ok" && r.code() != "busy" && r.code() != "gap" && r.code() != "not_ready" {
-		return nil, unexpected("segment "+op, r)
+	switch r.code() {
+	case "ok", "busy", "gap", "not_ready":
+		return r, nil
+	case "single":
+		// A rebuild made the sale one segment since this instance learned its segments (the
+		// rebuild of another instance, or one whose reply it has not met yet): the call goes
+		// on at segment 0, as segmentMissing's answer for a sale that is one segment now.
+		g.forget(saleID, true)
+		return nil, &segSignal{code: "moved"}
 	}
-	return r, nil
+	return nil, unexpected("segment "+op, r)
 }
 
 // loadSegments is Engine.LoadSaleSegments.

@@ -404,7 +404,10 @@ func segmentLost(t *testing.T, url, how string) {
 	// started it, and the rush may have ended before it did. Reads go on meeting the segment
 	// (Sale reads every one) until the rebuild has made the sale one segment.
 	eventually(t, "the sale rebuilt as one segment", func() bool {
-		_, _, _ = r.e.Sale(t.Context(), r.def.ID)
+		_, _, err := r.e.Sale(t.Context(), r.def.ID)
+		if in := r.e.segs.of(r.def.ID); in != nil {
+			t.Logf("DEBUG sale err=%v n=%d collapsed=%v", err, in.n, in.collapsed.Load())
+		}
 		return r.e.segs.of(r.def.ID) == nil
 	})
 	r.payHeld()

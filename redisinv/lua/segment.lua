@@ -24,12 +24,13 @@
 --             (streams: the segments whose event streams the sale has, more than its segments
 --             once a rebuild made a segmented sale one segment: field "streams"). No reclaim.
 --             One of the three operations a one-segment sale answers (with 'halt' and 'freeze';
---             every other is an error there).
+--             every other answers {'single'}: a rebuild made the sale one segment while the
+--             caller, an instance that had not seen it yet, still took it for segmented).
 --   'halt'    (segment 0) [3] a rebuild's token, [4] a stale version (0 for none), [5] '1' when
 --             another segment is lost: a SPLIT or COLLAPSING segmented sale stops (loading, the
 --             token its loader) when a segment is lost or its version is below the stale one,
 --             so that the rebuild (rebuild.go) reads the database while no segment can change
---             -> {'ok'}; {'fine'} when it is not to be rebuilt; {'single'} for a sale of one
+--             -> {'ok', segments}; {'fine'} when it is not to be rebuilt; {'single'} for a sale of one
 --             segment (collapsed too: load.lua decides as for any sale).
 --   'freeze'  segment 0: SPLIT -> COLLAPSING; segment i: SPLIT -> FROZEN. -> {'ok', mode} with
 --             the mode after (SINGLE or MOVED: the collapse is over; SINGLE too for a sale that
@@ -120,7 +121,8 @@ local function main()
     return missing
   end
   if S.segs < 2 and op ~= 'counts' and op ~= 'halt' and op ~= 'freeze' then
-    fail('not a segmented sale')
+    -- A rebuild made the sale one segment while the caller still took it for segmented.
+    return {'single'}
   end
   if op == 'take' then
     local to = seg_arg(ARGV[3], 'destination')
@@ -200,7 +202,7 @@ local function main()
     redis.call('HSET', KEYS[1], 'loader', token)
     S.loading = 1
     changed = true
-    return {'ok'}
+    return {'ok', S.segs}
   elseif op == 'freeze' then
     if S.mode == SPLIT then
       if S.seg == 0 then
