@@ -372,32 +372,35 @@ func (rb *rebuilder) slot(j *rebuildJob) (release func(), ok bool) {
 	return func() { <-rb.slots }, true
 }
 
-// report logs a rebuild's outcome, summarized (logsummary): a loss of thousands of sales costs a
-// line per kind of outcome and period, with the count, not a line per sale.
+// report logs a rebuild's outcome. Failures are summarized (logsummary): a loss of thousands
+// of sales that cannot be rebuilt yet costs a line per period, with the count, not a line per
+// sale and attempt. A rebuild that succeeds is logged once per sale, as it happens: the record
+// of what came back from the database (an operator, and the fault tests, count them), which a
+// summary would fold into a count written only with the next success after its period.
 func (rb *rebuilder) report(saleID string, n int, err error, stale uint64, lost bool, took time.Duration) {
-	log := rb.e.summary()
 	ctx := context.Background()
 	switch {
 	case errors.Is(err, lock.ErrNotAcquired):
 		// Another instance holds the lock and is rebuilding.
 	case err != nil:
 		if delay, first := rb.failed(saleID); first {
-			log.Log(ctx, slog.LevelError, "rebuild failed", "redisinv: rebuild failed; retrying with backoff, and logging again only once it succeeds",
+			rb.e.summary().Log(ctx, slog.LevelError, "rebuild failed", "redisinv: rebuild failed; retrying with backoff, and logging again only once it succeeds",
 				"sale", saleID, "retry_in", delay, "max_retry", maxRetry, "err", err)
 		}
 	default:
+		log := rb.e.logger()
 		if rb.recovered(saleID) {
-			log.Log(ctx, slog.LevelWarn, "rebuild recovered", "redisinv: a rebuild that had failed has succeeded", "sale", saleID)
+			log.Warn("redisinv: a rebuild that had failed has succeeded", "sale", saleID)
 		}
 		switch {
 		case n >= 0 && lost:
-			log.Log(ctx, slog.LevelWarn, "rebuilt lost segment", "redisinv: a segment of the sale was missing from Redis; the sale has been rebuilt from the database as a one-segment sale",
+			log.Warn("redisinv: a segment of the sale was missing from Redis; the sale has been rebuilt from the database as a one-segment sale",
 				"sale", saleID, "reservations", n, "took", took)
 		case n >= 0 && stale != 0:
-			log.Log(ctx, slog.LevelWarn, "rebuilt stale", "redisinv: sale was behind in Redis (it went back in time) and has been rebuilt from the database",
+			log.Warn("redisinv: sale was behind in Redis (it went back in time) and has been rebuilt from the database",
 				"sale", saleID, "reservations", n, "took", took)
 		case n >= 0:
-			log.Log(ctx, slog.LevelWarn, "rebuilt missing", "redisinv: sale was missing from Redis and has been rebuilt from the database",
+			log.Warn("redisinv: sale was missing from Redis and has been rebuilt from the database",
 				"sale", saleID, "reservations", n, "took", took)
 		}
 	}
