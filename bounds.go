@@ -35,6 +35,9 @@ const (
 	// Cluster spreads one sale over several nodes (docs/DECISIONS.md "Segmented stock"): more
 	// than the nodes of any cluster this serves.
 	MaxSegments = 64
+	// MaxPreheatSeconds bounds preheat_seconds (a day): how long before its start a sale is
+	// loaded into the engine, and so holds the engine's memory and background work.
+	MaxPreheatSeconds = 24 * 3600
 	// MaxListLimit bounds limit, the sales on one page of GET /api/v1/sales; DefaultListLimit
 	// is the page without one.
 	MaxListLimit     = 100

@@ -29,8 +29,13 @@ type Sale struct {
 	// tag so that a Cluster spreads one hot sale over several nodes (docs/DECISIONS.md
 	// "Segmented stock"); 1 is an unsplit sale. 0, in a sale built in code or read back from a
 	// database (which does not keep it), means 1. The memory engine refuses more than 1.
-	Segments  int       `json:"segments"`
-	CreatedAt time.Time `json:"-"`
+	Segments int `json:"segments"`
+	// PreheatSeconds is how long before starts_at the sale becomes hot (HotAt): an engine
+	// that loads sales on demand (the Redis engine) loads it then, so that the start's crowd
+	// finds it loaded. 0 (a sale built in code, or stored before the setting existed and
+	// read back as 0) means hot from starts_at.
+	PreheatSeconds int       `json:"preheat_seconds"`
+	CreatedAt      time.Time `json:"-"`
 	// Incarnation tells apart the sales made one after another under one id (one deleted, then
 	// another created with its id): service.Service.CreateSale gives each a new random one,
 	// the order store keeps it, and the Redis engine writes it into the sale's keys, so that the
@@ -111,6 +116,7 @@ type SaleInput struct {
 	Currency     *string    `json:"currency"`
 	Listed       *bool      `json:"listed"`
 	Segments     *int       `json:"segments"`
+	PreheatSeconds *int     `json:"preheat_seconds"`
 	// IDGiven says the client sent id, even empty: NewSale then validates it as given (an
 	// empty one is refused) rather than choosing a random id, which is for an omitted id.
 	IDGiven bool `json:"-"`
@@ -123,6 +129,8 @@ const (
 	DefaultSaleLength   = time.Hour
 	DefaultCurrency     = "usd"
 	DefaultSegments     = 1
+	// DefaultPreheatSeconds is how long before its start a sale becomes hot (PreheatSeconds).
+	DefaultPreheatSeconds = 300
 )
 
 // NewSale validates in and fills defaults: id (random if empty and not given), starts_at (now), ends_at
@@ -178,6 +186,10 @@ func NewSale(in SaleInput, now time.Time) (Sale, error) {
 		}
 		s.Segments = *in.Segments
 	}
+	s.PreheatSeconds = DefaultPreheatSeconds
+	if in.PreheatSeconds != nil {
+		s.PreheatSeconds = *in.PreheatSeconds
+	}
 	if err := s.Validate(); err != nil {
 		return Sale{}, err
 	}
@@ -217,6 +229,8 @@ func (s Sale) Validate() error {
 		return errCurrency()
 	case s.Segments < 0 || s.Segments > MaxSegments:
 		return errSegments()
+	case s.PreheatSeconds < 0 || s.PreheatSeconds > MaxPreheatSeconds:
+		return bad("preheat_seconds must be 0 to %d", MaxPreheatSeconds)
 	case len(s.Incarnation) > MaxIncarnationBytes || !ValidID(s.Incarnation) && s.Incarnation != "":
 		return bad("incarnation must be at most %d of [A-Za-z0-9_.-]", MaxIncarnationBytes)
 	}
