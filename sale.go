@@ -135,7 +135,7 @@ const (
 
 // NewSale validates in and fills defaults: id (random if empty and not given), starts_at (now), ends_at
 // (starts_at + 1 h), per_user_limit 1, hold_seconds 60, queue_limit 10 × sellable, currency
-// "usd", listed true, segments 1. Every bound
+// "usd", listed true, segments 1, preheat_seconds 300. Every bound
 // (bounds.go) is checked after the defaults are applied, so a default can never carry a value
 // out of range; a sale it returns is one every engine and store accepts.
 func NewSale(in SaleInput, now time.Time) (Sale, error) {
