@@ -83,13 +83,21 @@ func (s *Server) MetricsHandler() http.Handler {
 	})
 }
 
-// stockCollector reports each sale's stock state when Prometheus scrapes, so the gauges are
-// never stale and cost nothing between scrapes.
+// stockCollector reports the stock state of each hot sale (service.LiveSaleIDs) when
+// Prometheus scrapes, so the gauges are never stale and cost nothing between scrapes; and how
+// many sales are hot. Cold sales are left out: they do not change by themselves, and a day of
+// thousands of sales would otherwise cost a scrape thousands of reads and series.
 type stockCollector struct{ svc *service.Service }
 
-var stockDesc = prometheus.NewDesc("seckill_stock_units", "Units of a sale by state (sellable, available, held, sold, queued).", []string{"sale", "state"}, nil)
+var (
+	stockDesc = prometheus.NewDesc("seckill_stock_units", "Units of a hot sale by state (sellable, available, held, sold, queued).", []string{"sale", "state"}, nil)
+	hotDesc   = prometheus.NewDesc("seckill_sales_hot", "Sales in their hot window now (from their preheat until their last hold could have expired, plus a minute): the sales the background works on.", nil, nil)
+)
 
-func (c *stockCollector) Describe(ch chan<- *prometheus.Desc) { ch <- stockDesc }
+func (c *stockCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- stockDesc
+	ch <- hotDesc
+}
 
 func (c *stockCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.svc == nil {
@@ -97,11 +105,16 @@ func (c *stockCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	sales, err := c.svc.Sales(ctx)
+	ids, err := c.svc.LiveSaleIDs(ctx)
 	if err != nil {
 		return
 	}
-	for _, s := range sales {
+	ch <- prometheus.MustNewConstMetric(hotDesc, prometheus.GaugeValue, float64(len(ids)))
+	for _, id := range ids {
+		s, err := c.svc.Sale(ctx, id)
+		if err != nil {
+			continue
+		}
 		st := s.StockState
 		for state, v := range map[string]int{"sellable": st.Sellable, "available": st.Available, "held": st.Held, "sold": st.Sold, "queued": st.Queued} {
 			ch <- prometheus.MustNewConstMetric(stockDesc, prometheus.GaugeValue, float64(v), s.ID, state)

@@ -66,7 +66,7 @@ func (e *Engine) exec(ctx context.Context, s *script, saleID string, args ...str
 	}
 	switch r.code() {
 	case "not_loaded":
-		err := e.missing(ctx, saleID, urgencyOf(s))
+		err := e.missing(ctx, saleID, s)
 		if !errors.Is(err, errRebuilt) {
 			return nil, err
 		}
@@ -130,11 +130,11 @@ func transient(err error) bool {
 }
 
 // missing decides what a call on a sale whose keys are missing answers.
-func (e *Engine) missing(ctx context.Context, saleID string, u urgency) error {
+func (e *Engine) missing(ctx context.Context, saleID string, s *script) error {
 	if e.rebuild == nil {
 		return seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
 	}
-	return e.rebuild.missing(ctx, saleID, u)
+	return e.rebuild.missing(ctx, saleID, urgencyOf(s), coldReads(s))
 }
 
 // execTag is exec for an id that may be a segment's tag ("X#i.k", segTag).
@@ -250,6 +250,7 @@ func saleOf(id string, r reply) (seckill.Sale, seckill.StockState) {
 		HoldSeconds: int(r.int(8)), QueueLimit: int(r.int(9)), CreatedAt: fromMillis(r.int(10)),
 		Currency: r.str(15), Listed: r.str(16) != "0", Segments: max(int(r.int(17)), 1),
 	}
+	s.PreheatSeconds, _ = strconv.Atoi(r.str(21)) // '0' for a sale loaded before it was kept
 	st := seckill.StockState{
 		Sellable: s.Sellable(), Available: int(r.int(11)), Held: int(r.int(12)), Sold: int(r.int(13)),
 		Queued: int(r.int(14)),

@@ -61,6 +61,8 @@ type Engine struct {
 	rebuild      *rebuilder // nil: a missing sale is simply not found
 	recoveryRate float64    // WithRecoveryRate; 0: the default
 	troubles     *logsummary.Summarizer
+	cooled       atomic.Uint64 // sales this instance cooled (cold.go)
+	noted        notedSales    // sales whose streams were notified lately (notify.go)
 	scripts      *scriptSet
 	batches      batcher // groups the buys of one sale that arrive together (buy.go)
 	maxBatch     int

@@ -74,7 +74,7 @@ func (e *Engine) loadSale(ctx context.Context, def seckill.Sale, sold int) error
 	if def.Sellable() < 0 || sold < 0 || sold > def.Sellable() {
 		return seckill.Errorf(seckill.CodeInvalidArgument, "sale %q: sold %d outside 0..%d", def.ID, sold, def.Sellable())
 	}
-	r, err := e.execRaw(ctx, e.scripts.load, def.ID, withIncarnation(loadArgs(def, sold, "new", ""), def.Incarnation)...)
+	r, err := e.execRaw(ctx, e.scripts.load, def.ID, withIncarnation(loadArgs(def, sold, "new", ""), def)...)
 	if err != nil {
 		return err
 	}
@@ -105,14 +105,15 @@ func loadArgs(def seckill.Sale, sold int, mode, token string) []string {
 // loadDefaults are load.lua's defaults for its optional ARGV [17] to [21].
 var loadDefaults = []string{"1", "0", "1", "0", "0"}
 
-// withIncarnation appends load.lua's ARGV [22], the sale's incarnation, to args (its ARGV after
-// the clock), giving the optional arguments before it their defaults.
-func withIncarnation(args []string, inc string) []string {
+// withIncarnation appends load.lua's ARGV [22] and [23], the sale's incarnation and preheat
+// seconds, to args (its ARGV after the clock), giving the optional arguments before them their
+// defaults.
+func withIncarnation(args []string, def seckill.Sale) []string {
 	const before = 20 // ARGV [2] to [21]
 	for len(args) < before {
 		args = append(args, loadDefaults[len(args)-15])
 	}
-	return append(args, inc)
+	return append(args, def.Incarnation, itoa(min(max(def.PreheatSeconds, 0), seckill.MaxPreheatSeconds)))
 }
 
 // Sale returns the definition and live counts, after reclaiming expired holds.
@@ -162,6 +163,9 @@ func (e *Engine) sale(ctx context.Context, id string, counts bool) (seckill.Sale
 		w = e.local.windowRead(id)
 	}
 	r, err := e.exec(ctx, e.scripts.sale, id)
+	if cs := asCold(err); cs != nil { // cold.go: answered from the database
+		return cs.sale, cs.state(), nil
+	}
 	if err != nil {
 		return seckill.Sale{}, seckill.StockState{}, err
 	}
@@ -190,6 +194,9 @@ func (e *Engine) Reservation(ctx context.Context, id string) (seckill.Reservatio
 		return e.segs.segReservation(ctx, id, saleID, suffix, in)
 	}
 	r, err := e.exec(ctx, e.scripts.reservation, saleID, suffix)
+	if asCold(err) != nil { // cold.go: answered from the database
+		return e.coldReservation(ctx, id)
+	}
 	if isCode(err, seckill.CodeNotFound) {
 		return seckill.Reservation{}, errNotFound(id)
 	}

@@ -2,11 +2,13 @@ package redisinv
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
 
+	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/internal/wait"
 )
 
@@ -144,6 +146,9 @@ func (e *Engine) subscribeNotes(ctx context.Context) {
 			n.mu.Unlock()
 		})
 		err := rdb.Receive(hctx, rdb.B().Subscribe().Channel(e.notifyChannel()).Build(), func(m rueidis.PubSubMessage) {
+			if id, ok := e.saleOfStream(m.Message); ok {
+				e.noted.note(id, time.Now())
+			}
 			n.each(func(w *noteWatcher) { w.key(m.Message) })
 		})
 		n.mu.Lock()
@@ -247,4 +252,104 @@ func (w *wakeSet) done(key string) {
 		delete(w.again, key)
 		w.wakeLocked(key)
 	}
+}
+
+// notedSales remembers the sales whose streams were notified lately, so that the readers and
+// the sweeper's cooling also take the sales outside their hot window that a late change loaded
+// again (a late payment, an admin's change: docs/MODEL.md "Hot and cold sales"): their events
+// are stored and exported, and they cool again once read. Entries older than notedFor are
+// dropped, and at most maxNoted are kept (the oldest go first).
+type notedSales struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+const (
+	notedFor = 10 * time.Minute
+	maxNoted = 10_000
+)
+
+func (n *notedSales) note(saleID string, now time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.at == nil {
+		n.at = map[string]time.Time{}
+	}
+	n.at[saleID] = now
+	if len(n.at) > maxNoted {
+		n.pruneLocked(now, notedFor/2)
+	}
+}
+
+func (n *notedSales) pruneLocked(now time.Time, age time.Duration) {
+	for id, t := range n.at {
+		if now.Sub(t) >= age {
+			delete(n.at, id)
+		}
+	}
+	for id := range n.at { // still too many: any will do, they are all recent
+		if len(n.at) <= maxNoted {
+			break
+		}
+		delete(n.at, id)
+	}
+}
+
+// since returns the sales noted within notedFor of now, with when.
+func (n *notedSales) since(now time.Time) map[string]time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.pruneLocked(now, notedFor)
+	out := make(map[string]time.Time, len(n.at))
+	for id, t := range n.at {
+		out[id] = t
+	}
+	return out
+}
+
+// NotedSaleIDs lists the sales whose streams were notified within the last ten minutes (while
+// this engine's readers were subscribed): with the hot sales, the streams the export reads.
+func (e *Engine) NotedSaleIDs() []string {
+	noted := e.noted.since(time.Now())
+	ids := make([]string, 0, len(noted))
+	for id := range noted {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// notedSales is the sales noted within notedFor, with when (the sweeper's cooling).
+func (e *Engine) notedSales(now time.Time) map[string]time.Time { return e.noted.since(now) }
+
+// saleOfStream is the sale of one of this engine's stream keys (streamKey, of a sale or of a
+// segment's tag).
+func (e *Engine) saleOfStream(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, e.prefix+"{sale:")
+	if !ok {
+		return "", false
+	}
+	tag, ok := strings.CutSuffix(rest, "}:events")
+	if !ok {
+		return "", false
+	}
+	id, _, _ := strings.Cut(tag, "#")
+	return id, seckill.ValidID(id)
+}
+
+// withNoted is ids with the noted sales that are not among them.
+func withNoted(ids, noted []string) []string {
+	if len(noted) == 0 {
+		return ids
+	}
+	have := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		have[id] = true
+	}
+	out := ids[:len(ids):len(ids)]
+	for _, id := range noted {
+		if !have[id] {
+			out = append(out, id)
+		}
+	}
+	return out
 }

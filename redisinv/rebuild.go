@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -25,6 +26,8 @@ import (
 type Source interface {
 	Sale(ctx context.Context, id string) (seckill.Sale, int, error)
 	Reservations(ctx context.Context, saleID string, statuses ...seckill.ReservationStatus) ([]seckill.Reservation, error)
+	// Reservation answers a reservation of a cold sale (cold.go).
+	Reservation(ctx context.Context, id string) (seckill.Reservation, error)
 }
 
 // WithRebuild makes the engine rebuild a sale from src when its keys are missing from Redis
@@ -63,6 +66,7 @@ type rebuildHost interface {
 	newIncarnation(saleID string)
 	segmentCounts(saleID string) []int
 	incarnationOf(ctx context.Context, id string) (string, bool)
+	now() time.Time
 }
 
 // errFenced means a newer rebuild took over the sale (its token no longer matches).
@@ -89,6 +93,8 @@ type rebuilder struct {
 	// which never wait behind the background's.
 	urgentSlots chan struct{}
 	rate        *rate.Limiter // the background's rebuilds per second (WithRecoveryRate)
+	cold        coldCache     // the cold sales read lately (cold.go)
+	loads       atomic.Uint64 // rebuilds that were cold loads (coldLoad), not losses
 	flat        bool          // withoutUrgency: every rebuild queues as the background's (tests)
 }
 
@@ -141,9 +147,24 @@ type backoff struct {
 //
 // A touch (urgencyOf) waits up to touchWait for the rebuild, which it moves before the
 // background's, and answers errRebuilt when it has finished: the caller tries its call again.
-func (rb *rebuilder) missing(ctx context.Context, saleID string, u urgency) error {
+//
+// A read (coldReads) of a sale that the database shows cold is answered from it instead: the
+// error is then a *coldSale (cold.go), and nothing is rebuilt.
+func (rb *rebuilder) missing(ctx context.Context, saleID string, u urgency, read bool) error {
 	if rb.flat {
 		u = whenIdle
+	}
+	if read {
+		cs, err := rb.coldOf(ctx, saleID)
+		switch {
+		case isCode(err, seckill.CodeNotFound):
+			return seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
+		case err != nil:
+			return fmt.Errorf("%w: %w", seckill.Errorf(seckill.CodeUnavailable,
+				"sale %q is not in Redis and the database cannot be read; retry shortly", saleID), err)
+		case cs != nil:
+			return cs
+		}
 	}
 	rb.mu.Lock()
 	seen, ok := rb.known[saleID]
@@ -319,12 +340,12 @@ func (rb *rebuilder) start(saleID string, u urgency) *rebuildJob {
 		defer cancel()
 		start := time.Now()
 		stale, lost := rb.takeStale(saleID), rb.takeLost(saleID)
-		n, err := rb.rebuild(ctx, saleID, stale, lost)
+		n, cold, err := rb.rebuild(ctx, saleID, stale, lost)
 		if err != nil && stale != 0 {
 			rb.startStaleLater(saleID, stale)
 		}
 		j.ok = err == nil
-		rb.report(saleID, n, err, stale, lost, time.Since(start))
+		rb.report(saleID, n, cold, err, stale, lost, time.Since(start))
 	})
 	return j
 }
@@ -377,7 +398,7 @@ func (rb *rebuilder) slot(j *rebuildJob) (release func(), ok bool) {
 // sale and attempt. A rebuild that succeeds is logged once per sale, as it happens: the record
 // of what came back from the database (an operator, and the fault tests, count them), which a
 // summary would fold into a count written only with the next success after its period.
-func (rb *rebuilder) report(saleID string, n int, err error, stale uint64, lost bool, took time.Duration) {
+func (rb *rebuilder) report(saleID string, n int, cold bool, err error, stale uint64, lost bool, took time.Duration) {
 	ctx := context.Background()
 	switch {
 	case errors.Is(err, lock.ErrNotAcquired):
@@ -399,6 +420,10 @@ func (rb *rebuilder) report(saleID string, n int, err error, stale uint64, lost 
 		case n >= 0 && stale != 0:
 			log.Warn("redisinv: sale was behind in Redis (it went back in time) and has been rebuilt from the database",
 				"sale", saleID, "reservations", n, "took", took)
+		case n >= 0 && cold:
+			// Not a loss: a sale preheated, or a cold one changed again (docs/MODEL.md "Hot
+			// and cold sales"). Counted, not logged: a day of sales does this thousands of times.
+			rb.loads.Add(1)
 		case n >= 0:
 			log.Warn("redisinv: sale was missing from Redis and has been rebuilt from the database",
 				"sale", saleID, "reservations", n, "took", took)
@@ -447,11 +472,11 @@ func (rb *rebuilder) close() {
 // one), restore.lua per reservation (restoreArgs, with the token), then ready.lua: KEYS the
 // sale's seven keys; ARGV [1] clock, [2] the rebuild's token. Reply {'ok'}, {'not_loaded'} or
 // {'fenced'} (not being rebuilt, or by another token).
-func (rb *rebuilder) rebuild(ctx context.Context, saleID string, stale uint64, lost bool) (int, error) {
+func (rb *rebuilder) rebuild(ctx context.Context, saleID string, stale uint64, lost bool) (n int, cold bool, err error) {
 	m := rb.locks.NewMutex("seckill:rebuild:" + saleID)
 	lease, err := m.TryLock(ctx, 0, 0)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer func() { _ = m.Unlock(context.WithoutCancel(ctx)) }()
 	// Stop if the lock is lost (the token fences off whatever a late call would still do).
@@ -462,55 +487,55 @@ func (rb *rebuilder) rebuild(ctx context.Context, saleID string, stale uint64, l
 
 	streams, fine, err := rb.stopSegments(ctx, saleID, token, stale, lost)
 	if err != nil {
-		return 0, fmt.Errorf("stop the segments: %w", err)
+		return 0, false, fmt.Errorf("stop the segments: %w", err)
 	}
 	if fine {
-		return -1, nil
+		return -1, false, nil
 	}
 	def, sold, err := rb.src.Sale(ctx, saleID)
 	if err != nil {
-		return 0, fmt.Errorf("read sale: %w", err)
+		return 0, false, fmt.Errorf("read sale: %w", err)
 	}
 	rs, err := rb.src.Reservations(ctx, saleID)
 	if err != nil {
-		return 0, fmt.Errorf("read reservations: %w", err)
+		return 0, false, fmt.Errorf("read reservations: %w", err)
 	}
 	ver, err := rb.rebuildVersion(ctx, saleID, stale) // version.go
 	if err != nil {
-		return 0, fmt.Errorf("sale version: %w", err)
+		return 0, false, fmt.Errorf("sale version: %w", err)
 	}
-	args := withIncarnation(append(loadArgs(def, sold, "rebuild", token), strconv.FormatUint(ver, 10), strconv.FormatUint(stale, 10)), def.Incarnation)
+	args := withIncarnation(append(loadArgs(def, sold, "rebuild", token), strconv.FormatUint(ver, 10), strconv.FormatUint(stale, 10)), def)
 	r, err := rb.e.execRaw(ctx, rb.e.scriptSet().load, saleID, args...)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	switch r.code() {
 	case "conflict":
-		return -1, nil
+		return -1, false, nil
 	case "fenced":
-		return 0, errFenced
+		return 0, false, errFenced
 	}
 	if err := rb.recordVersion(ctx, saleID, ver); err != nil { // version.go
-		return 0, fmt.Errorf("record sale version: %w", err)
+		return 0, false, fmt.Errorf("record sale version: %w", err)
 	}
 	if streams > 1 { // the consumers and the export go on reading every segment's stream
 		c := rb.e.redis().B().Hset().Key(rb.e.keys(saleID)[0]).FieldValue().FieldValue("streams", itoa(streams)).Build()
 		if err := rb.e.redis().Do(ctx, c).Error(); err != nil {
-			return 0, errUnavailable(fmt.Errorf("record the segments' streams: %w", err))
+			return 0, false, errUnavailable(fmt.Errorf("record the segments' streams: %w", err))
 		}
 	}
 	if err := rb.restoreAll(ctx, saleID, rs, token); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	r, err = rb.e.execRaw(ctx, rb.e.scriptSet().ready, saleID, token)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if r.code() != "ok" {
-		return 0, fmt.Errorf("finish rebuild: %s", r.code())
+		return 0, false, fmt.Errorf("finish rebuild: %s", r.code())
 	}
 	rb.e.segmentsRebuilt(saleID)
-	return len(rs), nil
+	return len(rs), coldLoad(def, rs, rb.e.now()), nil
 }
 
 // stopSegments prepares the rebuild of a sale that is or was segmented (docs/DECISIONS.md

@@ -19,7 +19,7 @@ var luaFS embed.FS
 // mutated sources to show that the conformance suite catches a broken script.
 type scriptSet struct {
 	buy, reservation, sale, cancel, pay, addStock, close, reclaim, load, restore, ready, trim *script
-	saleAdmin, segment                                                                        *script
+	saleAdmin, segment, cool                                                                  *script
 }
 
 // Scripts are sent with EVALSHA, and with EVAL (which also caches them on the server) when a
@@ -37,7 +37,7 @@ func newScriptSet(source func(name string) string) *scriptSet {
 		buy: load("buy"), reservation: load("reservation"), sale: load("sale"), cancel: load("cancel"),
 		pay: load("pay"), addStock: load("add_stock"), close: load("close"), reclaim: load("reclaim"),
 		load: load("load"), restore: load("restore"), ready: load("ready"), trim: load("trim"),
-		saleAdmin: load("sale_admin"), segment: load("segment"),
+		saleAdmin: load("sale_admin"), segment: load("segment"), cool: load("cool"),
 	}
 }
 

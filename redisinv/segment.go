@@ -175,7 +175,7 @@ func (g *segments) loadSegments(ctx context.Context, def seckill.Sale, sold, n i
 		if i == 0 {
 			mode, s = "new", sold
 		}
-		args := withIncarnation(append(loadArgs(def, s, mode, ""), "1", "0", itoa(n), itoa(i), share(i)), def.Incarnation)
+		args := withIncarnation(append(loadArgs(def, s, mode, ""), "1", "0", itoa(n), itoa(i), share(i)), def)
 		r, err := g.core.execRaw(ctx, g.core.scriptSet().load, segTag(def.ID, i, n), args...)
 		if err != nil {
 			return err

@@ -228,6 +228,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			background.Report(ctx, fmt.Errorf("list sales: %w", err))
 			return
 		}
+		ids = withNoted(ids, c.e.NotedSaleIDs()) // a cold sale changed again (notify.go notedSales)
 		listed := make(map[string]bool, len(ids))
 		var added []*consumerStream
 		for _, id := range ids {
@@ -747,6 +748,7 @@ type streamHost interface {
 	notifyLocal(key string, except *noteWatcher)
 	checkedByConsumer(keys []string) bool
 	setChecked(keys map[string]bool)
+	NotedSaleIDs() []string
 	exported(saleID, id string, fvs []rueidis.XRangeFieldValue) []events.Event
 	streamLastIDs(ctx context.Context, saleID string, n int) ([]string, error)
 	versionBook() *versionBook

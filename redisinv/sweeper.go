@@ -84,14 +84,19 @@ func (s *sweeper) Name() string { return "sweeper" }
 
 func (s *sweeper) Run(ctx context.Context) error {
 	idx := newDueIndex()
+	cool := newCooling()
 	var leader *sweepLeader
 	if s.locks != nil {
 		leader = &sweepLeader{m: s.locks.NewMutex(sweepLockName)}
 		defer leader.release()
 	}
-	var tried, reconciled time.Time
+	var tried, reconciled, noted time.Time
 	wait.Every(ctx, s.interval, func(ctx context.Context) {
 		now := time.Now()
+		if now.Sub(noted) >= s.reconcileEvery {
+			noted = now
+			cool.noted(s.e.notedSales(now), now)
+		}
 		for _, id := range s.touched() {
 			idx.schedule(id, now)
 		}
@@ -103,9 +108,11 @@ func (s *sweeper) Run(ctx context.Context) error {
 		reconcile := leads && (reconciled.IsZero() || now.Sub(reconciled) >= s.reconcileEvery)
 		if reconcile {
 			reconciled = now
-			s.reconcile(ctx, idx, now)
+			s.reconcile(ctx, idx, cool, now)
+			s.e.evictCold(now)
 		}
-		s.sweep(ctx, idx, idx.due(now), now)
+		s.sweep(ctx, idx, cool, idx.due(now), now)
+		s.cool(ctx, idx, cool, now)
 		if s.passed != nil {
 			s.passed(reconcile)
 		}
@@ -117,17 +124,21 @@ func (s *sweeper) Run(ctx context.Context) error {
 type sweepHost interface {
 	reclaimDue(ctx context.Context, saleID string) (int, sweepNext, error)
 	probeSales(ctx context.Context, ids []string, now time.Time) ([]saleProbe, error)
+	cool(ctx context.Context, saleID string) (coolOutcome, time.Duration, error) // cold.go
+	evictCold(now time.Time)
+	notedSales(now time.Time) map[string]time.Time // notify.go
 }
 
 // reconcile probes every listed sale that can have holds (sweepprobe.go) and schedules a
 // sweep now of those on which something may be due.
-func (s *sweeper) reconcile(ctx context.Context, idx *dueIndex, now time.Time) {
+func (s *sweeper) reconcile(ctx context.Context, idx *dueIndex, cool *cooling, now time.Time) {
 	ids, err := s.list(ctx)
 	if err != nil {
 		background.Report(ctx, fmt.Errorf("list sales: %w", err))
 		return
 	}
 	idx.keepQuiet(ids)
+	cool.left(ids, now)
 	probe := make([]string, 0, len(ids))
 	for _, id := range ids {
 		if !idx.quiet(id, now) {
@@ -151,7 +162,7 @@ func (s *sweeper) reconcile(ctx context.Context, idx *dueIndex, now time.Time) {
 }
 
 // sweep reclaims the sales ids, sweepParallel at a time, and files what each reply says.
-func (s *sweeper) sweep(ctx context.Context, idx *dueIndex, ids []string, now time.Time) {
+func (s *sweeper) sweep(ctx context.Context, idx *dueIndex, cool *cooling, ids []string, now time.Time) {
 	type result struct {
 		next sweepNext
 		err  error
@@ -171,6 +182,9 @@ func (s *sweeper) sweep(ctx context.Context, idx *dueIndex, ids []string, now ti
 		switch err := results[i].err; {
 		case err == nil:
 			idx.file(id, now, results[i].next, s.interval)
+			if next := results[i].next; next.quiet < 0 && next.due < 0 {
+				cool.add(id, now) // ended with nothing due: cools once its window is over
+			}
 		case isCode(err, seckill.CodeNotFound):
 			idx.drop(id) // gone from Redis and the database alike (deleted)
 		case ctx.Err() != nil:
@@ -194,7 +208,7 @@ type touchedSales struct {
 // the reclaim (whose reply the sweeper files itself) are not recorded, nor a sale not loaded.
 func (t *touchedSales) note(saleID string, s *script, code string) {
 	switch {
-	case code == "not_loaded", s.name == "reclaim", s.name == "sale", s.name == "reservation", s.name == "trim":
+	case code == "not_loaded", s.name == "reclaim", s.name == "sale", s.name == "reservation", s.name == "trim", s.name == "cool":
 		return
 	}
 	saleID, _, _ = strings.Cut(saleID, "#")

@@ -36,9 +36,9 @@ type Service struct {
 	// paying joins the concurrent POST /pay calls of one hold (by reservation id) into one
 	// gateway call, so that a buyer's burst costs the shop's gateway rate limit one request.
 	paying singleflight.Group
-	// live is the listing of the sales that LiveSaleIDs serves every background loop from.
-	live liveListing
-	// list caches the sale list's pages (salelist.go).
+	// onDemand: CreateSale does not load a sale created before its hot window (Config).
+	onDemand bool
+	// list caches the sale list's pages (salelist.go), and the definitions LiveSaleIDs reads.
 	list *saleList
 }
 
@@ -56,7 +56,13 @@ type Config struct {
 	// Settled loads a settled sale as released on Recover (the memory engine with an archive);
 	// nil: Recover restores every sale whole.
 	Settled seckill.SettledSales
-	Clock   seckill.Clock
+	// LoadOnDemand says that the engine loads a sale from the store on first use (the Redis
+	// engine, whose rebuild does it): CreateSale then stores a sale created before its hot
+	// window without loading it, and the engine loads it at its preheat time (the sweeper's
+	// reconcile of LiveSaleIDs) or when something changes it first (docs/MODEL.md "Hot and
+	// cold sales"). Without it every sale is loaded when created.
+	LoadOnDemand bool
+	Clock        seckill.Clock
 	// AuthSecret is SECKILL_AUTH_SECRET; the purchase-path key is derived from it, so every
 	// instance that shares the secret accepts every other's purchase tokens.
 	AuthSecret []byte
@@ -71,7 +77,7 @@ func New(cfg Config) *Service {
 	}
 	list := newSaleList(cfg.ListTTL)
 	return &Service{inv: cfg.Inventory, store: listStore{cfg.Store, list}, payments: cfg.Payments, windows: cfg.Windows, settled: cfg.Settled,
-		clock: cfg.Clock, pathKey: purchasetoken.Key(cfg.AuthSecret), list: list}
+		onDemand: cfg.LoadOnDemand, clock: cfg.Clock, pathKey: purchasetoken.Key(cfg.AuthSecret), list: list}
 }
 
 // Now is the service's clock.
@@ -148,7 +154,11 @@ func (s *Service) CreateSale(ctx context.Context, in seckill.SaleInput) (SaleVie
 	if err := s.store.CreateSale(ctx, sale); err != nil {
 		return SaleView{}, unavailable(err)
 	}
-	s.live.forget() // listed at once by this instance's loops
+	if s.onDemand && !sale.HotAt(s.clock.Now()) {
+		// Cold until its preheat: the engine loads it then, or at its first change, and
+		// answers its reads from the store meanwhile.
+		return s.Sale(ctx, sale.ID)
+	}
 	// A conflict here means the engine has the sale already: on a shared engine, another call
 	// found it in the database between the insert above and this line and loaded it (a
 	// rebuild). The definition is the one just stored, so the sale exists as asked.
@@ -242,25 +252,25 @@ func (s *Service) SaleIDs(ctx context.Context) ([]string, error) {
 	return s.saleIDs(ctx, func(seckill.Sale) bool { return true })
 }
 
-// liveMargin is how long after its last hold could have expired a sale still counts as live.
-const liveMargin = time.Minute
-
-// LiveSaleIDs lists the sales that can still change by themselves: not ended, or ended less
-// than hold_seconds (plus a minute) ago, so that a hold taken at the end may still expire. The
-// sweeper and the Redis stream consumers work on these only, so that their work does not grow
-// with every sale ever held. A later change (a late payment of an old sale) is still applied by
-// the call that makes it; only its stream event, which is of no use to the order store (late
-// payments are recorded by the payment transaction), waits for the sale's next consumer.
-// Every loop of the instance shares one read of the order store a second (livesales.go).
+// LiveSaleIDs lists the hot sales (seckill.Sale.HotAt, docs/MODEL.md "Hot and cold sales"):
+// from their preheat time until their last hold could have expired and a margin has passed.
+// The sweeper and the Redis stream consumers work on these only, so that their work follows
+// the sales that can change by themselves, not every sale ever made: a sale that is not live
+// yet is loaded by the sweeper's reconcile once it is (the preheat), and one that is no longer
+// live is cooled. A later change (a late payment of an old sale) is still applied by the call
+// that makes it; only its stream event, which is of no use to the order store (late payments
+// are recorded by the payment transaction), waits for the sale's next consumer. Every loop of
+// the instance shares the list's cached definitions (salelist.go), read at most once per
+// ListTTL.
 func (s *Service) LiveSaleIDs(ctx context.Context) ([]string, error) {
-	sales, err := s.liveSales(ctx)
+	sales, err := s.list.definitions(ctx, s.store)
 	if err != nil {
 		return nil, err
 	}
 	now := s.clock.Now()
-	ids := make([]string, 0, len(sales))
+	ids := make([]string, 0, 64)
 	for _, sale := range sales {
-		if now.Before(sale.EndsAt.Add(sale.HoldDuration() + liveMargin)) {
+		if sale.HotAt(now) {
 			ids = append(ids, sale.ID)
 		}
 	}

@@ -72,6 +72,9 @@ type engine struct {
 	// (service.Config): redis reads a sale's window alone, memory loads settled sales released.
 	windows seckill.SaleWindows
 	settled seckill.SettledSales
+	// onDemand: the engine loads a sale from the database on first use (redis, with its
+	// rebuild), so that a sale created before its hot window is not loaded until then.
+	onDemand bool
 	// feed are the background services that must run before anything uses the engine (memory:
 	// the pipeline that stores its events, which recovery already emits).
 	feed []background.Service
@@ -86,9 +89,12 @@ type engine struct {
 	// streamLog is a sale's own event log for the export (redis: its stream); nil when the
 	// order store's outbox holds every event (memory: EnableOutbox, with an export configured).
 	streamLog func(saleID string) events.Log
-	checks    map[string]func(context.Context) error // /readyz checks beyond the database
-	metrics   []prometheus.Collector                 // the engine's own metrics on /metrics
-	close     func() error                           // after its services have stopped; may be nil
+	// notedSales lists the sales whose streams were notified lately (redis): with the hot
+	// sales, the streams the export reads (a cold sale changed again). nil for memory.
+	notedSales func() []string
+	checks     map[string]func(context.Context) error // /readyz checks beyond the database
+	metrics    []prometheus.Collector                 // the engine's own metrics on /metrics
+	close      func() error                           // after its services have stopped; may be nil
 
 	// streamFill reports the fullest sale's stream and the bound, for /metrics (redis); nil
 	// when the engine has no streams.
@@ -132,7 +138,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 		return nil, err
 	}
 	a.inv = a.engine.inv
-	if a.export, err = newEventExport(ctx, cfg, a.store, a.engine.streamLog, log); err != nil {
+	if a.export, err = newEventExport(ctx, cfg, a.store, a.engine.streamLog, a.engine.notedSales, log); err != nil {
 		return nil, err
 	}
 	a.retention = newRetention(cfg.Retention, a.store, a.engine.streamFill, log)
@@ -221,7 +227,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 // (nil: a worker, which starts none).
 func (a *app) newService(cfg config, payments seckill.Payments) *service.Service {
 	return service.New(service.Config{Inventory: a.inv, Store: a.store, Payments: payments,
-		Windows: a.engine.windows, Settled: a.engine.settled, AuthSecret: []byte(cfg.AuthSecret)})
+		Windows: a.engine.windows, Settled: a.engine.settled, LoadOnDemand: a.engine.onDemand, AuthSecret: []byte(cfg.AuthSecret)})
 }
 
 // newGateway builds the configured payment gateway (docs/PAYMENTS.md): the mock posts our signed
@@ -306,15 +312,17 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 			sink = a.store
 		}
 		return engine{
-			inv:     eng,
-			windows: eng,
+			inv:      eng,
+			windows:  eng,
+			onDemand: true,
 			services: func(svc *service.Service) []background.Service {
 				return eng.Services(redisinv.ServicesConfig{List: svc.LiveSaleIDs, Locks: locks, Sink: sink,
 					SweepEvery: sweepEvery, Consumer: redisinv.ConsumerConfig{Logger: log}})
 			},
-			streamLog: func(saleID string) events.Log { return eng.ExportLog(saleID, locks) },
-			checks:    map[string]func(context.Context) error{"redis": eng.Ping},
-			metrics:   []prometheus.Collector{eng.ReplicaCollector(), eng.LocalAnswerCollector()},
+			streamLog:  func(saleID string) events.Log { return eng.ExportLog(saleID, locks) },
+			notedSales: eng.NotedSaleIDs,
+			checks:     map[string]func(context.Context) error{"redis": eng.Ping},
+			metrics:    []prometheus.Collector{eng.ReplicaCollector(), eng.LocalAnswerCollector(), eng.ColdCollector()},
 			close: func() error {
 				err := errors.Join(eng.Close(), locks.Close())
 				closeBuys()

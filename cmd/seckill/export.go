@@ -27,7 +27,7 @@ type eventExport struct {
 // engine: the order store's outbox (refund events on every engine; every event on the memory
 // engine) and, when the engine has them (streamLog non-nil: Redis), each sale's stream. The
 // outbox's retention is the retention service's (retention.go), with or without a sink.
-func newEventExport(ctx context.Context, cfg config, store *sqlstore.Store, streamLog func(saleID string) events.Log, log *slog.Logger) (*eventExport, error) {
+func newEventExport(ctx context.Context, cfg config, store *sqlstore.Store, streamLog func(saleID string) events.Log, noted func() []string, log *slog.Logger) (*eventExport, error) {
 	opts, err := cfg.exportOptions()
 	if err != nil {
 		return nil, err
@@ -46,6 +46,9 @@ func newEventExport(ctx context.Context, cfg config, store *sqlstore.Store, stre
 			ids, err := exportSaleIDs(ctx, store, cfg.ExportGiveUp)
 			if err != nil {
 				return nil, err
+			}
+			if noted != nil {
+				ids = withNoted(ids, noted())
 			}
 			out := make([]events.Log, 0, len(ids)+1)
 			out = append(out, outbox)
@@ -76,23 +79,39 @@ func (e *eventExport) close() error {
 // exported: beyond the give-up time every event has reached its sinks or the dead letters.
 const exportMargin = time.Minute
 
-// exportSaleIDs lists the sales whose streams may still hold events to export: every sale not
-// ended, or ended less than its hold time, the give-up time and a minute ago (a hold taken at
-// the end expires within its hold time; its event is delivered or dead-lettered within the
-// give-up time).
+// exportSaleIDs lists the sales whose streams may hold events to export: the sales from their
+// preheat (seckill.Sale.HotFrom: nothing is written to a stream before) until their hold time,
+// the give-up time and a minute after their end (a hold taken at the end expires within its
+// hold time; its event is delivered or dead-lettered within the give-up time). A sale changed
+// after that (a late payment) is added by the engine's notedSales.
 func exportSaleIDs(ctx context.Context, store *sqlstore.Store, giveUp time.Duration) ([]string, error) {
 	sales, _, err := store.Sales(ctx)
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now()
-	ids := make([]string, 0, len(sales))
+	ids := make([]string, 0, 64)
 	for _, s := range sales {
-		if now.Before(s.EndsAt.Add(s.HoldDuration() + giveUp + exportMargin)) {
+		if !now.Before(s.HotFrom()) && now.Before(s.EndsAt.Add(s.HoldDuration()+giveUp+exportMargin)) {
 			ids = append(ids, s.ID)
 		}
 	}
 	return ids, nil
+}
+
+// withNoted is ids with the noted sales that are not among them.
+func withNoted(ids, noted []string) []string {
+	have := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		have[id] = true
+	}
+	for _, id := range noted {
+		if !have[id] {
+			ids = append(ids, id)
+			have[id] = true
+		}
+	}
+	return ids
 }
 
 // processName names this process among the instances: host, pid and a random part.

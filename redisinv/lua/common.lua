@@ -343,15 +343,15 @@ local function res_reply(flag, r)
 end
 
 -- sale_reply is {'ok', name, price, stock, holdback, starts, ends, limit, hold, qlimit,
--- created, avail, held, sold, qunits, currency, listed, segs, mode, lent, got} (the last four:
--- this segment's, see the header). currency and listed are fields of
--- their own in the sale's hash; a sale loaded before they existed has neither, and reads as
--- currency '' and listed '1'.
+-- created, avail, held, sold, qunits, currency, listed, segs, mode, lent, got, pre} (segs to
+-- got: this segment's, see the header). currency, listed and pre (preheat seconds) are fields
+-- of their own in the sale's hash; a sale loaded before they existed has none, and reads as
+-- currency '', listed '1' and pre '0'.
 local function sale_reply()
-  local meta = redis.call('HMGET', KEYS[1], 'name', 'currency', 'listed')
+  local meta = redis.call('HMGET', KEYS[1], 'name', 'currency', 'listed', 'pre')
   return {'ok', meta[1], S.price, S.stock, S.holdback, S.starts, S.ends,
     S.limit, S.hold, S.qlimit, S.created, S.avail, S.held, S.sold, S.qunits, meta[2] or '', meta[3] or '1',
-    S.segs, S.mode, S.lent, S.got}
+    S.segs, S.mode, S.lent, S.got, meta[4] or '0'}
 end
 
 -- begin validates the keys and reads the clock; ready loads the sale and refuses a sale that is

@@ -20,7 +20,9 @@
 --       units (its available; sold is counted in segment 0 only); [22] the sale's incarnation
 --       (optional, default ''; at most 32 bytes: seckill.Sale.Incarnation), kept in the hash's
 --       field inc, which tells the engine a sale made again under a deleted sale's id from an
---       older state of the same sale (docs/MODEL.md "The state's version"). Mode 'segment' loads segment
+--       older state of the same sale (docs/MODEL.md "The state's version"); [23] its preheat seconds
+--       (optional, default 0; 0 to 86400: seckill.Sale.PreheatSeconds), kept in the field pre
+--       and answered with the definition. Mode 'segment' loads segment
 --       1 or more and replaces whatever is there (the engine loads them before segment 0, whose
 --       'new' load is the one that can conflict).
 -- Returns: {'ok'}, {'conflict'}, or {'fenced'} (a rebuild with a newer token is under way);
@@ -67,6 +69,7 @@ local function main()
   local seg = int_arg(ARGV[20] or '0', 'segment', 0, segs - 1)
   local share = int_arg(ARGV[21] or '0', 'share', 0, MAX_QUANTITY)
   local inc = str_arg(ARGV[22] or '', 'incarnation', 32)
+  local pre = int_arg(ARGV[23] or '0', 'preheat seconds', 0, 86400)
   if (mode == 'segment') ~= (seg > 0) or (mode == 'rebuild' and segs > 1) then
     fail("mode 'segment' loads segment 1 or more of a segmented sale, which is not rebuilt")
   end
@@ -102,7 +105,7 @@ local function main()
   end
   redis.call('DEL', KEYS[1])
   redis.call('HSET', KEYS[1], 'name', name, 'loader', token, 'st', pack_state(), 'currency', currency,
-    'listed', listed, 'inc', inc)
+    'listed', listed, 'inc', inc, 'pre', num(pre))
   return {'ok'}
 end
 
