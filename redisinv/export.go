@@ -348,10 +348,11 @@ func (l *streamLog) Read(ctx context.Context, sink string, max int) (events.Batc
 		if !isNoGroup(err) {
 			return events.Batch{}, err
 		}
-		if err := l.createGroup(ctx, l.key, group); err != nil {
+		exists, err := ensureGroup(ctx, l.e.redis(), l.key, group)
+		if err != nil {
 			return events.Batch{}, err
 		}
-		return events.Batch{}, nil
+		return events.Batch{Idle: !exists}, nil
 	}
 	if len(entries) == 0 {
 		return events.Batch{Idle: true}, nil
@@ -441,7 +442,7 @@ func (l *streamLog) readEach(ctx context.Context, group string, keys []string, i
 		switch {
 		case rueidis.IsRedisNil(err):
 		case isNoGroup(err):
-			if err := l.createGroup(ctx, keys[i], group); err != nil {
+			if _, err := ensureGroup(ctx, rdb, keys[i], group); err != nil {
 				return nil, err
 			}
 		case err != nil:
@@ -498,17 +499,6 @@ func (l *streamLog) read(ctx context.Context, group, id string, count int) ([]ru
 		return nil, err
 	}
 	return res[l.key], nil
-}
-
-// createGroup creates a sink's group at the start of the stream, so that a sink reads every
-// entry still kept, including those written before it existed.
-func (l *streamLog) createGroup(ctx context.Context, key, group string) error {
-	rdb := l.e.redis()
-	err := rdb.Do(ctx, rdb.B().XgroupCreate().Key(key).Group(group).Id("0").Mkstream().Build()).Error()
-	if e, ok := rueidis.IsRedisErr(err); ok && e.IsBusyGroup() {
-		return nil
-	}
-	return err
 }
 
 // Lag counts stream entries, not events: an entry holds the changes of one script call (a

@@ -415,8 +415,12 @@ func (c *Consumer) step(ctx context.Context, s *consumerStream) time.Duration {
 	entries, err := c.read(ctx, s.key)
 	if err != nil {
 		if isNoGroup(err) {
-			if err = c.createGroup(ctx, s.key); err == nil {
-				return 0
+			var exists bool
+			if exists, err = ensureGroup(ctx, c.e.redis(), s.key, Group); err == nil {
+				if exists {
+					return 0
+				}
+				return -1 // no stream yet: its first entry's notification wakes it
 			}
 		}
 		return fail(err)
@@ -493,7 +497,8 @@ func (c *Consumer) claim(ctx context.Context, s *consumerStream) error {
 		v, err := rdb.Do(ctx, cmd).ToArray()
 		if err != nil {
 			if isNoGroup(err) {
-				return c.createGroup(ctx, s.key)
+				_, err := ensureGroup(ctx, rdb, s.key, Group)
+				return err
 			}
 			return err
 		}
@@ -517,15 +522,22 @@ func (c *Consumer) claim(ctx context.Context, s *consumerStream) error {
 	}
 }
 
-// createGroup creates the group at the start of the stream (creating the stream if needed),
-// so that entries written before any consumer existed are stored too.
-func (c *Consumer) createGroup(ctx context.Context, key string) error {
-	rdb := c.e.redis()
-	err := rdb.Do(ctx, rdb.B().XgroupCreate().Key(key).Group(Group).Id("0").Mkstream().Build()).Error()
-	if e, ok := rueidis.IsRedisErr(err); ok && e.IsBusyGroup() {
-		return nil
+// ensureGroup creates group at the start of the stream key, so that its reader gets every entry
+// still kept, including those written before it existed; a group that exists is fine. A stream
+// that does not exist is not created (exists false): it has nothing to read, and making it would
+// give a cold sale a key again (docs/MODEL.md "Hot and cold sales"); its first entry notifies
+// the readers, whose next read creates the group then.
+func ensureGroup(ctx context.Context, rdb rueidis.Client, key, group string) (exists bool, err error) {
+	err = rdb.Do(ctx, rdb.B().XgroupCreate().Key(key).Group(group).Id("0").Build()).Error()
+	if e, ok := rueidis.IsRedisErr(err); ok {
+		if e.IsBusyGroup() {
+			return true, nil
+		}
+		if strings.Contains(e.Error(), "requires the key to exist") {
+			return false, nil
+		}
 	}
-	return err
+	return err == nil, err
 }
 
 func isNoGroup(err error) bool {
