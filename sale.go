@@ -103,20 +103,20 @@ func (s Sale) WindowError(now time.Time) error {
 
 // SaleInput is the body of POST /api/v1/sales. Pointers tell omitted from zero.
 type SaleInput struct {
-	ID           string     `json:"id"`
-	Name         string     `json:"name"`
-	PriceCents   *int64     `json:"price_cents"`
-	Stock        *int       `json:"stock"`
-	Holdback     int        `json:"holdback"`
-	StartsAt     *time.Time `json:"starts_at"`
-	EndsAt       *time.Time `json:"ends_at"`
-	PerUserLimit *int       `json:"per_user_limit"`
-	HoldSeconds  *int       `json:"hold_seconds"`
-	QueueLimit   *int       `json:"queue_limit"`
-	Currency     *string    `json:"currency"`
-	Listed       *bool      `json:"listed"`
-	Segments     *int       `json:"segments"`
-	PreheatSeconds *int     `json:"preheat_seconds"`
+	ID             string     `json:"id"`
+	Name           string     `json:"name"`
+	PriceCents     *int64     `json:"price_cents"`
+	Stock          *int       `json:"stock"`
+	Holdback       int        `json:"holdback"`
+	StartsAt       *time.Time `json:"starts_at"`
+	EndsAt         *time.Time `json:"ends_at"`
+	PerUserLimit   *int       `json:"per_user_limit"`
+	HoldSeconds    *int       `json:"hold_seconds"`
+	QueueLimit     *int       `json:"queue_limit"`
+	Currency       *string    `json:"currency"`
+	Listed         *bool      `json:"listed"`
+	Segments       *int       `json:"segments"`
+	PreheatSeconds *int       `json:"preheat_seconds"`
 	// IDGiven says the client sent id, even empty: NewSale then validates it as given (an
 	// empty one is refused) rather than choosing a random id, which is for an omitted id.
 	IDGiven bool `json:"-"`
