@@ -75,9 +75,13 @@ func contractJourney(t *testing.T, admin *client.Client) {
 	_, err = admin.Ready(ctx)
 	must("ready", err)
 	must("health", admin.Health(ctx))
-	_, err = admin.CreateSale(ctx, client.NewSale{ID: "contract-a", Name: "A", PriceCents: 500, Stock: 2,
-		PerUserLimit: 2, HoldSeconds: 30, QueueLimit: client.Ptr(5), Currency: "eur", Listed: client.Ptr(false), Segments: 1})
+	created, err := admin.CreateSale(ctx, client.NewSale{ID: "contract-a", Name: "A", PriceCents: 500, Stock: 2,
+		PerUserLimit: 2, HoldSeconds: 30, QueueLimit: client.Ptr(5), Currency: "eur", Listed: client.Ptr(false), Segments: 1,
+		PreheatSeconds: client.Ptr(0)})
 	must("create", err)
+	if created.PreheatSeconds != 0 {
+		t.Errorf("created with preheat_seconds 0: %d", created.PreheatSeconds)
+	}
 	_, err = admin.CreateSale(ctx, client.NewSale{ID: "contract-a", PriceCents: 1, Stock: 1})
 	refused("create again", err, seckill.CodeConflict)
 	page, err := admin.ListSales(ctx, client.ListOptions{All: true, Limit: 1})

@@ -21,8 +21,8 @@ type Sale struct {
 
 // NewSale is the body of CreateSale. Only PriceCents and Stock are required; a field left at
 // its zero value takes the server's default (docs/API.md, Create a sale), except where a zero
-// means something of its own: QueueLimit and Listed are pointers for that (nil: the default,
-// 10 × sellable and true).
+// means something of its own: QueueLimit, Listed and PreheatSeconds are pointers for that (nil:
+// the default, 10 × sellable, true and 300).
 type NewSale struct {
 	ID           string    `json:"id,omitempty"`   // default: 16 random hex digits
 	Name         string    `json:"name,omitempty"` // default: the id
@@ -37,9 +37,12 @@ type NewSale struct {
 	Currency     string    `json:"currency,omitempty"`      // ISO 4217, lower case; default "usd"
 	Listed       *bool     `json:"listed,omitempty"`        // false keeps it off the storefront's list
 	Segments     int       `json:"segments,omitzero"`       // default 1 (Redis engine only: more)
+	// PreheatSeconds is how long before StartsAt the sale becomes hot (0 … 86 400; 0: from
+	// StartsAt); default 300.
+	PreheatSeconds *int `json:"preheat_seconds,omitempty"`
 }
 
-// Ptr returns a pointer to v: for NewSale's QueueLimit and Listed.
+// Ptr returns a pointer to v: for NewSale's QueueLimit, Listed and PreheatSeconds.
 func Ptr[T any](v T) *T { return &v }
 
 // SaleList is the answer of ListSales: one page of sales by starts_at then id, where the next

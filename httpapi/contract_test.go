@@ -762,6 +762,9 @@ func (m *model) drawSale() saleBody {
 	if rapid.IntRange(0, 3).Draw(rt, "hasSegments") == 0 {
 		f["segments"] = 1 // more is the Redis engine's (the memory engine refuses it: TestSegmentsOnMemoryEngine)
 	}
+	if rapid.Bool().Draw(rt, "hasPreheat") {
+		f["preheat_seconds"] = rapid.OneOf(rapid.SampledFrom([]int{0, seckill.MaxPreheatSeconds}), rapid.IntRange(0, seckill.MaxPreheatSeconds)).Draw(rt, "preheat")
+	}
 	if rapid.IntRange(0, 2).Draw(rt, "breakIt") > 0 {
 		return b.withFields(f)
 	}
@@ -787,6 +790,9 @@ func (m *model) drawSale() saleBody {
 		},
 		func() { f["listed"] = rapid.SampledFrom([]any{"true", 1, "no"}).Draw(rt, "badListed") },
 		func() { f["segments"] = rapid.SampledFrom([]any{0, -1, 65, "2", 1.5}).Draw(rt, "badSegments") },
+		func() {
+			f["preheat_seconds"] = rapid.SampledFrom([]any{-1, seckill.MaxPreheatSeconds + 1, "abc", 1.5}).Draw(rt, "badPreheat")
+		},
 		func() { f["stock"] = "10" },
 		func() { delete(f, "price_cents") },
 		func() {
@@ -1215,7 +1221,7 @@ func TestContractCheckerCatchesDrift(t *testing.T) {
 		return fmt.Appendf(nil, `{"type":"about:blank","title":"T","status":%d,"code":%q}`, status, code)
 	}
 	sale := `{"id":"s","name":"s","price_cents":1,"stock":1,"holdback":0,"starts_at":"2030-01-01T00:00:00Z",` +
-		`"ends_at":"2030-01-01T01:00:00Z","per_user_limit":1,"hold_seconds":60,"queue_limit":10,"currency":"usd","listed":true,"segments":1,"status":"active",` +
+		`"ends_at":"2030-01-01T01:00:00Z","per_user_limit":1,"hold_seconds":60,"queue_limit":10,"currency":"usd","listed":true,"segments":1,"preheat_seconds":300,"status":"active",` +
 		`"stock_state":{"sellable":1,"available":1,"held":0,"sold":0,"queued":0},"server_time":"2030-01-01T00:00:00Z"}`
 	type answer struct {
 		status int

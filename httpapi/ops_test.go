@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -39,6 +40,27 @@ func TestSegmentsOnMemoryEngine(t *testing.T) {
 	}
 }
 
+// TestPreheatSecondsRoundTrip: preheat_seconds as created (0 and the bound included) is what
+// the create answers and what a read shows; omitted, it is the default.
+func TestPreheatSecondsRoundTrip(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for i, p := range []any{0, 1, 450, seckill.MaxPreheatSeconds, nil} {
+		id := fmt.Sprintf("pre%d", i)
+		want := seckill.DefaultPreheatSeconds
+		fields := map[string]any{}
+		if p != nil {
+			want, fields["preheat_seconds"] = p.(int), p
+		}
+		if v := e.createSale(t, id, fields); v.PreheatSeconds != want {
+			t.Fatalf("created with preheat_seconds %v: answered %d, want %d", p, v.PreheatSeconds, want)
+		}
+		if v := e.sale(t, id); v.PreheatSeconds != want {
+			t.Fatalf("created with preheat_seconds %v: GET %d, want %d", p, v.PreheatSeconds, want)
+		}
+	}
+}
+
 // TestCreateAndReadSales: create answers 201 with the full sale JSON of docs/API.md (defaults
 // filled, RFC 3339 UTC times, live stock_state, server_time); bad input is 400, a taken id 409,
 // an oversized body 413; reads list and fetch sales, an unknown id is 404.
@@ -49,7 +71,7 @@ func TestCreateAndReadSales(t *testing.T) {
 	wantStatus(t, r, http.StatusCreated)
 	f := r.fields(t)
 	for _, k := range []string{"id", "name", "price_cents", "stock", "holdback", "starts_at", "ends_at", "per_user_limit",
-		"hold_seconds", "queue_limit", "segments", "status", "stock_state", "server_time"} {
+		"hold_seconds", "queue_limit", "segments", "preheat_seconds", "status", "stock_state", "server_time"} {
 		if _, ok := f[k]; !ok {
 			t.Fatalf("sale JSON lacks %q: %s", k, r.Body)
 		}
@@ -57,6 +79,7 @@ func TestCreateAndReadSales(t *testing.T) {
 	var v service.SaleView
 	r.decode(t, &v)
 	if v.Status != seckill.SaleActive || v.PerUserLimit != 1 || v.HoldSeconds != 60 || v.QueueLimit != 80 || v.Segments != 1 ||
+		v.PreheatSeconds != seckill.DefaultPreheatSeconds ||
 		!v.StartsAt.Equal(t0) || !v.EndsAt.Equal(t0.Add(time.Hour)) || !v.ServerTime.Equal(t0) ||
 		v.StockState != (seckill.StockState{Sellable: 8, Available: 8}) {
 		t.Fatalf("created sale %s", r.Body)
@@ -81,6 +104,10 @@ func TestCreateAndReadSales(t *testing.T) {
 		map[string]any{"id": "s2", "price_cents": 1, "stock": 1, "starts_at": "tomorrow"},
 		map[string]any{"id": "s2", "price_cents": 1, "stock": 1, "segments": 0},
 		map[string]any{"id": "s2", "price_cents": 1, "stock": 1, "segments": seckill.MaxSegments + 1},
+		map[string]any{"id": "s2", "price_cents": 1, "stock": 1, "preheat_seconds": -1},
+		map[string]any{"id": "s2", "price_cents": 1, "stock": 1, "preheat_seconds": seckill.MaxPreheatSeconds + 1},
+		map[string]any{"id": "s2", "price_cents": 1, "stock": 1, "preheat_seconds": "abc"},
+		map[string]any{"id": "s2", "price_cents": 1, "stock": 1, "preheat_seconds": 1.5},
 	}
 	for _, b := range bad {
 		e.refused(t, http.StatusBadRequest, seckill.CodeInvalidArgument, func() response { return e.do(t, "POST", "/api/v1/sales", admin(), b) })

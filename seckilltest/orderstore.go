@@ -25,6 +25,7 @@ func TestOrderStore(t *testing.T, open func(t *testing.T) seckill.OrderStore) {
 		{"Sales/Update", osUpdateSale},
 		{"Sales/DeleteOnlyUnused", osDeleteSale},
 		{"Sales/ListedAndCurrency", osSaleListedCurrency},
+		{"Sales/PreheatSeconds", osSalePreheat},
 		{"Sales/BoundsRefused", osSaleBounds},
 		{"NotFound", osNotFound},
 		{"Payments/Applied", osPaymentApplied},
@@ -257,7 +258,8 @@ func osSameSale(t *testing.T, got, want seckill.Sale) {
 		got.Stock != want.Stock || got.Holdback != want.Holdback || !got.StartsAt.Equal(want.StartsAt) ||
 		!got.EndsAt.Equal(want.EndsAt) || got.PerUserLimit != want.PerUserLimit ||
 		got.HoldSeconds != want.HoldSeconds || got.QueueLimit != want.QueueLimit ||
-		!got.CreatedAt.Equal(want.CreatedAt) || got.Listed != want.Listed || got.Currency != want.Currency {
+		!got.CreatedAt.Equal(want.CreatedAt) || got.Listed != want.Listed || got.Currency != want.Currency ||
+		got.PreheatSeconds != want.PreheatSeconds {
 		t.Fatalf("sale = %+v\nwant %+v", got, want)
 	}
 	if got.StartsAt.Location() != time.UTC || got.EndsAt.Location() != time.UTC {

@@ -14,7 +14,8 @@ import (
 
 func osSaleRoundTrip(t *testing.T, s seckill.OrderStore) {
 	want := osSale("s1", 1000, 20)
-	want.QueueLimit = 0 // zero is a real value (no queue), not "unset"
+	want.QueueLimit = 0       // zero is a real value (no queue), not "unset"
+	want.PreheatSeconds = 450 // neither the default (300) nor a column's 0
 	osCreate(t, s, want)
 	got, sold, err := s.Sale(t.Context(), "s1")
 	if err != nil {
@@ -76,6 +77,45 @@ func osSaleListedCurrency(t *testing.T, s seckill.OrderStore) {
 		osWantCode(t, fmt.Sprintf("CreateSale with currency %q", c), s.CreateSale(ctx, bad), seckill.CodeInvalidArgument)
 	}
 	osWantCode(t, "Sale of a sale refused for its currency", func() error { _, _, err := s.Sale(ctx, "badcur"); return err }(), seckill.CodeNotFound)
+}
+
+// osSalePreheat: preheat_seconds is kept as created, at its bounds too (0: hot from the start;
+// seckill.MaxPreheatSeconds), by Sale and by Sales. UpdateSale keeps the stored one: it never
+// changes once the sale exists, and the definitions passed to UpdateSale come from the engine,
+// whose answer may not carry it (the Redis engine's does not: it would read 0).
+func osSalePreheat(t *testing.T, s seckill.OrderStore) {
+	ctx := t.Context()
+	var want []seckill.Sale
+	for i, p := range []int{0, 1, seckill.DefaultPreheatSeconds, seckill.MaxPreheatSeconds} {
+		sale := osSale(fmt.Sprintf("pre%d", i), 5, 0)
+		sale.PreheatSeconds, sale.CreatedAt = p, osT0.Add(time.Duration(i)*time.Second)
+		osCreate(t, s, sale)
+		got, _, err := s.Sale(ctx, sale.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		osSameSale(t, got, sale)
+		want = append(want, sale)
+	}
+	sales, _, err := s.Sales(ctx)
+	if err != nil || len(sales) != len(want) {
+		t.Fatalf("Sales = %v, %v; want %d sales", sales, err, len(want))
+	}
+	for i := range want {
+		osSameSale(t, sales[i], want[i])
+	}
+
+	changed := want[2]
+	changed.Stock, changed.PreheatSeconds = 9, 0 // as the Redis engine answers it
+	if err := s.UpdateSale(ctx, changed); err != nil {
+		t.Fatalf("UpdateSale: %v", err)
+	}
+	changed.PreheatSeconds = want[2].PreheatSeconds
+	got, _, err := s.Sale(ctx, changed.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	osSameSale(t, got, changed)
 }
 
 func osSalesOldestFirst(t *testing.T, s seckill.OrderStore) {
@@ -186,6 +226,8 @@ func osSaleBounds(t *testing.T, s seckill.OrderStore) {
 		"NUL in name":    func(x *seckill.Sale) { x.Name = "a\x00b" },
 		"dot id":         func(x *seckill.Sale) { x.ID = ".." },
 		"ends <= starts": func(x *seckill.Sale) { x.EndsAt = x.StartsAt },
+		"preheat < 0":    func(x *seckill.Sale) { x.PreheatSeconds = -1 },
+		"preheat > day":  func(x *seckill.Sale) { x.PreheatSeconds = seckill.MaxPreheatSeconds + 1 },
 	}
 	for what, mutate := range bad {
 		sale := osSale("bounds", 5, 0)

@@ -85,3 +85,51 @@ func dumpReservations(t *testing.T, db *sql.DB) []string {
 	}
 	return out
 }
+
+// TestSQLitePreheatMigration: a sale stored before sales.preheat_seconds (schema 13) reads back
+// with PreheatSeconds 0 (hot from its start, docs/DECISIONS.md "A sale's preheat") once Open
+// has migrated the database, and a sale created after keeps the value it was created with.
+func TestSQLitePreheatMigration(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", path+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := loadMigrations(migrationFiles, sqliteDialect.name)
+	if err != nil || len(ms) < 14 || ms[13].version != 14 || ms[13].name != "sale_preheat" {
+		t.Fatalf("migrations %v, %v: want 0014_sale_preheat fourteenth", ms, err)
+	}
+	if err := runMigrations(ctx, db, sqliteDialect, ms[:13], time.Now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO sales (id, name, price_cents, stock, starts_at, ends_at,
+		per_user_limit, hold_seconds, queue_limit, created_at) VALUES ('old', 'Old', 100, 5, 1000, 2000, 1, 60, 10, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := Open(ctx, "sqlite://"+path)
+	if err != nil {
+		t.Fatalf("open the old database: %v", err)
+	}
+	defer s.Close()
+	old, _, err := s.Sale(ctx, "old")
+	if err != nil || old.PreheatSeconds != 0 {
+		t.Fatalf("a sale stored before the column: preheat_seconds %d, %v; want 0", old.PreheatSeconds, err)
+	}
+	price, stock, start := int64(1), 1, time.UnixMilli(3000).UTC()
+	def, err := seckill.NewSale(seckill.SaleInput{ID: "new", PriceCents: &price, Stock: &stock, StartsAt: &start}, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateSale(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	sales, _, err := s.Sales(ctx)
+	if err != nil || len(sales) != 2 || sales[0].PreheatSeconds != 0 || sales[1].PreheatSeconds != seckill.DefaultPreheatSeconds {
+		t.Fatalf("Sales after the migration: %+v, %v; want preheat 0 then %d", sales, err, seckill.DefaultPreheatSeconds)
+	}
+}

@@ -10,7 +10,7 @@ import (
 )
 
 const saleColumns = `id, name, price_cents, stock, holdback, starts_at, ends_at,
-	per_user_limit, hold_seconds, queue_limit, created_at, sold, listed, currency, incarnation`
+	per_user_limit, hold_seconds, queue_limit, created_at, sold, listed, currency, incarnation, preheat_seconds`
 
 // CreateSale inserts a sale with nothing sold. An existing id is a conflict, detected from the
 // driver's unique-violation code so that two concurrent creates cannot both succeed. A zero
@@ -20,11 +20,12 @@ func (s *Store) CreateSale(ctx context.Context, sale seckill.Sale) error {
 		return err
 	}
 	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO sales (id, name, price_cents, stock, holdback,
-		starts_at, ends_at, per_user_limit, hold_seconds, queue_limit, created_at, sold, listed, currency, incarnation, segments)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)`),
+		starts_at, ends_at, per_user_limit, hold_seconds, queue_limit, created_at, sold, listed, currency, incarnation, segments, preheat_seconds)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?)`),
 		sale.ID, sale.Name, sale.PriceCents, sale.Stock, sale.Holdback,
 		toMillis(sale.StartsAt), toMillis(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds,
-		sale.QueueLimit, toMillis(s.stamp(sale.CreatedAt)), sale.Listed, sale.Currency, sale.Incarnation, sale.SegmentCount())
+		sale.QueueLimit, toMillis(s.stamp(sale.CreatedAt)), sale.Listed, sale.Currency, sale.Incarnation, sale.SegmentCount(),
+		sale.PreheatSeconds)
 	switch s.d.classify(err) {
 	case noViolation:
 	case uniqueViolation:
@@ -61,7 +62,9 @@ func (s *Store) DeleteSale(ctx context.Context, id string) error {
 }
 
 // UpdateSale stores a changed definition (name, price, stock, holdback, window, limits,
-// listed; not the currency, which never changes once the sale exists). It
+// listed; not the currency nor preheat_seconds, which never change once the sale exists:
+// the definitions passed here come from the engine, and the Redis engine's answer does not
+// carry preheat_seconds, so writing it would reset it to 0). It
 // never touches sold, which only the payment transaction moves. A change that would leave
 // sold above the new sellable is refused as a conflict by the CHECK on sales.
 func (s *Store) UpdateSale(ctx context.Context, sale seckill.Sale) error {
@@ -151,7 +154,8 @@ func scanSale(row scanner) (seckill.Sale, int, error) {
 		startsAt, endsAt, createdAt, sd int64
 	)
 	err := row.Scan(&sale.ID, &sale.Name, &sale.PriceCents, &sale.Stock, &sale.Holdback, &startsAt, &endsAt,
-		&sale.PerUserLimit, &sale.HoldSeconds, &sale.QueueLimit, &createdAt, &sd, &sale.Listed, &sale.Currency, &sale.Incarnation)
+		&sale.PerUserLimit, &sale.HoldSeconds, &sale.QueueLimit, &createdAt, &sd, &sale.Listed, &sale.Currency, &sale.Incarnation,
+		&sale.PreheatSeconds)
 	if err != nil {
 		return seckill.Sale{}, 0, err
 	}

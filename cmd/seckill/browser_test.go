@@ -442,6 +442,7 @@ func TestBrowserDashboard(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS(`[data-testid=create-stock]`), "150"),
 		chromedp.SetValue(chromedp.CSS(`[data-testid=create-starts-in]`), "0"),
 		chromedp.SetValue(chromedp.CSS(`[data-testid=create-hold]`), "2"),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=create-preheat]`), "120"),
 		chromedp.Click(chromedp.CSS(`[data-testid=create-button]`)))
 	tb.wait("the new sale is shown", jsQ(`[data-testid=detail-status]`)+`.dataset.status === 'active' && `+jsQ(`[data-testid=gauge-available]`)+`.dataset.value === '150'`)
 	tb.wait("the audit is ok", jsQ(`[data-testid=audit-status]`)+`.dataset.ok === 'true'`)
@@ -449,7 +450,7 @@ func TestBrowserDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sale.PriceCents != 500 || sale.HoldSeconds != 2 || sale.Stock != 150 {
+	if sale.PriceCents != 500 || sale.HoldSeconds != 2 || sale.Stock != 150 || sale.PreheatSeconds != 120 {
 		t.Fatalf("the form created %+v", sale.Sale)
 	}
 	tb.shot("created")

@@ -685,6 +685,7 @@ byId('create-form').addEventListener('submit', async (ev) => {
     hold_seconds: intField('c-hold'),
     queue_limit: intField('c-queue'),
     holdback: intField('c-holdback'),
+    preheat_seconds: intField('c-preheat'),
   };
   const id = byId('c-id').value.trim();
   const name = byId('c-name').value.trim();

@@ -1,0 +1,4 @@
+-- 0013_sale_preheat: sales.preheat_seconds, as in migrations/sqlite/0014_sale_preheat.sql
+-- (whose comments explain it).
+
+ALTER TABLE sales ADD COLUMN preheat_seconds INTEGER NOT NULL DEFAULT 0;
