@@ -523,22 +523,29 @@ func (c *Consumer) claim(ctx context.Context, s *consumerStream) error {
 }
 
 // ensureGroup creates group at the start of the stream key, so that its reader gets every entry
-// still kept, including those written before it existed; a group that exists is fine. A stream
-// that does not exist is not created (exists false): it has nothing to read, and making it would
-// give a cold sale a key again (docs/MODEL.md "Hot and cold sales"); its first entry notifies
-// the readers, whose next read creates the group then.
+// still kept, including those written before it existed, and the trim waits for it; a group
+// that exists is fine. The stream is created for it (MKSTREAM) only while the sale's hash (of
+// the same tag) exists: a reader that comes to a cooled sale's stream a moment after the cool
+// must not give it a key again (docs/MODEL.md "Hot and cold sales"). Then exists is false: there
+// is nothing to read, and the sale's first entry, should it be loaded again, notifies.
 func ensureGroup(ctx context.Context, rdb rueidis.Client, key, group string) (exists bool, err error) {
-	err = rdb.Do(ctx, rdb.B().XgroupCreate().Key(key).Group(group).Id("0").Build()).Error()
-	if e, ok := rueidis.IsRedisErr(err); ok {
-		if e.IsBusyGroup() {
-			return true, nil
-		}
-		if strings.Contains(e.Error(), "requires the key to exist") {
-			return false, nil
-		}
-	}
-	return err == nil, err
+	saleKey := strings.TrimSuffix(key, "events") + "sale"
+	n, err := groupScript.Exec(ctx, rdb, []string{saleKey, key}, []string{group}).AsInt64()
+	return n == 1, err
 }
+
+// groupScript is ensureGroup's: KEYS the sale's hash and its stream, ARGV the group. Reply 1
+// (the group exists) or 0 (neither key exists: nothing is created).
+var groupScript = rueidis.NewLuaScript(`
+if redis.call('EXISTS', KEYS[2]) == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+local r = redis.pcall('XGROUP', 'CREATE', KEYS[2], ARGV[1], '0', 'MKSTREAM')
+if type(r) == 'table' and r.err and not string.find(r.err, '^BUSYGROUP') then
+  return r
+end
+return 1
+`)
 
 func isNoGroup(err error) bool {
 	e, ok := rueidis.IsRedisErr(err)
