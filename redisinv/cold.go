@@ -59,29 +59,31 @@ type coldEntry struct {
 	read    time.Time // last read (monotonic): the entry lives coldIdle past it
 }
 
-// get returns the fresh entry of id, extending its life, or nil.
-func (c *coldCache) get(id string, now time.Time) *coldSale {
+// get returns the fresh verdict on id, extending its life: the cold sale, or nil for a sale
+// found not cold (hot, or with live reservations); ok is false when there is none.
+func (c *coldCache) get(id string, now time.Time) (cs *coldSale, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[id]
 	if e == nil || now.Sub(e.fetched) >= coldFresh {
-		return nil
+		return nil, false
 	}
 	e.read = now
-	c.reads.Add(1)
-	return e.cold
+	if e.cold != nil {
+		c.reads.Add(1)
+	}
+	return e.cold, true
 }
 
-// put keeps cs (nil: forgets id, a sale found hot or gone), dropping the idle entries and,
-// past coldMax, the least recently read.
+// put keeps the verdict on id (cs nil: not cold, so that the reads of a lost hot sale ask the
+// database once per coldFresh, not each), dropping the idle entries and, past coldMax, the
+// least recently read.
 func (c *coldCache) put(id string, cs *coldSale, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cs == nil {
-		delete(c.entries, id)
-		return
+	if cs != nil {
+		c.fills.Add(1)
 	}
-	c.fills.Add(1)
 	if c.entries == nil {
 		c.entries = map[string]*coldEntry{}
 	}
@@ -107,11 +109,17 @@ func (c *coldCache) put(id string, cs *coldSale, now time.Time) {
 	}
 }
 
-// size is the number of entries, for the metrics.
+// size is the number of cold sales kept, for the metrics.
 func (c *coldCache) size() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.entries)
+	n := 0
+	for _, e := range c.entries {
+		if e.cold != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // evictIdle drops the entries unread for coldIdle (the sweeper calls it now and then, so that
@@ -136,7 +144,7 @@ func coldReads(s *script) bool { return s.name == "sale" || s.name == "reservati
 // reservations, is not cold: its keys were lost, and the caller rebuilds it.
 func (rb *rebuilder) coldOf(ctx context.Context, saleID string) (*coldSale, error) {
 	mono := time.Now()
-	if cs := rb.cold.get(saleID, mono); cs != nil {
+	if cs, ok := rb.cold.get(saleID, mono); ok {
 		return cs, nil
 	}
 	def, sold, err := rb.src.Sale(ctx, saleID)
