@@ -134,7 +134,7 @@ func (e *Engine) missing(ctx context.Context, saleID string, s *script) error {
 	if e.rebuild == nil {
 		return seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
 	}
-	return e.rebuild.missing(ctx, saleID, urgencyOf(s), coldReads(s))
+	return e.rebuild.missing(ctx, saleID, urgencyOf(s), coldAnswers(s))
 }
 
 // execTag is exec for an id that may be a segment's tag ("X#i.k", segTag).

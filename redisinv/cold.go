@@ -134,9 +134,27 @@ func (c *coldCache) evictIdle(now time.Time) {
 	}
 }
 
-// coldReads reports whether a call of script s on a missing sale is a read that a cold sale
-// answers from the database (rather than a change, which loads the sale).
-func coldReads(s *script) bool { return s.name == "sale" || s.name == "reservation" }
+// coldAnswer is how a call on a missing sale that the database shows cold is answered.
+type coldAnswer int
+
+const (
+	coldNone   coldAnswer = iota // a change: the sale is loaded first
+	coldRead                     // a read: from the database
+	coldWindow                   // a buy: refused by the window (not_started or ended), as the script would
+)
+
+// coldAnswers is how a call of script s on a cold sale is answered: reads from the database,
+// buys by the window (a cold sale is outside it, so every buy is refused; loading the sale for
+// that would let anyone make the database rebuild old sales), everything else after loading it.
+func coldAnswers(s *script) coldAnswer {
+	switch s.name {
+	case "sale", "reservation":
+		return coldRead
+	case "buy":
+		return coldWindow
+	}
+	return coldNone
+}
 
 // coldOf tells whether the missing sale saleID is cold: outside its hot window at now (the
 // engine's clock, or this instance's) with no held or queued reservation in the database. It

@@ -206,6 +206,15 @@ func TestSaleCoolsAndComesBack(t *testing.T) {
 			if st := r.e.ColdStats(); st.Entries == 0 || st.Fills == 0 {
 				t.Errorf("cold stats %+v: the reads went to no cold cache", st)
 			}
+			// A buy: ended on both, and the cold sale is not loaded for it.
+			for _, id := range []string{"cools", "stays"} {
+				if _, err := r.svc.Buy(t.Context(), seckill.BuyRequest{SaleID: id, UserID: "dan", Quantity: 1}); seckill.ErrorCode(err) != seckill.CodeEnded {
+					t.Errorf("a buy in %s after its end: %v; want ended", id, err)
+				}
+			}
+			if n := r.keysLeft(t, "cools"); n != 0 {
+				t.Fatalf("a buy in the cold sale loaded %d of its keys; the window refuses it without them", n)
+			}
 			// A late payment of bob's expired hold: refused after the end on both.
 			r.pay(t, "cools", cold[1], "late-cools", seckill.PaymentRefundRequired)
 			r.pay(t, "stays", twin[1], "late-stays", seckill.PaymentRefundRequired)

@@ -148,13 +148,15 @@ type backoff struct {
 // A touch (urgencyOf) waits up to touchWait for the rebuild, which it moves before the
 // background's, and answers errRebuilt when it has finished: the caller tries its call again.
 //
-// A read (coldReads) of a sale that the database shows cold is answered from it instead: the
-// error is then a *coldSale (cold.go), and nothing is rebuilt.
-func (rb *rebuilder) missing(ctx context.Context, saleID string, u urgency, read bool) error {
+// A call that a cold sale answers without its keys (coldAnswers: a read, or a buy, which a cold
+// sale refuses by its window) is answered from the database when it shows the sale cold: the
+// error is then a *coldSale for a read (cold.go), the window's error for a buy, and nothing is
+// rebuilt.
+func (rb *rebuilder) missing(ctx context.Context, saleID string, u urgency, c coldAnswer) error {
 	if rb.flat {
 		u = whenIdle
 	}
-	if read {
+	if c != coldNone {
 		cs, err := rb.coldOf(ctx, saleID)
 		switch {
 		case isCode(err, seckill.CodeNotFound):
@@ -162,8 +164,12 @@ func (rb *rebuilder) missing(ctx context.Context, saleID string, u urgency, read
 		case err != nil:
 			return fmt.Errorf("%w: %w", seckill.Errorf(seckill.CodeUnavailable,
 				"sale %q is not in Redis and the database cannot be read; retry shortly", saleID), err)
-		case cs != nil:
+		case cs != nil && c == coldRead:
 			return cs
+		case cs != nil:
+			if err := cs.sale.WindowError(rb.e.now()); err != nil {
+				return err
+			}
 		}
 	}
 	rb.mu.Lock()

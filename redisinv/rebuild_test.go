@@ -294,10 +294,10 @@ func TestRebuildFailureBacksOff(t *testing.T) {
 	deadline := time.Now().Add(time.Second)
 	calls := 0
 	for time.Now().Before(deadline) {
-		// A buy, not a read: the sale ended long ago, so a read is answered from the database
-		// (a cold sale, cold.go) and rebuilds nothing; a change needs the sale loaded.
-		if _, err := e.Buy(t.Context(), seckill.BuyRequest{SaleID: "pre1970", UserID: "u", Quantity: 1}); seckill.ErrorCode(err) != seckill.CodeUnavailable {
-			t.Fatalf("Buy in a sale that cannot be rebuilt = %v; want unavailable", err)
+		// A restock, not a read or a buy: the sale ended long ago, so those are answered from
+		// the database (a cold sale, cold.go) and rebuild nothing; a change needs it loaded.
+		if _, _, err := e.AddStock(t.Context(), "pre1970", 1); seckill.ErrorCode(err) != seckill.CodeUnavailable {
+			t.Fatalf("AddStock in a sale that cannot be rebuilt = %v; want unavailable", err)
 		}
 		calls++
 		time.Sleep(10 * time.Millisecond)
