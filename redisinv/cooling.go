@@ -3,7 +3,6 @@ package redisinv
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/seckill-go/seckill/internal/background"
@@ -97,16 +96,7 @@ func (s *sweeper) cool(ctx context.Context, idx *dueIndex, c *cooling, now time.
 		err   error
 	}
 	results := make([]result, len(ids))
-	sem := make(chan struct{}, sweepParallel)
-	var wg sync.WaitGroup
-	for i, id := range ids {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			results[i].out, results[i].after, results[i].err = s.e.cool(ctx, id)
-		})
-	}
-	wg.Wait()
+	sweepEach(len(ids), func(i int) { results[i].out, results[i].after, results[i].err = s.e.cool(ctx, ids[i]) })
 	for i, id := range ids {
 		r := results[i]
 		switch {

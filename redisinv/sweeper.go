@@ -168,16 +168,7 @@ func (s *sweeper) sweep(ctx context.Context, idx *dueIndex, cool *cooling, ids [
 		err  error
 	}
 	results := make([]result, len(ids))
-	sem := make(chan struct{}, sweepParallel)
-	var wg sync.WaitGroup
-	for i, id := range ids {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			_, results[i].next, results[i].err = s.e.reclaimDue(ctx, id)
-		})
-	}
-	wg.Wait()
+	sweepEach(len(ids), func(i int) { _, results[i].next, results[i].err = s.e.reclaimDue(ctx, ids[i]) })
 	for i, id := range ids {
 		switch err := results[i].err; {
 		case err == nil:
@@ -385,4 +376,19 @@ func (l *sweepLeader) release() {
 		defer cancel()
 		_ = l.m.Unlock(ctx)
 	}
+}
+
+// sweepEach runs f(0) … f(n-1), sweepParallel at a time (rueidis pipelines their calls), and
+// returns when all have.
+func sweepEach(n int, f func(i int)) {
+	sem := make(chan struct{}, sweepParallel)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f(i)
+		})
+	}
+	wg.Wait()
 }
