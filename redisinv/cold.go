@@ -181,6 +181,9 @@ func (rb *rebuilder) coldOf(ctx context.Context, saleID string) (*coldSale, erro
 		rb.cold.put(saleID, nil, mono)
 		return nil, nil
 	}
+	if rb.e.now().Before(def.StartsAt) {
+		def.Segments = rb.createdSegments(ctx, saleID) // as its preheat will load it (rebuild.go)
+	}
 	cs := &coldSale{sale: def, sold: sold}
 	rb.cold.put(saleID, cs, mono)
 	return cs, nil

@@ -244,10 +244,17 @@ func TestSaleCoolsAndComesBack(t *testing.T) {
 
 // TestColdSalePreheated: a sale created an hour before its start has no keys in Redis; its page
 // is answered from the database, and the background does not list it; once its preheat time
-// comes, the sweeper's reconcile loads it (nothing logged as a loss). The negative control is
+// comes, the sweeper's reconcile loads it (nothing logged as a loss), a segmented one in its
+// segments. The negative control is
 // the same sweeper before the preheat time: the sale must stay cold there.
 func TestColdSalePreheated(t *testing.T) {
-	r := newColdRig(t, testenv.Redis(t))
+	for _, d := range []struct{ name, url string }{{"standalone", testenv.Redis(t)}, {"cluster", testenv.RedisCluster(t)}} {
+		t.Run(d.name, func(t *testing.T) { coldSalePreheated(t, d.url) })
+	}
+}
+
+func coldSalePreheated(t *testing.T, url string) {
+	r := newColdRig(t, url)
 	ctx := t.Context()
 	starts := coldT0.Add(time.Hour)
 	v, err := r.svc.CreateSale(ctx, seckill.SaleInput{ID: "later", PriceCents: ptr(int64(500)), Stock: ptr(5), StartsAt: &starts, Listed: ptr(false)})
@@ -256,6 +263,10 @@ func TestColdSalePreheated(t *testing.T) {
 	}
 	if v.Status != seckill.SaleUpcoming || v.StockState.Available != 5 || v.PreheatSeconds != seckill.DefaultPreheatSeconds {
 		t.Fatalf("created: %s %+v preheat %d; want upcoming, 5 available, preheat %d", v.Status, v.StockState, v.PreheatSeconds, seckill.DefaultPreheatSeconds)
+	}
+	if _, err := r.svc.CreateSale(ctx, seckill.SaleInput{ID: "later4", PriceCents: ptr(int64(500)), Stock: ptr(40), StartsAt: &starts,
+		Listed: ptr(false), Segments: ptr(4)}); err != nil {
+		t.Fatal(err)
 	}
 	if n := r.keysLeft(t, "later"); n != 0 {
 		t.Fatalf("a sale an hour before its start has %d keys in Redis; want none until its preheat", n)
@@ -297,9 +308,14 @@ func TestColdSalePreheated(t *testing.T) {
 		}
 	})
 	r.clock.Set(starts.Add(-seckill.DefaultPreheatSeconds * time.Second))
-	redistest.WaitUntil(t, 10*time.Second, "the sale preheated", func() bool { return r.keysLeft(t, "later") > 0 })
-	if st := r.e.ColdStats(); st.Loaded != 1 {
-		t.Errorf("cold stats %+v: want 1 loaded", st)
+	redistest.WaitUntil(t, 10*time.Second, "the sales preheated", func() bool {
+		return r.keysLeft(t, "later") > 0 && r.keysLeft(t, "later4") > 0
+	})
+	if st := r.e.ColdStats(); st.Loaded != 2 {
+		t.Errorf("cold stats %+v: want 2 loaded", st)
+	}
+	if v, err := r.svc.Sale(ctx, "later4"); err != nil || v.Segments != 4 || v.StockState.Available != 40 {
+		t.Errorf("the segmented sale preheated: %d segments %+v, %v; want 4 segments, 40 available", v.Segments, v.StockState, err)
 	}
 	if strings.Contains(r.logs.String(), "rebuilt from the database") {
 		t.Errorf("a preheat was logged as a loss:\n%s", r.logs.String())

@@ -67,6 +67,7 @@ type rebuildHost interface {
 	segmentCounts(saleID string) []int
 	incarnationOf(ctx context.Context, id string) (string, bool)
 	now() time.Time
+	load(ctx context.Context, def seckill.Sale, sold int) error
 }
 
 // errFenced means a newer rebuild took over the sale (its token no longer matches).
@@ -506,6 +507,18 @@ func (rb *rebuilder) rebuild(ctx context.Context, saleID string, stale uint64, l
 	if err != nil {
 		return 0, false, fmt.Errorf("read reservations: %w", err)
 	}
+	def.Segments = rb.createdSegments(ctx, saleID)
+	if len(rs) == 0 && stale == 0 && !lost && def.Segments > 1 && rb.e.versionFloor(saleID).floor == 0 {
+		// A segmented sale never loaded (created before its preheat: docs/MODEL.md "Hot and
+		// cold sales") is loaded as it was defined, in segments; a rebuild would make it one.
+		switch err := rb.e.load(ctx, def, sold); {
+		case isCode(err, seckill.CodeConflict):
+			return -1, false, nil
+		case err != nil:
+			return 0, false, err
+		}
+		return 0, coldLoad(def, rs, rb.e.now()), nil
+	}
 	ver, err := rb.rebuildVersion(ctx, saleID, stale) // version.go
 	if err != nil {
 		return 0, false, fmt.Errorf("sale version: %w", err)
@@ -627,6 +640,17 @@ func (rb *rebuilder) stopSegments(ctx context.Context, saleID, token string, sta
 type SegmentSource interface {
 	// SaleSegments is the number of segments the sale was created with, 0 if not known.
 	SaleSegments(ctx context.Context, saleID string) (int, error)
+}
+
+// createdSegments is the number of segments the sale was created with, as far as the source
+// knows (1 when it does not).
+func (rb *rebuilder) createdSegments(ctx context.Context, saleID string) int {
+	if ss, ok := rb.src.(SegmentSource); ok {
+		if n, err := ss.SaleSegments(ctx, saleID); err == nil && n > 1 {
+			return n
+		}
+	}
+	return 1
 }
 
 // segmentCounts are the numbers of segments (2 and up) the sale may have had: the one the
