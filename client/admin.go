@@ -51,6 +51,14 @@ func (c *Client) Export(ctx context.Context) ([]SinkStatus, error) {
 	return out.Sinks, err
 }
 
+// Hot is GET /api/v1/hot (admin): the instance's hot sales (the count, and the first 100 ids
+// in the sale list's order) and, with the Redis engine, its cold cache (zeros with memory).
+func (c *Client) Hot(ctx context.Context) (HotStatus, error) {
+	var out HotStatus
+	_, err := c.do(ctx, call{method: "GET", path: "/api/v1/hot", out: &out})
+	return out, err
+}
+
 // Activity is GET /api/v1/sales/{id}/activity (admin): the dashboard's feed.
 func (c *Client) Activity(ctx context.Context, saleID string) (Activity, error) {
 	var out Activity

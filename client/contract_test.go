@@ -167,6 +167,13 @@ func contractJourney(t *testing.T, admin *client.Client) {
 	refused("refunds of no status", err, seckill.CodeInvalidArgument)
 	_, err = admin.Export(ctx)
 	must("export", err)
+	hot, err := admin.Hot(ctx)
+	must("hot", err)
+	if hot.Hot < 1 || !slices.Contains(hot.Sales, "contract-a") {
+		t.Errorf("hot: %+v, want contract-a among the hot sales", hot)
+	}
+	_, err = a.Hot(ctx)
+	refused("hot as a user", err, seckill.CodeForbidden)
 	_, err = admin.Activity(ctx, "contract-a")
 	must("activity", err)
 	refused("delete a sale with reservations", admin.DeleteSale(ctx, "contract-a"), seckill.CodeConflict)

@@ -98,6 +98,22 @@ type SinkStatus struct {
 	FarBehind    bool    `json:"far_behind"`
 }
 
+// HotStatus is the answer of Hot: the instance's view of the hot and cold sales (docs/API.md,
+// Hot and cold sales).
+type HotStatus struct {
+	Hot       int       `json:"hot"`   // sales in their hot window now
+	Sales     []string  `json:"sales"` // the first 100 of them, in the sale list's order
+	ColdCache ColdCache `json:"cold_cache"`
+	Cooled    uint64    `json:"cooled"` // sales the instance cooled since it started (Redis engine)
+	Loaded    uint64    `json:"loaded"` // sales it loaded from the database, preheated or cold ones changed again (Redis engine)
+}
+
+// ColdCache is what the instance's cold cache holds (Redis engine; zeros with memory).
+type ColdCache struct {
+	Entries int `json:"entries"`
+	Max     int `json:"max"`
+}
+
 // Activity is the answer of Activity: this instance's buy outcomes per second for the last
 // five minutes, and the holds expiring soonest (the dashboard's feed).
 type Activity struct {

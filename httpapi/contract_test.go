@@ -206,8 +206,9 @@ func newContractStack(t *testing.T, engine string) *contractStack {
 		t.Fatalf("open store: %v", err)
 	}
 	var inv seckill.Inventory
-	var windows seckill.SaleWindows // the Redis engine's, as cmd/seckill wires it
-	var stop []func()               // in order, after HTTP is closed
+	var windows seckill.SaleWindows  // the Redis engine's, as cmd/seckill wires it
+	var stop []func()                // in order, after HTTP is closed
+	var cold func() httpapi.ColdView // the Redis engine's cold side, as cmd/seckill wires it
 	switch engine {
 	case "memory":
 		events := make(chan seckill.Event, 1<<16)
@@ -229,6 +230,10 @@ func newContractStack(t *testing.T, engine string) *contractStack {
 		prefix := fmt.Sprintf("seckill-contract-%d-%d:", os.Getpid(), time.Now().UnixNano())
 		eng := redisinv.New(clients.Inventory, redisinv.WithTestClock(st.clock), redisinv.WithPrefix(prefix))
 		inv, windows = eng, eng
+		cold = func() httpapi.ColdView {
+			st := eng.ColdStats()
+			return httpapi.ColdView{Entries: st.Entries, Max: redisinv.ColdCacheMax, Cooled: st.Cooled, Loaded: st.Loaded}
+		}
 		// Every sale is consumed until the end, however far the test clock has moved past it,
 		// so that the audits compare a fully stored database.
 		all := func(ctx context.Context) ([]string, error) {
@@ -259,7 +264,7 @@ func newContractStack(t *testing.T, engine string) *contractStack {
 	})
 	api := httpapi.New(httpapi.Config{
 		Service: svc, AuthSecret: []byte(authSecret), AdminToken: adminToken, PaymentSecret: []byte(paySecret),
-		Clock: st.clock, Dev: true,
+		Clock: st.clock, Dev: true, Cold: cold,
 	})
 	st.handler = api.Handler()
 	srv := httptest.NewServer(st.handler)
@@ -416,7 +421,7 @@ func (h *harness) run(rt *rapid.T) {
 		"createSale": func() { m.createSale(false) }, "listSales": m.listSales, "getSale": m.getSale,
 		"purchasePath": m.purchasePath, "buy": m.buy, "getReservation": m.getReservation,
 		"cancelReservation": m.cancelReservation, "pay": m.pay, "paymentWebhook": m.webhook,
-		"gatewayPaymentWebhook": m.gatewayWebhook, "listOrders": m.orders, "listRefunds": m.refunds, "exportStatus": m.exportStatus, "audit": m.audit, "addStock": m.addStock, "closeSale": m.closeSale,
+		"gatewayPaymentWebhook": m.gatewayWebhook, "listOrders": m.orders, "listRefunds": m.refunds, "exportStatus": m.exportStatus, "hotStatus": m.hotStatus, "audit": m.audit, "addStock": m.addStock, "closeSale": m.closeSale,
 		"updateSale": m.updateSale, "deleteSale": m.deleteSale,
 		"devToken": m.devToken, "signIn": m.simple("signIn", "/api/v1/signin"), "healthz": m.simple("healthz", "/healthz"), "readyz": m.simple("readyz", "/readyz"),
 		"openapi": m.simple("openapi", "/openapi.json"), "saleEvents": m.events, "saleActivity": m.activity,
@@ -1049,6 +1054,12 @@ func (m *model) refunds() {
 func (m *model) exportStatus() {
 	auth, present := m.adminAuth()
 	m.send(call{op: "exportStatus", method: "GET", target: "/api/v1/export", auth: auth, valid: verdict(present)})
+}
+
+// hotStatus reads this instance's hot sales and cold cache.
+func (m *model) hotStatus() {
+	auth, present := m.adminAuth()
+	m.send(call{op: "hotStatus", method: "GET", target: "/api/v1/hot", auth: auth, valid: verdict(present)})
 }
 
 func (m *model) audit() {

@@ -60,6 +60,9 @@ type Config struct {
 	// Export reports the event export's sinks (GET /api/v1/export; /readyz names those far
 	// behind); nil when the process exports nothing.
 	Export func() []delivery.SinkStatus
+	// Cold reports the engine's cold side on this instance (GET /api/v1/hot): its cold cache,
+	// the sales it cooled and loaded; nil when the engine has none (memory): zeros.
+	Cold func() ColdView
 	// EventInterval is how often a sale with live listeners (GET /api/v1/sales/{id}/events)
 	// is read for changes; default 250 ms, the sweeper's period.
 	EventInterval time.Duration
@@ -196,6 +199,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/sales/{id}/audit", s.audit},
 		{"GET", "/api/v1/refunds", s.refunds},
 		{"GET", "/api/v1/export", s.exportStatus},
+		{"GET", "/api/v1/hot", s.hotStatus},
 		{"POST", "/api/v1/sales/{id}/stock", s.addStock},
 		{"POST", "/api/v1/sales/{id}/close", s.closeSale},
 		{"POST", "/api/v1/dev/token", s.devToken},

@@ -37,12 +37,12 @@ func (c *coldSale) state() seckill.StockState {
 
 // The cold cache's bounds: an entry is read again from the database once coldFresh old (the
 // staleness bound of a cold sale's page, as the list's); one not read for coldIdle is dropped
-// (each read extends it); at most coldMax entries are kept, the least recently read dropped
-// first.
+// (each read extends it); at most ColdCacheMax entries are kept, the least recently read
+// dropped first (GET /api/v1/hot shows the bound with the entries).
 const (
-	coldFresh = time.Second
-	coldIdle  = time.Minute
-	coldMax   = 10_000
+	coldFresh    = time.Second
+	coldIdle     = time.Minute
+	ColdCacheMax = 10_000
 )
 
 // coldCache keeps the cold sales read lately. It is an instance's only memory of a cold sale.
@@ -76,8 +76,8 @@ func (c *coldCache) get(id string, now time.Time) (cs *coldSale, ok bool) {
 }
 
 // put keeps the verdict on id (cs nil: not cold, so that the reads of a lost hot sale ask the
-// database once per coldFresh, not each), dropping the idle entries and, past coldMax, the
-// least recently read.
+// database once per coldFresh, not each), dropping the idle entries and, past ColdCacheMax,
+// the least recently read.
 func (c *coldCache) put(id string, cs *coldSale, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -88,7 +88,7 @@ func (c *coldCache) put(id string, cs *coldSale, now time.Time) {
 		c.entries = map[string]*coldEntry{}
 	}
 	c.entries[id] = &coldEntry{cold: cs, fetched: now, read: now}
-	if len(c.entries) <= coldMax {
+	if len(c.entries) <= ColdCacheMax {
 		return
 	}
 	for k, e := range c.entries {
@@ -96,8 +96,8 @@ func (c *coldCache) put(id string, cs *coldSale, now time.Time) {
 			delete(c.entries, k)
 		}
 	}
-	if over := len(c.entries) - coldMax*3/4; len(c.entries) > coldMax {
-		// Down to three quarters, so that the next overflow is coldMax/4 fills away.
+	if over := len(c.entries) - ColdCacheMax*3/4; len(c.entries) > ColdCacheMax {
+		// Down to three quarters, so that the next overflow is ColdCacheMax/4 fills away.
 		byRead := make([]string, 0, len(c.entries))
 		for k := range c.entries {
 			byRead = append(byRead, k)

@@ -94,7 +94,10 @@ type engine struct {
 	notedSales func() []string
 	checks     map[string]func(context.Context) error // /readyz checks beyond the database
 	metrics    []prometheus.Collector                 // the engine's own metrics on /metrics
-	close      func() error                           // after its services have stopped; may be nil
+	// cold reports the engine's cold side for GET /api/v1/hot (redis: its cold cache, the
+	// sales it cooled and loaded); nil when it has none (memory).
+	cold  func() httpapi.ColdView
+	close func() error // after its services have stopped; may be nil
 
 	// streamFill reports the fullest sale's stream and the bound, for /metrics (redis); nil
 	// when the engine has no streams.
@@ -196,7 +199,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 		Service: a.svc, AuthSecret: []byte(cfg.AuthSecret), AdminToken: cfg.AdminToken, OIDC: a.oidc,
 		PaymentSecret: builtInSecret(cfg), Gateways: []payment.Gateway{a.payGW}, Dev: cfg.Dev, Logger: log, BuyRate: opts.buyRate,
 		Checks: a.engine.checks, Collectors: append([]prometheus.Collector{a.bg.Collector(), a.export.x.Collector(), a.retention.Collector()}, a.engine.metrics...),
-		Export: a.export.x.Status, MetricsToken: cfg.MetricsToken, MetricsOff: cfg.MetricsAddr != "",
+		Export: a.export.x.Status, Cold: a.engine.cold, MetricsToken: cfg.MetricsToken, MetricsOff: cfg.MetricsAddr != "",
 		MaxInFlight: lim.MaxInFlight, MaxStreams: lim.MaxStreams, MaxStreamsPerUser: lim.MaxStreamsPerUser,
 	})
 	handler := a.api.Handler()
@@ -323,6 +326,10 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 			notedSales: eng.NotedSaleIDs,
 			checks:     map[string]func(context.Context) error{"redis": eng.Ping},
 			metrics:    []prometheus.Collector{eng.ReplicaCollector(), eng.LocalAnswerCollector(), eng.ColdCollector()},
+			cold: func() httpapi.ColdView {
+				st := eng.ColdStats()
+				return httpapi.ColdView{Entries: st.Entries, Max: redisinv.ColdCacheMax, Cooled: st.Cooled, Loaded: st.Loaded}
+			},
 			close: func() error {
 				err := errors.Join(eng.Close(), locks.Close())
 				closeBuys()

@@ -446,6 +446,14 @@ func TestBrowserDashboard(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`[data-testid=create-button]`)))
 	tb.wait("the new sale is shown", jsQ(`[data-testid=detail-status]`)+`.dataset.status === 'active' && `+jsQ(`[data-testid=gauge-available]`)+`.dataset.value === '150'`)
 	tb.wait("the audit is ok", jsQ(`[data-testid=audit-status]`)+`.dataset.ok === 'true'`)
+	// The hot and cold panel counts the sale on now, not one that starts in two days (its
+	// preheat is five minutes); the memory engine has no cold cache.
+	createSale(t, a, cfg, client.NewSale{ID: "later", PriceCents: 100, Stock: 1, StartsAt: time.Now().Add(48 * time.Hour)})
+	tb.wait("the panel shows one hot sale, named", jsQ(`[data-testid=hot-summary]`)+`.dataset.hot === '1' && `+
+		jsQ(`[data-testid=hot-sales]`)+`.textContent === 'dash' && `+jsQ(`[data-testid=cold-summary]`)+`.dataset.max === '0'`)
+	if got := evalIn[string](tb, jsQ(`[data-testid=hot-summary]`)+`.textContent`); got != "1 hot sale" {
+		tb.fail("the panel says %q, want \"1 hot sale\"", got)
+	}
 	sale, err := client.New(a.url).Sale(context.Background(), "dash")
 	if err != nil {
 		t.Fatal(err)

@@ -301,6 +301,7 @@ function unknownLists(why) {
   byId('refunds-failed').replaceChildren();
   setText(byId('refunds-failed-empty'), why === '…' ? '…' : `Unknown: ${why}`);
   byId('refunds-failed-empty').hidden = false;
+  hotUnknown(why === '…' ? '…' : `Unknown: ${why}`);
 }
 
 // clockTime is the server's time now, as the browser shows times of day.
@@ -386,6 +387,7 @@ async function refreshAudit(gen) {
     + ` (owed ${d.refunds_required || 0}, pending ${d.refunds_pending || 0}, refunded ${d.refunded || 0}, failed ${d.refunds_failed || 0})`);
   await refreshFailedRefunds(gen);
   await refreshExport(gen);
+  await refreshHot(gen);
   return 3000;
 }
 
@@ -406,6 +408,44 @@ function refreshExport(gen) {
       `${s.name} (${s.sink}) · lag ${s.lag_events} event${s.lag_events === 1 ? '' : 's'}, ${s.lag_seconds.toFixed(1)} s`
       + `${s.far_behind ? ' (far behind)' : ''} · published ${s.published} · dead letters ${s.dead_lettered}`
       + ` · failed attempts ${s.failures}`));
+}
+
+// refreshHot shows this instance's hot sales (the count, and the first 100 ids the server
+// names) and its cold cache (the Redis engine's; the memory engine has none).
+async function refreshHot(gen) {
+  let r;
+  try {
+    r = await adminCall('GET', '/api/v1/hot');
+  } catch (e) {
+    if (gen !== A.gen) return;
+    hotUnknown(`Unknown: ${messageFor(e, 'admin')}`);
+    return;
+  }
+  if (gen !== A.gen) return;
+  const sum = byId('hot-summary');
+  sum.dataset.hot = String(r.hot);
+  setText(sum, `${r.hot} hot sale${r.hot === 1 ? '' : 's'}`);
+  const ids = r.sales || [];
+  const more = r.hot > ids.length ? ` … and ${r.hot - ids.length} more` : '';
+  setText(byId('hot-sales'), ids.length ? ids.join(', ') + more : '');
+  const c = r.cold_cache || { entries: 0, max: 0 };
+  const cold = byId('cold-summary');
+  cold.dataset.entries = String(c.entries);
+  cold.dataset.max = String(c.max);
+  setText(cold, (c.max > 0 ? `cold cache: ${c.entries} / ${c.max}` : 'cold cache: none on this engine')
+    + ` · cooled ${r.cooled} · loaded ${r.loaded}`);
+}
+
+// hotUnknown says why the hot and cold panel is unknown, and clears what an older answer showed.
+function hotUnknown(text) {
+  const sum = byId('hot-summary');
+  delete sum.dataset.hot;
+  setText(sum, text);
+  setText(byId('hot-sales'), '');
+  const cold = byId('cold-summary');
+  delete cold.dataset.entries;
+  delete cold.dataset.max;
+  setText(cold, '');
 }
 
 // showList fills the list listId with item of each entry of the array under key in the answer
