@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/delivery"
+	"github.com/seckill-go/seckill/internal/clientaddr"
 	"github.com/seckill-go/seckill/internal/logsummary"
 	"github.com/seckill-go/seckill/payment"
 	"github.com/seckill-go/seckill/service"
@@ -72,6 +73,13 @@ type Config struct {
 	// of one signed-in user (default DefaultMaxStreamsPerUser).
 	MaxStreams        int
 	MaxStreamsPerUser int
+	// Per client (internal/clientaddr: an address, or an IPv6 /64; behind TrustedProxies,
+	// from X-Forwarded-For): MaxInFlightPerAddr bounds its requests in flight (default a
+	// quarter of MaxInFlight), MaxStreamsPerAddr its live event streams (default a quarter of
+	// MaxStreams); negative: no bound. Over either, 429 rate_limited.
+	MaxInFlightPerAddr int
+	MaxStreamsPerAddr  int
+	TrustedProxies     clientaddr.Trusted
 
 	// OIDC, if set, also accepts user tokens signed by the shop's OpenID Connect provider
 	// (RS256, ES256, EdDSA…; oidc.go), and GET /api/v1/signin tells the storefront where
@@ -92,6 +100,7 @@ type Server struct {
 	activity *activity
 	inFlight *inFlight
 	streams  *streamLimiter
+	ready    readyFlight // /readyz's checks, shared by concurrent probes
 	handler  http.Handler
 	gateways map[string]payment.Gateway // by name; read-only after New
 	cursors  cursors                    // the sale list's page cursors (salelist.go)
@@ -139,7 +148,7 @@ func New(cfg Config) *Server {
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		h := rt.handler
-		if rt.pattern != "/api/v1/sales/{id}/events" && rt.pattern != "/healthz" {
+		if !unbounded(rt.pattern) {
 			h = s.inFlight.bound(h)
 		}
 		mux.Handle(rt.method+" "+rt.pattern, s.instrument(rt.pattern, h))
