@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/clientaddr"
 	"github.com/seckill-go/seckill/memory"
 	"github.com/seckill-go/seckill/service"
 )
@@ -176,5 +178,41 @@ func waitFor(t *testing.T, ch chan string, want string) {
 		case <-timeout:
 			t.Fatalf("no sale event with %s within 10 s", want)
 		}
+	}
+}
+
+// TestPerAddrTableBounded: the per-address table keeps an entry only while its count is above
+// zero (so it never holds more entries than the bound it shares), refuses a key at its bound
+// while others are still taken, and lets a released slot be taken again.
+func TestPerAddrTableBounded(t *testing.T) {
+	p := newPerAddr(2)
+	key := func(i int) netip.Prefix {
+		return clientaddr.Key(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
+	}
+	for i := range 1000 {
+		if !p.acquire(key(i)) || !p.acquire(key(i)) {
+			t.Fatalf("key %d refused within its bound", i)
+		}
+		if p.acquire(key(i)) {
+			t.Fatalf("key %d taken over its bound", i)
+		}
+	}
+	if n := p.len(); n != 1000 {
+		t.Fatalf("%d entries for 1000 keys holding slots", n)
+	}
+	for i := range 1000 {
+		p.release(key(i))
+		p.release(key(i))
+	}
+	if n := p.len(); n != 0 {
+		t.Fatalf("%d entries left once every slot was released; want 0", n)
+	}
+	if !p.acquire(key(7)) {
+		t.Fatal("a released slot cannot be taken again")
+	}
+	// IPv6: one /64 is one client.
+	a, b := netip.MustParseAddr("2001:db8:1:2::1"), netip.MustParseAddr("2001:db8:1:2:ffff::2")
+	if !p.acquire(clientaddr.Key(a)) || !p.acquire(clientaddr.Key(b)) || p.acquire(clientaddr.Key(a)) {
+		t.Fatal("two addresses of one /64 are not one client")
 	}
 }
