@@ -56,6 +56,13 @@ func refuse(w http.ResponseWriter, code seckill.Code, retryAfter, detail string)
 	_, _ = w.Write(b)
 }
 
+// TrustedProxies are the proxies whose X-Forwarded-For is believed (Config.TrustedProxies);
+// the zero value trusts none.
+type TrustedProxies = clientaddr.Trusted
+
+// ParseTrustedProxies parses a comma-separated list of CIDRs and addresses ("" for none).
+func ParseTrustedProxies(s string) (TrustedProxies, error) { return clientaddr.ParseTrusted(s) }
+
 // perAddr counts what each client holds (connections, requests, streams), at most max each
 // (<= 0: no bound). An entry lives only while its count is above zero, so the table holds at
 // most as many entries as the instance-wide bound it shares.

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/delivery"
-	"github.com/seckill-go/seckill/internal/clientaddr"
 	"github.com/seckill-go/seckill/internal/logsummary"
 	"github.com/seckill-go/seckill/payment"
 	"github.com/seckill-go/seckill/service"
@@ -66,7 +65,8 @@ type Config struct {
 	EventInterval time.Duration
 	// MaxInFlight bounds the requests being handled at once (default DefaultMaxInFlight;
 	// negative: no bound). Beyond it a request is answered 503 unavailable, Retry-After: 1.
-	// Event streams and /healthz are not counted: streams have bounds of their own.
+	// Event streams, /healthz and /readyz are not counted: streams have bounds of their own,
+	// and /readyz reports the dependencies, not the load.
 	MaxInFlight int
 	// MaxStreams bounds the live event streams of this instance (default DefaultMaxStreams),
 	// of which anonymous ones may hold three quarters; MaxStreamsPerUser bounds the streams
@@ -79,7 +79,7 @@ type Config struct {
 	// MaxStreams); negative: no bound. Over either, 429 rate_limited.
 	MaxInFlightPerAddr int
 	MaxStreamsPerAddr  int
-	TrustedProxies     clientaddr.Trusted
+	TrustedProxies     TrustedProxies
 
 	// OIDC, if set, also accepts user tokens signed by the shop's OpenID Connect provider
 	// (RS256, ES256, EdDSA…; oidc.go), and GET /api/v1/signin tells the storefront where

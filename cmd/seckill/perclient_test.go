@@ -65,37 +65,74 @@ func attackOutcome(c net.Conn, wait time.Duration) string {
 	return s
 }
 
-// TestPerClientSlowBodies: 80 connections from one address each send the headers of a
-// request and the first byte of a body that never comes (what a client trickling ~1 byte/s
-// does within --read-timeout), against an instance of 64 connections and 16 requests in
-// flight. With the per-address bounds (a quarter of each: 16 connections, 4 requests) the
-// address keeps 16 connections, 4 of them in handlers, the other 12 answered 429 and closed,
-// and the 64 beyond its share closed at once; meanwhile every sale read and /readyz of another
-// address (each on a new connection, as other clients come) answers 200. Negative control:
-// with the per-address bounds off, the same attack holds every connection, and the other
+// slowBodies opens n connections to addr from the local address from, each sending the
+// headers of a payment webhook (anonymous; its body is read before anything else, since the
+// signature is over it) and the first byte of a body that never comes (what a client trickling
+// ~1 byte/s does within --read-timeout). The outcome of each (attackOutcome) arrives on the
+// channel.
+func slowBodies(t *testing.T, addr, from string, n int) ([]net.Conn, <-chan string) {
+	t.Helper()
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		conns[i] = dialFrom(t, addr, from)
+		// Written whatever became of the connection: a write to one closed at once may fail.
+		_, _ = io.WriteString(conns[i], "POST /api/v1/payments/webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+	}
+	outcomes := make(chan string, n)
+	for _, c := range conns {
+		go func() { outcomes <- attackOutcome(c, 10*time.Second) }()
+	}
+	return conns, outcomes
+}
+
+// victimReads reads the sale s and /readyz of each url rounds times, each on a new
+// connection (as other clients come), and answers the failures.
+func victimReads(urls []string, rounds int) []string {
+	victim := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	var failed []string
+	for range rounds {
+		for _, u := range urls {
+			for _, path := range []string{"/api/v1/sales/s", "/readyz"} {
+				res, err := victim.Get(u + path)
+				if err != nil {
+					failed = append(failed, path+": "+err.Error())
+					continue
+				}
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode != http.StatusOK {
+					failed = append(failed, fmt.Sprintf("%s: %d", path, res.StatusCode))
+				}
+			}
+		}
+	}
+	return failed
+}
+
+// perClientArgs are the instance's bounds in the slow-body tests: 64 connections, 16 requests
+// in flight, so a client's share is 16 connections and 4 requests; bodies may take a minute.
+var perClientArgs = []string{"--max-conns", "64", "--max-inflight", "16", "--read-timeout", "60s"}
+
+// TestPerClientSlowBodies: 80 slow-body connections from one address (slowBodies) against an
+// instance of 64 connections and 16 requests in flight. With the per-address bounds (a quarter
+// of each: 16 connections, 4 requests) the address keeps 16 connections, 4 of them in
+// handlers, the other 12 answered 429 and closed, and the 64 beyond its share closed at once;
+// meanwhile every sale read and /readyz of another address answers 200. Negative control: with
+// the per-address bounds off, the same attack holds every connection, and all the other
 // address's reads fail.
 func TestPerClientSlowBodies(t *testing.T) {
 	const attack = 80
 	for _, bounded := range []bool{true, false} {
 		t.Run(fmt.Sprint("bounded=", bounded), func(t *testing.T) {
-			args := []string{"--max-conns", "64", "--max-inflight", "16", "--read-timeout", "60s"}
+			args := perClientArgs
 			if !bounded {
-				args = append(args, "--max-conns-per-addr", "-1", "--max-inflight-per-addr", "-1")
+				args = append(args[:len(args):len(args)], "--max-conns-per-addr", "-1", "--max-inflight-per-addr", "-1")
 			}
 			a := startServe(t, args...)
 			addr := strings.TrimPrefix(a.url, "http://")
 			createTestSale(t, a, "s")
 
-			conns := make([]net.Conn, attack)
-			for i := range conns {
-				conns[i] = dialFrom(t, addr, "127.0.0.2")
-				// Written whatever became of the connection: a write to one closed at once may fail.
-				_, _ = io.WriteString(conns[i], "POST /api/v1/dev/token HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
-			}
-			outcomes := make(chan string, attack)
-			for _, c := range conns {
-				go func() { outcomes <- attackOutcome(c, 10*time.Second) }()
-			}
+			conns, outcomes := slowBodies(t, addr, "127.0.0.2", attack)
 			// The attack is in place once every connection but those the server holds got its
 			// answer: bounded, 4 in handlers; unbounded, the 16 beyond --max-conns were refused.
 			settled := attack - 4
@@ -113,22 +150,7 @@ func TestPerClientSlowBodies(t *testing.T) {
 				t.Fatalf("the attacker's connections: %v; want %d refused 503", count, attack-64)
 			}
 
-			victim := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-			var failed []string
-			for range 10 {
-				for _, path := range []string{"/api/v1/sales/s", "/readyz"} {
-					res, err := victim.Get(a.url + path)
-					if err != nil {
-						failed = append(failed, path+": "+err.Error())
-						continue
-					}
-					_, _ = io.Copy(io.Discard, res.Body)
-					res.Body.Close()
-					if res.StatusCode != http.StatusOK {
-						failed = append(failed, fmt.Sprintf("%s: %d", path, res.StatusCode))
-					}
-				}
-			}
+			failed := victimReads([]string{a.url}, 10)
 			if bounded && len(failed) > 0 {
 				t.Fatalf("another address during the attack: %d of 20 failed: %v", len(failed), failed)
 			}
@@ -140,6 +162,33 @@ func TestPerClientSlowBodies(t *testing.T) {
 			}
 			a.stop(t)
 		})
+	}
+}
+
+// TestPerClientSlowBodiesRedis: the same attack on two Redis-engine instances at once (where
+// another address used to get 1 of 78 sale reads and /readyz answered): each instance keeps
+// the attacker to its share, and another address's reads of both answer 200.
+func TestPerClientSlowBodiesRedis(t *testing.T) {
+	const attack = 80
+	c := startCluster(t, 2, perClientArgs...)
+	c.admin("create the sale", func(a *client.Client) error {
+		_, err := a.CreateSale(context.Background(), client.NewSale{ID: "s", PriceCents: 1, Stock: 10})
+		return err
+	})
+	var urls []string
+	for _, in := range c.insts {
+		urls = append(urls, in.url)
+		_, outcomes := slowBodies(t, strings.TrimPrefix(in.url, "http://"), "127.0.0.2", attack)
+		count := map[string]int{}
+		for range attack - 4 {
+			count[<-outcomes]++
+		}
+		if count["closed"] != attack-16 || count["429 close"] != 12 {
+			t.Fatalf("the attacker's connections to %s: %v; want %d closed at once, 12 answered 429 and closed", in.url, count, attack-16)
+		}
+	}
+	if failed := victimReads(urls, 10); len(failed) > 0 {
+		t.Fatalf("another address during the attack: %d of 40 failed: %v", len(failed), failed)
 	}
 }
 
