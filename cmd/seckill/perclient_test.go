@@ -253,4 +253,6 @@ func TestPerClientStreams(t *testing.T) {
 	for i := range 4 {
 		want(openStream(t, strings.TrimPrefix(off.url, "http://"), "127.0.0.2", ""), "200", fmt.Sprintf("negative control: stream %d without the bound", i+1))
 	}
+	a.stop(t) // the streams still open end with the server
+	off.stop(t)
 }
