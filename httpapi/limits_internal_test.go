@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -214,5 +215,55 @@ func TestPerAddrTableBounded(t *testing.T) {
 	a, b := netip.MustParseAddr("2001:db8:1:2::1"), netip.MustParseAddr("2001:db8:1:2:ffff::2")
 	if !p.acquire(clientaddr.Key(a)) || !p.acquire(clientaddr.Key(b)) || p.acquire(clientaddr.Key(a)) {
 		t.Fatal("two addresses of one /64 are not one client")
+	}
+}
+
+// TestReadyFlightShared: probes that arrive while the checks run share that run (one run for
+// ten probes, each gets its answer); the next probe after it starts a new run.
+func TestReadyFlightShared(t *testing.T) {
+	var f readyFlight
+	var calls atomic.Int32
+	release := make(chan struct{})
+	run := func(context.Context) (map[string]any, error) {
+		calls.Add(1)
+		<-release
+		return map[string]any{"status": "ready"}, nil
+	}
+	answers := make(chan any, 10)
+	for range 10 {
+		go func() {
+			a, err := f.do(context.Background(), run)
+			if err != nil {
+				answers <- err
+				return
+			}
+			answers <- a["status"]
+		}()
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		f.mu.Lock()
+		joined := 0
+		if f.cur != nil {
+			joined = f.cur.joined
+		}
+		f.mu.Unlock()
+		if joined == 9 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d probes joined the run, %d runs; want 9 joined, 1 run", joined, calls.Load())
+		}
+	}
+	close(release)
+	for range 10 {
+		if a := <-answers; a != "ready" {
+			t.Fatalf("a probe's answer: %v", a)
+		}
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d runs for ten concurrent probes; want 1", n)
+	}
+	if _, err := f.do(context.Background(), run); err != nil || calls.Load() != 2 {
+		t.Fatalf("a probe after the run: %v, %d runs; want a new run", err, calls.Load())
 	}
 }

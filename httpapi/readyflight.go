@@ -24,6 +24,7 @@ type readyCall struct {
 	done   chan struct{}
 	answer map[string]any // read-only once done
 	err    error
+	joined int // probes that share it besides the first (under readyFlight.mu; tests)
 }
 
 func (f *readyFlight) do(ctx context.Context, run func(context.Context) (map[string]any, error)) (map[string]any, error) {
@@ -41,6 +42,8 @@ func (f *readyFlight) do(ctx context.Context, run func(context.Context) (map[str
 			f.mu.Unlock()
 			close(c.done)
 		}()
+	} else {
+		c.joined++
 	}
 	f.mu.Unlock()
 	select {
