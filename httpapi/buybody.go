@@ -23,6 +23,9 @@ var smallBodies = sync.Pool{New: func() any { return new([smallBody]byte) }}
 // buyQuantity reads the buy's body and returns the quantity it asks for: 1 for an empty body.
 // Errors are those of decodeBody: too_large above MaxBody, invalid_argument otherwise.
 func buyQuantity(w http.ResponseWriter, r *http.Request) (int, error) {
+	if err := tooLarge(w, r); err != nil {
+		return 0, err
+	}
 	buf := smallBodies.Get().(*[smallBody]byte)
 	defer smallBodies.Put(buf)
 	body := http.MaxBytesReader(w, r.Body, MaxBody)

@@ -332,7 +332,8 @@ func (s *Server) saleEvents(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	// The slot is taken before the engine is read: a refused stream costs no read.
-	release, code, detail := s.streams.acquire(user)
+	addr, hasAddr := clientKey(s.cfg.TrustedProxies, r)
+	release, code, detail := s.streams.acquire(user, addr, hasAddr)
 	if release == nil {
 		refuse(w, code, streamRetryAfter, detail)
 		return nil

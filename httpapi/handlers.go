@@ -344,7 +344,18 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
 // "unavailable",…}}, not a 503 that would make a load balancer pull every instance at once.
 // The checks run side by side, each bounded (Service.Ready 1 s, Redis calls 2 s), so a
 // database that hangs cannot make the probe time out. Failure details go to the log only.
+// /readyz is not counted by the in-flight bounds (an instance at its bound is busy, not
+// unready); concurrent probes share one run of the checks (readyFlight).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
+	answer, err := s.ready.do(r.Context(), s.readiness)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, answer)
+}
+
+// readiness runs the checks once for readyz.
+func (s *Server) readiness(ctx context.Context) (map[string]any, error) {
 	names := make([]string, 0, len(s.cfg.Checks)+1)
 	for name := range s.cfg.Checks {
 		names = append(names, name)
@@ -361,7 +372,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 		if name == "database" {
 			check = s.svc.Ready
 		}
-		go func() { done <- outcome{name, check(r.Context())} }()
+		go func() { done <- outcome{name, check(ctx)} }()
 	}
 	checks := make(map[string]string, len(names))
 	engineDown := false
@@ -379,7 +390,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 		for _, name := range names {
 			parts = append(parts, name+" "+checks[name])
 		}
-		return seckill.Errorf(seckill.CodeUnavailable, "not ready: %s", strings.Join(parts, ", "))
+		return nil, seckill.Errorf(seckill.CodeUnavailable, "not ready: %s", strings.Join(parts, ", "))
 	}
 	status := "ready"
 	if checks["database"] != "ok" {
@@ -389,7 +400,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	if behind := s.exportBehind(); len(behind) > 0 {
 		answer["export_behind"] = behind // reported only: a slow shop endpoint keeps nobody out
 	}
-	return writeJSON(w, http.StatusOK, answer)
+	return answer, nil
 }
 
 func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) error {

@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/clientaddr"
 	"github.com/seckill-go/seckill/memory"
 	"github.com/seckill-go/seckill/service"
 )
@@ -176,5 +179,91 @@ func waitFor(t *testing.T, ch chan string, want string) {
 		case <-timeout:
 			t.Fatalf("no sale event with %s within 10 s", want)
 		}
+	}
+}
+
+// TestPerAddrTableBounded: the per-address table keeps an entry only while its count is above
+// zero (so it never holds more entries than the bound it shares), refuses a key at its bound
+// while others are still taken, and lets a released slot be taken again.
+func TestPerAddrTableBounded(t *testing.T) {
+	p := newPerAddr(2)
+	key := func(i int) netip.Prefix {
+		return clientaddr.Key(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
+	}
+	for i := range 1000 {
+		if !p.acquire(key(i)) || !p.acquire(key(i)) {
+			t.Fatalf("key %d refused within its bound", i)
+		}
+		if p.acquire(key(i)) {
+			t.Fatalf("key %d taken over its bound", i)
+		}
+	}
+	if n := p.len(); n != 1000 {
+		t.Fatalf("%d entries for 1000 keys holding slots", n)
+	}
+	for i := range 1000 {
+		p.release(key(i))
+		p.release(key(i))
+	}
+	if n := p.len(); n != 0 {
+		t.Fatalf("%d entries left once every slot was released; want 0", n)
+	}
+	if !p.acquire(key(7)) {
+		t.Fatal("a released slot cannot be taken again")
+	}
+	// IPv6: one /64 is one client.
+	a, b := netip.MustParseAddr("2001:db8:1:2::1"), netip.MustParseAddr("2001:db8:1:2:ffff::2")
+	if !p.acquire(clientaddr.Key(a)) || !p.acquire(clientaddr.Key(b)) || p.acquire(clientaddr.Key(a)) {
+		t.Fatal("two addresses of one /64 are not one client")
+	}
+}
+
+// TestReadyFlightShared: probes that arrive while the checks run share that run (one run for
+// ten probes, each gets its answer); the next probe after it starts a new run.
+func TestReadyFlightShared(t *testing.T) {
+	var f readyFlight
+	var calls atomic.Int32
+	release := make(chan struct{})
+	run := func(context.Context) (map[string]any, error) {
+		calls.Add(1)
+		<-release
+		return map[string]any{"status": "ready"}, nil
+	}
+	answers := make(chan any, 10)
+	for range 10 {
+		go func() {
+			a, err := f.do(context.Background(), run)
+			if err != nil {
+				answers <- err
+				return
+			}
+			answers <- a["status"]
+		}()
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		f.mu.Lock()
+		joined := 0
+		if f.cur != nil {
+			joined = f.cur.joined
+		}
+		f.mu.Unlock()
+		if joined == 9 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d probes joined the run, %d runs; want 9 joined, 1 run", joined, calls.Load())
+		}
+	}
+	close(release)
+	for range 10 {
+		if a := <-answers; a != "ready" {
+			t.Fatalf("a probe's answer: %v", a)
+		}
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d runs for ten concurrent probes; want 1", n)
+	}
+	if _, err := f.do(context.Background(), run); err != nil || calls.Load() != 2 {
+		t.Fatalf("a probe after the run: %v, %d runs; want a new run", err, calls.Load())
 	}
 }

@@ -64,7 +64,8 @@ func (e *env) slowBody(t *testing.T) net.Conn {
 // with 503 unavailable and Retry-After: 1, while /healthz and event streams still answer;
 // once a request ends, requests are served again.
 func TestInFlightBound(t *testing.T) {
-	e := newEnv(t, withServer(func(c *httpapi.Config) { c.MaxInFlight = 2 }))
+	// Every request here comes from one address: its own bound is off (TestInFlightPerAddr).
+	e := newEnv(t, withServer(func(c *httpapi.Config) { c.MaxInFlight = 2; c.MaxInFlightPerAddr = -1 }))
 	e.createSale(t, "s", nil)
 	first := e.slowBody(t)
 	second := e.slowBody(t)
@@ -103,7 +104,10 @@ func TestInFlightBound(t *testing.T) {
 // rate_limited, both with Retry-After: 5 and before the engine is read; a closed stream gives
 // its slot back.
 func TestStreamBounds(t *testing.T) {
-	e := newEnv(t, withServer(func(c *httpapi.Config) { fastEvents(c); c.MaxStreams = 4; c.MaxStreamsPerUser = 2 }))
+	e := newEnv(t, withServer(func(c *httpapi.Config) {
+		fastEvents(c)
+		c.MaxStreams, c.MaxStreamsPerUser, c.MaxStreamsPerAddr = 4, 2, -1 // one address: TestStreamsPerAddr
+	}))
 	e.createSale(t, "s", map[string]any{"stock": 10})
 	alice := e.mustBuy(t, "alice", "s", http.StatusCreated)
 	bob := e.mustBuy(t, "bob", "s", http.StatusCreated)

@@ -91,13 +91,29 @@ func writeJSONBody(w http.ResponseWriter, status int, b []byte) {
 // MaxBody is the largest request body accepted (docs/API.md: 413 too_large above 64 KiB).
 const MaxBody = 64 << 10
 
-// readBody reads the whole body, refusing more than MaxBody bytes with too_large.
+// readBody reads the whole body, refusing more than MaxBody bytes with too_large. Handlers
+// call it only after their cheap checks (auth, the route's own lookups), and the in-flight
+// bounds admitted the request before that: a body that trickles in holds one of its
+// client's in-flight slots, no more.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if err := tooLarge(w, r); err != nil {
+		return nil, err
+	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {
 		return nil, bodyError(err)
 	}
 	return b, nil
+}
+
+// tooLarge refuses a body whose Content-Length says it is above MaxBody before a byte of it
+// is read, and has the connection closed after the answer rather than wait for that body.
+func tooLarge(w http.ResponseWriter, r *http.Request) error {
+	if r.ContentLength > MaxBody {
+		w.Header().Set("Connection", "close")
+		return bodyError(&http.MaxBytesError{Limit: MaxBody})
+	}
+	return nil
 }
 
 // decodeBody reads the request body (64 KiB at most) and strictly decodes it into v.

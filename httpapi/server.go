@@ -68,13 +68,21 @@ type Config struct {
 	EventInterval time.Duration
 	// MaxInFlight bounds the requests being handled at once (default DefaultMaxInFlight;
 	// negative: no bound). Beyond it a request is answered 503 unavailable, Retry-After: 1.
-	// Event streams and /healthz are not counted: streams have bounds of their own.
+	// Event streams, /healthz and /readyz are not counted: streams have bounds of their own,
+	// and /readyz reports the dependencies, not the load.
 	MaxInFlight int
 	// MaxStreams bounds the live event streams of this instance (default DefaultMaxStreams),
 	// of which anonymous ones may hold three quarters; MaxStreamsPerUser bounds the streams
 	// of one signed-in user (default DefaultMaxStreamsPerUser).
 	MaxStreams        int
 	MaxStreamsPerUser int
+	// Per client (internal/clientaddr: an address, or an IPv6 /64; behind TrustedProxies,
+	// from X-Forwarded-For): MaxInFlightPerAddr bounds its requests in flight (default a
+	// quarter of MaxInFlight), MaxStreamsPerAddr its live event streams (default a quarter of
+	// MaxStreams); negative: no bound. Over either, 429 rate_limited.
+	MaxInFlightPerAddr int
+	MaxStreamsPerAddr  int
+	TrustedProxies     TrustedProxies
 
 	// OIDC, if set, also accepts user tokens signed by the shop's OpenID Connect provider
 	// (RS256, ES256, EdDSA…; oidc.go), and GET /api/v1/signin tells the storefront where
@@ -95,6 +103,7 @@ type Server struct {
 	activity *activity
 	inFlight *inFlight
 	streams  *streamLimiter
+	ready    readyFlight // /readyz's checks, shared by concurrent probes
 	handler  http.Handler
 	gateways map[string]payment.Gateway // by name; read-only after New
 	cursors  cursors                    // the sale list's page cursors (salelist.go)
@@ -142,7 +151,7 @@ func New(cfg Config) *Server {
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		h := rt.handler
-		if rt.pattern != "/api/v1/sales/{id}/events" && rt.pattern != "/healthz" {
+		if !unbounded(rt.pattern) {
 			h = s.inFlight.bound(h)
 		}
 		mux.Handle(rt.method+" "+rt.pattern, s.instrument(rt.pattern, h))

@@ -201,6 +201,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 		Checks: a.engine.checks, Collectors: append([]prometheus.Collector{a.bg.Collector(), a.export.x.Collector(), a.retention.Collector()}, a.engine.metrics...),
 		Export: a.export.x.Status, Cold: a.engine.cold, MetricsToken: cfg.MetricsToken, MetricsOff: cfg.MetricsAddr != "",
 		MaxInFlight: lim.MaxInFlight, MaxStreams: lim.MaxStreams, MaxStreamsPerUser: lim.MaxStreamsPerUser,
+		MaxInFlightPerAddr: lim.MaxInFlightPerAddr, MaxStreamsPerAddr: lim.MaxStreamsPerAddr, TrustedProxies: lim.trusted(),
 	})
 	handler := a.api.Handler()
 	if a.gateway != nil {
@@ -218,11 +219,15 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	}
 	a.http = newHTTPServer(lim, handler, log)
 	log.Info("http limits", "read_timeout", lim.ReadTimeout, "write_timeout", lim.WriteTimeout, "idle_timeout", lim.IdleTimeout,
-		"max_conns", lim.MaxConns, "max_inflight", lim.MaxInFlight, "max_streams", lim.MaxStreams, "max_streams_per_user", lim.MaxStreamsPerUser)
+		"max_conns", lim.MaxConns, "max_inflight", lim.MaxInFlight, "max_streams", lim.MaxStreams, "max_streams_per_user", lim.MaxStreamsPerUser,
+		"max_conns_per_addr", lim.MaxConnsPerAddr, "max_inflight_per_addr", lim.MaxInFlightPerAddr, "max_streams_per_addr", lim.MaxStreamsPerAddr,
+		"trusted_proxies", lim.TrustedProxies)
 	// Event streams never go idle: Shutdown ends them through Close, or it would wait forever.
 	a.http.RegisterOnShutdown(func() { _ = a.api.Close() })
 	a.serveDone = make(chan error, 1)
-	go func() { a.serveDone <- a.http.Serve(httpapi.LimitListener(a.listener, lim.MaxConns)) }()
+	go func() {
+		a.serveDone <- a.http.Serve(httpapi.LimitListenerPerAddr(a.listener, lim.MaxConns, lim.MaxConnsPerAddr, lim.trusted()))
+	}()
 	return a, nil
 }
 

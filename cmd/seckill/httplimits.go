@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill/httpapi"
+	"github.com/seckill-go/seckill/internal/clientaddr"
 )
 
 // httpLimits bound what clients can make `seckill serve` hold: how long a request may take to
 // arrive, how long a kept-alive connection may sit idle, and how many connections, requests
-// and live event streams are served at once. Each is a flag and a SECKILL_* variable; zero
+// and live event streams are served at once, in all and per client address. Each is a flag and a SECKILL_* variable; zero
 // values (a config built in code, as demo does) take the defaults.
 type httpLimits struct {
 	ReadTimeout       time.Duration // a whole request, body included, must arrive within this
@@ -24,6 +25,14 @@ type httpLimits struct {
 	MaxInFlight       int           // requests being handled at once
 	MaxStreams        int           // live event streams
 	MaxStreamsPerUser int           // live event streams of one signed-in user
+	// Per client address (internal/clientaddr): 0 takes a quarter of the instance's bound
+	// (httpapi.PerAddrShare), -1 is no bound.
+	MaxConnsPerAddr    int
+	MaxInFlightPerAddr int
+	MaxStreamsPerAddr  int
+	// TrustedProxies is the comma-separated CIDRs and addresses of the proxies whose
+	// X-Forwarded-For is believed (clientaddr.ParseTrusted; checked when set); "": none.
+	TrustedProxies string
 }
 
 const (
@@ -72,6 +81,9 @@ func bindHTTPLimits(fs *flag.FlagSet, getenv func(string) string, c *config) {
 		{&l.MaxInFlight, 1, "max-inflight", "serve: most requests handled at once (live event streams and /healthz excepted); more are answered 503"},
 		{&l.MaxStreams, 1, "max-streams", "serve: most live event streams; anonymous ones may take three quarters; more are answered 503"},
 		{&l.MaxStreamsPerUser, 1, "max-streams-per-user", "serve: most live event streams of one signed-in user; more are answered 429"},
+		{&l.MaxConnsPerAddr, -1, "max-conns-per-addr", "serve: most open connections of one client address (an IPv6 /64; trusted proxies excepted); more are closed at once; 0: a quarter of --max-conns, -1: no bound"},
+		{&l.MaxInFlightPerAddr, -1, "max-inflight-per-addr", "serve: most requests of one client address handled at once; more are answered 429; 0: a quarter of --max-inflight, -1: no bound"},
+		{&l.MaxStreamsPerAddr, -1, "max-streams-per-addr", "serve: most live event streams of one client address; more are answered 429; 0: a quarter of --max-streams, -1: no bound"},
 	}
 	for _, n := range ints {
 		env := envName(n.name)
@@ -83,6 +95,33 @@ func bindHTTPLimits(fs *flag.FlagSet, getenv func(string) string, c *config) {
 		}
 		fs.Var(v, n.name, n.usage+" ("+env+")")
 	}
+	tp := trustedValue{&l.TrustedProxies}
+	if s := getenv("SECKILL_TRUSTED_PROXIES"); s != "" {
+		if err := tp.Set(s); err != nil {
+			c.envErr = errors.Join(c.envErr, fmt.Errorf("SECKILL_TRUSTED_PROXIES: %w", err))
+		}
+	}
+	fs.Var(tp, "trusted-proxies", "serve: comma-separated CIDRs and addresses of the proxies in front whose X-Forwarded-For is believed: a client is then the rightmost hop that is not one of them (docs/SECURITY.md); default none: the connection's address (SECKILL_TRUSTED_PROXIES)")
+}
+
+// trustedValue is the flag.Value of --trusted-proxies: checked by clientaddr.ParseTrusted,
+// kept as written in canonical form.
+type trustedValue struct{ p *string }
+
+func (v trustedValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return *v.p
+}
+
+func (v trustedValue) Set(s string) error {
+	t, err := clientaddr.ParseTrusted(s)
+	if err != nil {
+		return err
+	}
+	*v.p = t.String()
+	return nil
 }
 
 // envName is a flag's environment variable: --max-conns is SECKILL_MAX_CONNS.
@@ -170,7 +209,21 @@ func (l httpLimits) withDefaults() httpLimits {
 			*n.p = n.d
 		}
 	}
+	for _, n := range []struct{ p, of *int }{
+		{&l.MaxConnsPerAddr, &l.MaxConns}, {&l.MaxInFlightPerAddr, &l.MaxInFlight}, {&l.MaxStreamsPerAddr, &l.MaxStreams},
+	} {
+		if *n.p == 0 {
+			*n.p = httpapi.PerAddrShare(*n.of)
+		}
+	}
 	return l
+}
+
+// trusted is TrustedProxies parsed (it was checked when set; a config built in code with a
+// bad list trusts none).
+func (l httpLimits) trusted() clientaddr.Trusted {
+	t, _ := clientaddr.ParseTrusted(l.TrustedProxies)
+	return t
 }
 
 // autoMaxConns is half the process's open-file limit, at most defaultMaxConns (and at least

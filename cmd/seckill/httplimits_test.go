@@ -163,7 +163,46 @@ func TestHTTPLimitFlags(t *testing.T) {
 	if c2.envErr == nil || !strings.Contains(c2.envErr.Error(), "SECKILL_MAX_INFLIGHT") {
 		t.Fatalf("a bad SECKILL_MAX_INFLIGHT: %v", c2.envErr)
 	}
-	if d := (httpLimits{}).withDefaults(); d.ReadTimeout != defaultReadTimeout || d.MaxConns < 16 || d.MaxStreams != 1024 {
+	if d := (httpLimits{}).withDefaults(); d.ReadTimeout != defaultReadTimeout || d.MaxConns < 16 || d.MaxStreams != 1024 ||
+		d.MaxConnsPerAddr != d.MaxConns/4 || d.MaxInFlightPerAddr != 256 || d.MaxStreamsPerAddr != 256 {
 		t.Fatalf("defaults of a zero config: %+v", d)
+	}
+}
+
+// TestPerAddrFlags: the per-address bounds and --trusted-proxies from flags and variables;
+// 0 is a quarter of the instance's bound, -1 none; a bad list of proxies is an error.
+func TestPerAddrFlags(t *testing.T) {
+	env := map[string]string{"SECKILL_TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.7", "SECKILL_MAX_STREAMS_PER_ADDR": "3"}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	var c config
+	bindConfig(fs, func(k string) string { return env[k] }, &c)
+	if err := fs.Parse([]string{"--max-conns", "100", "--max-inflight-per-addr", "-1"}); err != nil || c.envErr != nil {
+		t.Fatal(err, c.envErr)
+	}
+	l := c.HTTP.withDefaults()
+	if l.MaxConnsPerAddr != 25 || l.MaxInFlightPerAddr != -1 || l.MaxStreamsPerAddr != 3 || l.TrustedProxies != "10.0.0.0/8,192.0.2.7" {
+		t.Fatalf("per-address limits %+v", l)
+	}
+	if tr := l.trusted(); tr.String() != l.TrustedProxies {
+		t.Fatalf("trusted %v", tr)
+	}
+	for _, bad := range [][]string{{"--trusted-proxies", "10.0.0.0/33"}, {"--trusted-proxies", "proxy.local"}, {"--max-conns-per-addr", "-2"}} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		var c config
+		bindConfig(fs, noEnv, &c)
+		if err := fs.Parse(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+	var c2 config
+	bindConfig(flag.NewFlagSet("t", flag.ContinueOnError), func(k string) string {
+		if k == "SECKILL_TRUSTED_PROXIES" {
+			return "everyone"
+		}
+		return ""
+	}, &c2)
+	if c2.envErr == nil || !strings.Contains(c2.envErr.Error(), "SECKILL_TRUSTED_PROXIES") {
+		t.Fatalf("a bad SECKILL_TRUSTED_PROXIES: %v", c2.envErr)
 	}
 }
