@@ -156,8 +156,8 @@ func (s *Service) CreateSale(ctx context.Context, in seckill.SaleInput) (SaleVie
 	}
 	if s.onDemand && !sale.HotAt(s.clock.Now()) {
 		// Cold until its preheat: the engine loads it then, or at its first change, and
-		// answers its reads from the store meanwhile.
-		return s.Sale(ctx, sale.ID)
+		// answers its reads from the store meanwhile, as this answer does: nothing is sold.
+		return s.view(sale, seckill.StockState{Sellable: sale.Sellable(), Available: sale.Sellable()}), nil
 	}
 	// A conflict here means the engine has the sale already: on a shared engine, another call
 	// found it in the database between the insert above and this line and loaded it (a

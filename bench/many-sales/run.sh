@@ -12,7 +12,8 @@
 # are upcoming or over, all listed. Then it measures, in this order:
 #   - idle: Redis commands/s summed over the nodes (total_commands_processed, over IDLE seconds
 #     after SETTLE seconds, nobody buying), Redis connections per instance (established TCP
-#     connections of its process to the nodes, ss), RSS per instance (VmRSS);
+#     connections of its process to the nodes, ss), RSS per instance (VmRSS), and the keys and
+#     used memory of Redis (DBSIZE and used_memory summed over the nodes);
 #   - hold → database: HOLDS holds at HOLD_RATE/s in the selling sales, each timed from its 201
 #     to its row in the reservations table (polled every 5 ms), p50 / p99;
 #   - the list: GET /api/v1/sales?limit=50 anonymously, cached (the same page again) and cold
@@ -111,6 +112,14 @@ conns() {
 		grep -c "pid=$1," || true
 }
 
+# redis_keys and redis_mb: keys and used memory (MB) summed over the nodes.
+redis_keys() {
+	for p in "${ports[@]}"; do redis-cli -p "$p" DBSIZE; done | awk '{ s += $1 } END { print s + 0 }'
+}
+redis_mb() {
+	for p in "${ports[@]}"; do redis-cli -p "$p" INFO memory | tr -d '\r' | awk -F: '/^used_memory:/ { print $2 }'; done |
+		awk '{ s += $1 } END { printf "%.1f", s / 1048576 }'
+}
 rss_mb() { awk '/^VmRSS:/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status"; }
 
 results=()
@@ -145,7 +154,7 @@ for n in $SALES; do
 		idle="idle_cmds_s=$(((c1 - c0) / IDLE))"
 		cs=() rs=()
 		for p in "${spids[@]}"; do cs+=("$(conns "$p")"); rs+=("$(rss_mb "$p")"); done
-		idle+=" conns=$(IFS=/; echo "${cs[*]}") rss_mb=$(IFS=/; echo "${rs[*]}")"
+		idle+=" conns=$(IFS=/; echo "${cs[*]}") rss_mb=$(IFS=/; echo "${rs[*]}") redis_keys=$(redis_keys) redis_mb=$(redis_mb)"
 		echo "  $idle"
 		line+=" $idle"
 		dsn="$MYSQL_USER@tcp($MYSQL_HOST:$MYSQL_PORT)/$db"
@@ -172,7 +181,7 @@ echo "== summary"
 for r in "${results[@]}"; do echo "$r"; done | python3 -c '
 import sys
 cols = [("sales", "sales"), ("ref", "ref"), ("create_s", "create s"), ("idle_cmds_s", "idle cmds/s"), ("conns", "conns/inst"),
-        ("rss_mb", "RSS MB/inst"), ("hold_db_p50_ms", "hold→db p50"), ("hold_db_p99_ms", "hold→db p99"),
+        ("rss_mb", "RSS MB/inst"), ("redis_keys", "Redis keys"), ("redis_mb", "Redis MB"), ("hold_db_p50_ms", "hold→db p50"), ("hold_db_p99_ms", "hold→db p99"),
         ("list_bytes", "list bytes"), ("list_sales", "sales in page"), ("list_cached_n", "pages asked (cached)"), ("list_cached_p99_ms", "list p99 cached"),
         ("list_cold_p99_ms", "list p99 cold"), ("touched_s", "touched back s"), ("every_s", "every hot back s"),
         ("back", "back"), ("lost", "holds lost"), ("lost_oldest_ms", "oldest lost ms"), ("error_log_lines", "ERROR lines")]
