@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -35,12 +36,25 @@ func (s *Server) createSale(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusCreated, v)
 }
 
+// getSale answers a sale, the same for every caller (an admin sees what a shopper sees), so
+// the answer is public and a cache keeps it for a second (cache.go); its ETag is of the sale
+// and its stock, not of server_time.
 func (s *Server) getSale(w http.ResponseWriter, r *http.Request) error {
 	v, err := s.svc.Sale(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, v)
+	b, unclocked, err := renderSale(v, v.ServerTime)
+	if err != nil {
+		return fmt.Errorf("render answer: %w", err)
+	}
+	tag := newValidator()
+	tag.add(unclocked)
+	if notModified(w, r, tag.etag(), cachePublic) {
+		return nil
+	}
+	writeJSONBody(w, http.StatusOK, append(b, '\n'))
+	return nil
 }
 
 func (s *Server) purchasePath(w http.ResponseWriter, r *http.Request) error {

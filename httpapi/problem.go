@@ -41,6 +41,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", retryAfter(err))
 	}
 	b := mustJSON(p)
+	// No cache keeps an error: a 404 for a sale about to be created, a 503 of a dependency
+	// that is back, or a 429 are each the answer of one moment (docs/API.md "Caching").
+	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(p.Status)

@@ -5,10 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/seckill-go/seckill"
@@ -17,14 +15,6 @@ import (
 
 // GET /api/v1/sales: one page of the list, sorted by (starts_at, id), with a cursor to the next
 // (docs/API.md "Paging and caching the list"). The page is the service's, from its cache.
-
-// Cache-Control of the list's answers: an anonymous page may be kept by a CDN or a browser for
-// a second and served stale while it is fetched again (the list itself may be DefaultListTTL
-// old); an admin's page (all=true: unlisted sales) is nobody's to keep.
-const (
-	listCachePublic  = "public, max-age=1, stale-while-revalidate=5"
-	listCachePrivate = "private, no-store"
-)
 
 func (s *Server) listSales(w http.ResponseWriter, r *http.Request) error {
 	listedOnly, err := s.listedOnly(r)
@@ -61,34 +51,24 @@ func (s *Server) listSales(w http.ResponseWriter, r *http.Request) error {
 	// stored before sale times were bounded) is left out and logged, never the whole page.
 	// The ETag is of the page without its clocks (server_time): a page whose sales, stock and
 	// statuses are unchanged is the same page a second later (a weak validator).
-	tag := sha256.New()
+	tag := newValidator()
 	list := make([]json.RawMessage, 0, len(page.Sales))
 	for _, v := range page.Sales {
-		v.ServerTime = time.Time{}
-		unclocked, err := json.Marshal(v)
+		b, unclocked, err := renderSale(v, now)
 		if err != nil {
 			s.log.Error("sale left out of the list: cannot render it", "sale", v.ID, "err", err)
 			continue
 		}
-		v.ServerTime = now
-		b, err := json.Marshal(v)
-		if err != nil {
-			continue
-		}
-		tag.Write(unclocked)
+		tag.add(unclocked)
 		list = append(list, b)
 	}
-	tag.Write([]byte(next))
-	etag := `W/"` + hex.EncodeToString(tag.Sum(nil)[:12]) + `"`
-	h := w.Header()
-	h.Set("ETag", etag)
-	if listedOnly {
-		h.Set("Cache-Control", listCachePublic)
-	} else {
-		h.Set("Cache-Control", listCachePrivate)
+	tag.add([]byte(next))
+	// The list's own cache (the service's) may be DefaultListTTL old: a CDN's second on top.
+	cacheControl := cachePublic
+	if !listedOnly {
+		cacheControl = cachePrivate
 	}
-	if etagMatches(r.Header.Get("If-None-Match"), etag) {
-		w.WriteHeader(http.StatusNotModified)
+	if notModified(w, r, tag.etag(), cacheControl) {
 		return nil
 	}
 	answer := struct {
@@ -113,22 +93,6 @@ func parseListLimit(v string) (int, error) {
 		return 0, seckill.Errorf(seckill.CodeInvalidArgument, "limit must be 1 to %d", seckill.MaxListLimit)
 	}
 	return n, nil
-}
-
-// etagMatches is If-None-Match's weak comparison (RFC 9110 13.1.2): "*" or any listed tag
-// with the same opaque part, W/ or not.
-func etagMatches(header, etag string) bool {
-	if header == "" {
-		return false
-	}
-	want := strings.TrimPrefix(etag, "W/")
-	for t := range strings.SplitSeq(header, ",") {
-		t = strings.TrimSpace(t)
-		if t == "*" || strings.TrimPrefix(t, "W/") == want {
-			return true
-		}
-	}
-	return false
 }
 
 // cursors seal and open the list's cursors: a position in the list's order, bound to the

@@ -152,7 +152,7 @@ func TestListETagAndCaching(t *testing.T) {
 	if !strings.HasPrefix(etag, `W/"`) {
 		t.Fatalf("ETag %q", etag)
 	}
-	if cc := r.Header.Get("Cache-Control"); cc != "public, max-age=1, stale-while-revalidate=5" {
+	if cc := r.Header.Get("Cache-Control"); cc != "public, max-age=1, s-maxage=1, stale-while-revalidate=5" {
 		t.Fatalf("Cache-Control %q", cc)
 	}
 	e.clock.Advance(time.Second)
@@ -184,5 +184,65 @@ func TestListETagAndCaching(t *testing.T) {
 	wantStatus(t, r2, http.StatusOK)
 	if r2.Header.Get("ETag") == r.Header.Get("ETag") {
 		t.Fatal("an empty page and a full one share an ETag")
+	}
+	// An error is kept by no cache.
+	r = e.do(t, "GET", "/api/v1/sales?limit=0", "", nil)
+	wantProblem(t, r, http.StatusBadRequest, seckill.CodeInvalidArgument)
+	if cc := r.Header.Get("Cache-Control"); cc != "no-store" {
+		t.Fatalf("a refused page's Cache-Control %q", cc)
+	}
+}
+
+// TestSaleETagAndCaching: a sale's answer is public for a second with an ETag of the sale and
+// its stock, not of server_time: 304 to it a second later, 200 with another ETag once the
+// stock changes. An admin gets the same answer (nothing in it is the caller's); an unknown
+// sale's 404 is kept by no cache.
+func TestSaleETagAndCaching(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.createSale(t, "a", nil)
+	r := e.do(t, "GET", "/api/v1/sales/a", "", nil)
+	wantStatus(t, r, http.StatusOK)
+	etag := r.Header.Get("ETag")
+	if !strings.HasPrefix(etag, `W/"`) {
+		t.Fatalf("ETag %q", etag)
+	}
+	if cc := r.Header.Get("Cache-Control"); cc != "public, max-age=1, s-maxage=1, stale-while-revalidate=5" {
+		t.Fatalf("Cache-Control %q", cc)
+	}
+	var first service.SaleView
+	r.decode(t, &first)
+	e.clock.Advance(time.Second)
+	r = e.do(t, "GET", "/api/v1/sales/a", "", nil)
+	wantStatus(t, r, http.StatusOK)
+	var later service.SaleView
+	r.decode(t, &later)
+	if !later.ServerTime.After(first.ServerTime) || r.Header.Get("ETag") != etag {
+		t.Fatalf("a second later: server_time %v (was %v), ETag %q (was %q)", later.ServerTime, first.ServerTime, r.Header.Get("ETag"), etag)
+	}
+	r = e.do(t, "GET", "/api/v1/sales/a", "", nil, "If-None-Match", etag)
+	if r.Status != http.StatusNotModified || len(r.Body) != 0 || r.Header.Get("ETag") != etag || r.Header.Get("Cache-Control") == "" {
+		t.Fatalf("If-None-Match of the sale: %d %q, ETag %q, Cache-Control %q", r.Status, r.Body, r.Header.Get("ETag"), r.Header.Get("Cache-Control"))
+	}
+	if r := e.do(t, "GET", "/api/v1/sales/a", "", nil, "If-None-Match", `W/"nope"`); r.Status != http.StatusOK {
+		t.Fatalf("another tag: %d", r.Status)
+	}
+	// The admin's answer is the shopper's, byte for byte but the clock.
+	r = e.do(t, "GET", "/api/v1/sales/a", admin(), nil)
+	wantStatus(t, r, http.StatusOK)
+	if r.Header.Get("ETag") != etag || r.Header.Get("Vary") != "" {
+		t.Fatalf("admin's answer: ETag %q (shopper's %q), Vary %q", r.Header.Get("ETag"), etag, r.Header.Get("Vary"))
+	}
+	// The stock changes: another ETag, and the old one answers 200.
+	wantStatus(t, e.do(t, "POST", "/api/v1/sales/a/stock", admin(), map[string]any{"add": 1}), http.StatusOK)
+	r = e.do(t, "GET", "/api/v1/sales/a", "", nil, "If-None-Match", etag)
+	wantStatus(t, r, http.StatusOK)
+	if r.Header.Get("ETag") == etag {
+		t.Fatal("restocked sale kept its ETag")
+	}
+	r = e.do(t, "GET", "/api/v1/sales/nope", "", nil)
+	wantProblem(t, r, http.StatusNotFound, seckill.CodeNotFound)
+	if cc := r.Header.Get("Cache-Control"); cc != "no-store" || r.Header.Get("ETag") != "" {
+		t.Fatalf("404: Cache-Control %q, ETag %q", cc, r.Header.Get("ETag"))
 	}
 }

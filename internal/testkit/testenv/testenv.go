@@ -21,6 +21,8 @@ const (
 	StripeMockVar = "SECKILL_TEST_STRIPE_MOCK" // e.g. http://127.0.0.1:12111
 	AMQPVar       = "SECKILL_TEST_AMQP"        // e.g. amqp://guest:guest@127.0.0.1:5672/
 	NATSVar       = "SECKILL_TEST_NATS"        // e.g. nats://127.0.0.1:4222 (JetStream enabled)
+	// NginxVar names the nginx binary the caching-proxy test runs in front of a server.
+	NginxVar = "SECKILL_TEST_NGINX" // e.g. /usr/sbin/nginx
 )
 
 // Redis returns the test Redis URL or skips (fails under CI=true).
@@ -43,6 +45,9 @@ func AMQP(t testing.TB) string { return lookup(t, AMQPVar) }
 
 // NATS returns the test NATS server's URL (JetStream enabled) or skips (fails under CI=true).
 func NATS(t testing.TB) string { return lookup(t, NATSVar) }
+
+// Nginx returns the path of the nginx binary or skips (fails under CI=true).
+func Nginx(t testing.TB) string { return lookup(t, NginxVar) }
 
 // Binary returns the path of the program name (redis-server, say) on PATH or skips (fails under
 // CI=true): a test that needs a program is an integration test like any other.
