@@ -326,3 +326,86 @@ func coldSalePreheated(t *testing.T, url string) {
 		t.Fatalf("preheated: %s %+v, %v; want upcoming, 5 available", v.Status, v.StockState, err)
 	}
 }
+
+// TestLeftoverKeysCooled: a sale that left its hot window while no instance that knew it was
+// alive (every instance restarted) keeps its keys; the next instance to reconcile looks for
+// such leftovers once (one EXISTS per sale outside the window) and cools them. The negative
+// control is the same sweeper without the list of every sale: the keys stay.
+func TestLeftoverKeysCooled(t *testing.T) {
+	for _, look := range []bool{true, false} {
+		t.Run(fmt.Sprintf("look=%v", look), func(t *testing.T) {
+			r := newColdRig(t, testenv.Redis(t))
+			ctx := t.Context()
+			r.saleDay(t, "left", false)
+			r.clock.Set(coldT0.Add(10*time.Minute + time.Second))
+			if _, err := r.e.Reclaim(ctx, "left"); err != nil {
+				t.Fatal(err)
+			}
+			// Every entry read: a cool would succeed now, but no instance alive knows the sale.
+			redistest.WaitUntil(t, 10*time.Second, "the stream read", func() bool {
+				return streamRead(t, r, "left")
+			})
+			r.clock.Set(coldT0.Add(10*time.Minute + time.Minute + seckill.CoolMargin + time.Second))
+
+			// A new instance: its own engine (no sale touched), its sweeper reconciling.
+			fresh := New(r.c.Inventory, WithTestClock(r.clock), WithPrefix(r.e.prefix), WithRebuild(r.store, r.locks))
+			t.Cleanup(func() { _ = fresh.Close() })
+			sw := fresh.Sweeper(10*time.Millisecond, r.svc.LiveSaleIDs, nil).(*sweeper)
+			sw.reconcileEvery = 20 * time.Millisecond
+			if look {
+				sw.all = r.svc.SaleIDs
+			}
+			passes := make(chan struct{}, 64)
+			sw.passed = func(bool) {
+				select {
+				case passes <- struct{}{}:
+				default:
+				}
+			}
+			sctx, stop := context.WithCancel(ctx)
+			var wg sync.WaitGroup
+			wg.Go(func() { _ = sw.Run(sctx) })
+			defer func() { stop(); wg.Wait() }()
+			if look {
+				redistest.WaitUntil(t, 10*time.Second, "the leftover sale cooled", func() bool { return r.keysLeft(t, "left") == 0 })
+				return
+			}
+			for range 20 {
+				<-passes
+			}
+			if n := r.keysLeft(t, "left"); n == 0 {
+				t.Fatal("the sale cooled without the look for leftovers; the detector above cannot fail")
+			}
+		})
+	}
+}
+
+// streamRead reports whether every consumer group of the sale's stream has every entry
+// delivered and acknowledged (what cool.lua checks).
+func streamRead(t *testing.T, r *coldRig, id string) bool {
+	t.Helper()
+	ctx, rdb, key := t.Context(), r.c.Inventory, r.e.streamKey(id)
+	info, err := rdb.Do(ctx, rdb.B().XinfoStream().Key(key).Build()).AsMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastMsg := info["last-generated-id"]
+	last, _ := lastMsg.ToString()
+	groups, err := rdb.Do(ctx, rdb.B().XinfoGroups().Key(key).Build()).ToArray()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups {
+		f, err := g.AsMap()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pendingMsg, deliveredMsg := f["pending"], f["last-delivered-id"]
+		pending, _ := pendingMsg.AsInt64()
+		delivered, _ := deliveredMsg.ToString()
+		if pending > 0 || delivered != last {
+			return false
+		}
+	}
+	return len(groups) > 0
+}

@@ -5,13 +5,17 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/seckill-go/seckill/internal/background"
 )
 
 // Cooling (docs/MODEL.md "Hot and cold sales"): the sweeper removes the keys of the sales that
 // have left their hot window and settled (lua/cool.lua). Its candidates are the sales whose
 // sweep found them ended with nothing due (every instance: the sales it changed), and, on the
-// instance that reconciles, the sales that left the listing of hot sales. Each is tried when
+// instance that reconciles, the sales that left the listing of hot sales, and, once per
+// leadership, the sales outside it whose keys are still in Redis (leftovers: their instances
+// may all have restarted before they cooled). Each is tried when
 // cool.lua says its window is over, then every coolRetry while something is still live or
 // unread (a hold, a sink behind), until its keys are gone.
 const (
@@ -114,4 +118,58 @@ func (s *sweeper) cool(ctx context.Context, idx *dueIndex, c *cooling, now time.
 			c.next[id] = now.Add(coolRetry)
 		}
 	}
+}
+
+// leftovers makes candidates of the sales outside the hot listing whose hash is still in Redis:
+// one pipelined EXISTS per sale, once per leadership (a few round trips for 10 000 sales). It
+// reports whether it looked (false: no lister, or a failure to report and try again).
+func (s *sweeper) leftovers(ctx context.Context, c *cooling, now time.Time) bool {
+	if s.all == nil {
+		return true
+	}
+	ids, err := s.all(ctx)
+	if err != nil {
+		background.Report(ctx, fmt.Errorf("list every sale: %w", err))
+		return false
+	}
+	cold := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !c.listed[id] {
+			cold = append(cold, id)
+		}
+	}
+	found, err := s.e.existing(ctx, cold)
+	if err != nil {
+		background.Report(ctx, fmt.Errorf("look for leftover keys: %w", err))
+		return false
+	}
+	for _, id := range found {
+		c.add(id, now)
+	}
+	return true
+}
+
+// existing returns those of ids whose sale hash (segment 0's) is in Redis.
+func (e *Engine) existing(ctx context.Context, ids []string) ([]string, error) {
+	var out []string
+	for from := 0; from < len(ids); from += probeChunk {
+		part := ids[from:min(len(ids), from+probeChunk)]
+		cmds := make(rueidis.Commands, len(part))
+		for i, id := range part {
+			cmds[i] = e.rdb.B().Exists().Key(e.keys(id)[0]).Build()
+		}
+		cctx, cancel := context.WithTimeout(ctx, e.timeout)
+		results := e.rdb.DoMulti(cctx, cmds...)
+		cancel()
+		for i, res := range results {
+			n, err := res.AsInt64()
+			if err != nil {
+				return nil, errUnavailable(fmt.Errorf("redisinv: look for sale %s: %w", part[i], err))
+			}
+			if n == 1 {
+				out = append(out, part[i])
+			}
+		}
+	}
+	return out, nil
 }

@@ -160,6 +160,9 @@ type ServicesConfig struct {
 	SweepEvery time.Duration
 	// Consumer tunes the consumer; its List is set from List.
 	Consumer ConsumerConfig
+	// All lists every sale (service.Service.SaleIDs), for the sweeper's look for leftover keys
+	// of sales outside their hot window when it starts to reconcile (cooling.go); nil: none.
+	All SaleLister
 }
 
 // Services returns the engine's background services in dependency order: the consumer of the
@@ -176,7 +179,9 @@ func (e *Engine) Services(cfg ServicesConfig) []background.Service {
 		cc.List = cfg.List
 		out = append(out, e.NewConsumer(cfg.Sink, cc))
 	}
-	return append(out, e.Sweeper(cfg.SweepEvery, cfg.List, cfg.Locks))
+	sw := e.Sweeper(cfg.SweepEvery, cfg.List, cfg.Locks).(*sweeper)
+	sw.all = cfg.All
+	return append(out, sw)
 }
 
 // Ping checks that every Redis node answers, for readiness probes.

@@ -73,6 +73,7 @@ type sweeper struct {
 	touched        func() []string
 	interval       time.Duration
 	list           SaleLister
+	all            SaleLister // every sale, for the leftover look (cooling.go); nil: none
 	locks          *lock.Client
 	reconcileEvery time.Duration
 	tryLeadEvery   time.Duration
@@ -91,6 +92,7 @@ func (s *sweeper) Run(ctx context.Context) error {
 		defer leader.release()
 	}
 	var tried, reconciled, noted time.Time
+	scanned := false // this leadership has looked for leftover keys (cooling.go leftovers)
 	wait.Every(ctx, s.interval, func(ctx context.Context) {
 		now := time.Now()
 		if now.Sub(noted) >= s.reconcileEvery {
@@ -110,6 +112,12 @@ func (s *sweeper) Run(ctx context.Context) error {
 			reconciled = now
 			s.reconcile(ctx, idx, cool, now)
 			s.e.evictCold(now)
+			if !scanned {
+				scanned = s.leftovers(ctx, cool, now)
+			}
+		}
+		if !leads {
+			scanned = false // the next leadership looks again: the holder before may have died mid-way
 		}
 		s.sweep(ctx, idx, cool, idx.due(now), now)
 		s.cool(ctx, idx, cool, now)
@@ -126,6 +134,7 @@ type sweepHost interface {
 	probeSales(ctx context.Context, ids []string, now time.Time) ([]saleProbe, error)
 	cool(ctx context.Context, saleID string) (coolOutcome, time.Duration, error) // cold.go
 	evictCold(now time.Time)
+	existing(ctx context.Context, ids []string) ([]string, error) // cooling.go
 	notedSales(now time.Time) map[string]time.Time // notify.go
 }
 

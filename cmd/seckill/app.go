@@ -324,7 +324,7 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 			windows:  eng,
 			onDemand: true,
 			services: func(svc *service.Service) []background.Service {
-				return eng.Services(redisinv.ServicesConfig{List: svc.LiveSaleIDs, Locks: locks, Sink: sink,
+				return eng.Services(redisinv.ServicesConfig{List: svc.LiveSaleIDs, All: svc.SaleIDs, Locks: locks, Sink: sink,
 					SweepEvery: sweepEvery, Consumer: redisinv.ConsumerConfig{Logger: log}})
 			},
 			streamLog:  func(saleID string) events.Log { return eng.ExportLog(saleID, locks) },
