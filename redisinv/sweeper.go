@@ -135,7 +135,7 @@ type sweepHost interface {
 	cool(ctx context.Context, saleID string) (coolOutcome, time.Duration, error) // cold.go
 	evictCold(now time.Time)
 	existing(ctx context.Context, ids []string) ([]string, error) // cooling.go
-	notedSales(now time.Time) map[string]time.Time // notify.go
+	notedSales(now time.Time) map[string]time.Time                // notify.go
 }
 
 // reconcile probes every listed sale that can have holds (sweepprobe.go) and schedules a
