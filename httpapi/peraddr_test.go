@@ -52,6 +52,11 @@ func TestInFlightPerAddr(t *testing.T) {
 			e.createSale(t, "s", nil)
 			first := e.slowBodyFrom(t, "10.0.0.1")
 			e.slowBodyFrom(t, "192.0.2.9, 10.0.0.1") // the left hop is the client's own text
+			// A pause before the first look: when a look comes before the server has taken the
+			// two slow requests, the looks were seen answered 200 for 10 s in 2 of 20 runs (the
+			// slow requests not counted; not explained yet: docs/DECISIONS.md "Per-client
+			// bounds", open question). The detector below still fails if they never count.
+			time.Sleep(300 * time.Millisecond)
 			eventually(t, "the client's third request refused", func() string {
 				r := e.do(t, "GET", "/api/v1/sales/s", "", nil, "X-Forwarded-For", "10.0.0.1")
 				if r.Status != http.StatusTooManyRequests {
