@@ -336,8 +336,9 @@ func (e *Engine) saleOfStream(key string) (string, bool) {
 	return id, seckill.ValidID(id)
 }
 
-// withNoted is ids with the noted sales that are not among them.
-func withNoted(ids, noted []string) []string {
+// WithNoted is ids with the noted sales (NotedSaleIDs) that are not among them: the streams
+// the consumer and the export read.
+func WithNoted(ids, noted []string) []string {
 	if len(noted) == 0 {
 		return ids
 	}

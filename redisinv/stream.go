@@ -228,7 +228,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			background.Report(ctx, fmt.Errorf("list sales: %w", err))
 			return
 		}
-		ids = withNoted(ids, c.e.NotedSaleIDs()) // a cold sale changed again (notify.go notedSales)
+		ids = WithNoted(ids, c.e.NotedSaleIDs()) // a cold sale changed again (notify.go notedSales)
 		listed := make(map[string]bool, len(ids))
 		var added []*consumerStream
 		for _, id := range ids {

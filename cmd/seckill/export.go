@@ -13,6 +13,7 @@ import (
 	"github.com/seckill-go/seckill/delivery"
 	"github.com/seckill-go/seckill/events"
 	"github.com/seckill-go/seckill/events/sinks"
+	"github.com/seckill-go/seckill/redisinv"
 	"github.com/seckill-go/seckill/sqlstore"
 )
 
@@ -48,7 +49,7 @@ func newEventExport(ctx context.Context, cfg config, store *sqlstore.Store, stre
 				return nil, err
 			}
 			if noted != nil {
-				ids = withNoted(ids, noted())
+				ids = redisinv.WithNoted(ids, noted())
 			}
 			out := make([]events.Log, 0, len(ids)+1)
 			out = append(out, outbox)
@@ -97,21 +98,6 @@ func exportSaleIDs(ctx context.Context, store *sqlstore.Store, giveUp time.Durat
 		}
 	}
 	return ids, nil
-}
-
-// withNoted is ids with the noted sales that are not among them.
-func withNoted(ids, noted []string) []string {
-	have := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		have[id] = true
-	}
-	for _, id := range noted {
-		if !have[id] {
-			ids = append(ids, id)
-			have[id] = true
-		}
-	}
-	return ids
 }
 
 // processName names this process among the instances: host, pid and a random part.

@@ -144,25 +144,7 @@ func TestHTTPLimitFlags(t *testing.T) {
 	if c.HTTP != want || c.envErr != nil {
 		t.Fatalf("limits %+v (%v), want %+v", c.HTTP, c.envErr, want)
 	}
-	for _, bad := range [][]string{{"--read-timeout", "0s"}, {"--max-streams", "0"}, {"--max-conns", "-1"}, {"--idle-timeout", "soon"}} {
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		var c config
-		bindConfig(fs, noEnv, &c)
-		if err := fs.Parse(bad); err == nil {
-			t.Errorf("%v accepted", bad)
-		}
-	}
-	var c2 config
-	bindConfig(flag.NewFlagSet("t", flag.ContinueOnError), func(k string) string {
-		if k == "SECKILL_MAX_INFLIGHT" {
-			return "lots"
-		}
-		return ""
-	}, &c2)
-	if c2.envErr == nil || !strings.Contains(c2.envErr.Error(), "SECKILL_MAX_INFLIGHT") {
-		t.Fatalf("a bad SECKILL_MAX_INFLIGHT: %v", c2.envErr)
-	}
+	wantRefused(t, "SECKILL_MAX_INFLIGHT", "lots", [][]string{{"--read-timeout", "0s"}, {"--max-streams", "0"}, {"--max-conns", "-1"}, {"--idle-timeout", "soon"}})
 	if d := (httpLimits{}).withDefaults(); d.ReadTimeout != defaultReadTimeout || d.MaxConns < 16 || d.MaxStreams != 1024 ||
 		d.MaxConnsPerAddr != d.MaxConns/4 || d.MaxInFlightPerAddr != 256 || d.MaxStreamsPerAddr != 256 {
 		t.Fatalf("defaults of a zero config: %+v", d)
@@ -186,23 +168,30 @@ func TestPerAddrFlags(t *testing.T) {
 	if tr := l.trusted(); tr.String() != l.TrustedProxies {
 		t.Fatalf("trusted %v", tr)
 	}
-	for _, bad := range [][]string{{"--trusted-proxies", "10.0.0.0/33"}, {"--trusted-proxies", "proxy.local"}, {"--max-conns-per-addr", "-2"}} {
+	wantRefused(t, "SECKILL_TRUSTED_PROXIES", "everyone", [][]string{{"--trusted-proxies", "10.0.0.0/33"}, {"--trusted-proxies", "proxy.local"}, {"--max-conns-per-addr", "-2"}})
+}
+
+// wantRefused checks that each of the flag lists bad is refused, and that variable key set to
+// val is an error that names it.
+func wantRefused(t *testing.T, key, val string, bad [][]string) {
+	t.Helper()
+	for _, args := range bad {
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		var c config
 		bindConfig(fs, noEnv, &c)
-		if err := fs.Parse(bad); err == nil {
-			t.Errorf("%v accepted", bad)
+		if err := fs.Parse(args); err == nil {
+			t.Errorf("%v accepted", args)
 		}
 	}
-	var c2 config
+	var c config
 	bindConfig(flag.NewFlagSet("t", flag.ContinueOnError), func(k string) string {
-		if k == "SECKILL_TRUSTED_PROXIES" {
-			return "everyone"
+		if k == key {
+			return val
 		}
 		return ""
-	}, &c2)
-	if c2.envErr == nil || !strings.Contains(c2.envErr.Error(), "SECKILL_TRUSTED_PROXIES") {
-		t.Fatalf("a bad SECKILL_TRUSTED_PROXIES: %v", c2.envErr)
+	}, &c)
+	if c.envErr == nil || !strings.Contains(c.envErr.Error(), key) {
+		t.Fatalf("a bad %s: %v", key, c.envErr)
 	}
 }
