@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,4 +182,294 @@ func TestRoomWalk(t *testing.T) {
 	clock.Advance(time.Hour)
 	_, err = e.Join(ctx, s, entrant(21), 0)
 	wantRoomCode(t, "Join after the end", err, seckill.CodeEnded)
+}
+
+// roomFixture is a started draw room in every state a script can meet: an admitted entrant
+// whose place counts, entrants waiting, and credit for another admission (so that a script that
+// admitted or released before it validated would change the keys visibly).
+type roomFixture struct {
+	e     *Engine
+	clock *seckilltest.ManualClock
+	sale  seckill.Sale
+	keys  []string // the room's six
+	all   []string // the sale's seven and the room's five: what a snapshot compares
+	admitted, waiting string
+}
+
+func newRoomFixture(t *testing.T, c *Clients, id string) *roomFixture {
+	t.Helper()
+	clock := seckilltest.NewManualClock(t0)
+	e := newTestEngine(t, c.Inventory, clock)
+	s := roomSale(id, 5, seckill.RoomPolicy{Order: seckill.RoomDraw, OpensSeconds: 300, AdmitPerSecond: 10, MaxActive: 10, TokenSeconds: 60})
+	if err := e.LoadSale(context.Background(), s, 0); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(5 * time.Minute)
+	for i := range 5 {
+		mustJoin(t, e, s, entrant(i), uint64(i))
+	}
+	clock.Advance(5 * time.Minute)
+	if st := mustAdmit(t, e, s); st.Admitted != 1 || st.Waiting != 4 {
+		t.Fatalf("fixture: %+v", st)
+	}
+	clock.Advance(time.Second)
+	f := &roomFixture{e: e, clock: clock, sale: s, keys: e.roomKeys(id), admitted: entrant(0), waiting: entrant(1)}
+	f.all = append(e.keys(id), f.keys[1:]...)
+	return f
+}
+
+func (f *roomFixture) clockMS() string { return i64toa(f.clock.Now().UnixMilli()) }
+
+type roomSpec struct {
+	name string
+	s    *script
+	base func(f *roomFixture) []string
+	args []argSpec
+}
+
+func roomSpecs() []roomSpec {
+	rs := defaultRoomScripts
+	clock := argSpec{"clock", badClock}
+	ent := argSpec{"entrant", badHex(32)}
+	return []roomSpec{
+		{"room_join", rs.join, func(f *roomFixture) []string {
+			return []string{f.clockMS(), entrant(7), "7", "draw", "300", itoa(MaxRoomEntrants)}
+		}, []argSpec{clock, ent, {"draw key", digits("281474976710656")}, {"order", bad("", "DRAW", "random", "fifo ")},
+			{"opens seconds", digits("86401")}, {"most entrants", digits("0", "1000000001")}}},
+		{"room_ticket", rs.ticket, func(f *roomFixture) []string { return []string{f.clockMS(), f.waiting} },
+			[]argSpec{clock, ent}},
+		{"room_admit", rs.admit, func(f *roomFixture) []string { return []string{f.clockMS(), "10", "10", "60", "1000"} },
+			[]argSpec{clock, {"admit per second", digits("1000001")}, {"max active", digits("1000000001")},
+				{"token seconds", digits("9", "3601")}, {"most", digits("0", "10001")}}},
+		{"room_release", rs.release, func(f *roomFixture) []string { return []string{f.clockMS(), f.admitted, "0"} },
+			[]argSpec{clock, ent, {"until", digits()}}},
+		{"room_state", rs.state, func(f *roomFixture) []string { return []string{f.clockMS()} }, []argSpec{clock}},
+		{"room_draw", rs.draw, func(f *roomFixture) []string { return []string{f.clockMS(), "", "10"} },
+			[]argSpec{clock, {"after", bad(strings.ToUpper(entrant(1)), entrant(1)[:31], entrant(1)+"0", "-")},
+				{"limit", digits("0", "1001")}}},
+	}
+}
+
+func roomKeyCases() []keyCase {
+	with := func(ks []string, i int, v string) []string { ks = slices.Clone(ks); ks[i] = v; return ks }
+	return []keyCase{
+		{"0 keys", func(f *fixture) []string { return nil }},
+		{"5 keys", func(f *fixture) []string { return f.keys[:5] }},
+		{"7 keys", func(f *fixture) []string { return append(slices.Clone(f.keys), f.keys[0]) }},
+		{"the sale's seven", func(f *fixture) []string { return f.e.keys(f.def.ID)[:6] }},
+		{"KEYS[1] of another sale", func(f *fixture) []string { return with(f.keys, 0, f.e.roomKeys("other")[0]) }},
+		{"KEYS[2..6] of another sale", func(f *fixture) []string {
+			return append([]string{f.keys[0]}, f.e.roomKeys("other")[1:]...)
+		}},
+		{"KEYS[6] of another sale", func(f *fixture) []string { return with(f.keys, 5, f.e.roomKeys("other")[5]) }},
+		{"KEYS[3] and KEYS[4] swapped", func(f *fixture) []string {
+			ks := slices.Clone(f.keys)
+			ks[2], ks[3] = ks[3], ks[2]
+			return ks
+		}},
+		{"a segment's tag", func(f *fixture) []string { return f.e.roomKeys(f.def.ID + "#1.2") }},
+		{"no {sale:<id>} tag", func(f *fixture) []string {
+			return New(f.rdb, WithPrefix(strings.Replace(f.e.prefix, "{", "", -1))).roomKeysUntagged(f.def.ID)
+		}},
+		{"KEYS[1] an empty name", func(f *fixture) []string { return with(f.keys, 0, "") }},
+	}
+}
+
+// roomKeysUntagged are the room's keys without the hash tag's braces.
+func (e *Engine) roomKeysUntagged(id string) []string {
+	ks := e.roomKeys(id)
+	for i := range ks {
+		ks[i] = strings.NewReplacer("{", "", "}", "").Replace(ks[i])
+	}
+	return ks
+}
+
+// TestRoomScriptsValidateBeforeFirstWrite: every room script refuses wrong keys and each
+// argument missing or invalid with a Redis error, and changes none of the sale's and the
+// room's twelve keys; its valid call is accepted.
+func TestRoomScriptsValidateBeforeFirstWrite(t *testing.T) {
+	c := dialT(t, testenv.Redis(t))
+	rf := newRoomFixture(t, c, "rvalid")
+	// keyCases take a *fixture: one whose keys are the room's.
+	f := &fixture{e: rf.e, rdb: c.Inventory, def: rf.sale, keys: rf.keys, clock: rf.clock}
+	specs := roomSpecs()
+	var covered, all []string
+	for _, sp := range specs {
+		covered = append(covered, sp.s.name)
+	}
+	v := defaultRoomScripts
+	for _, s := range []*script{v.join, v.ticket, v.admit, v.release, v.state, v.draw} {
+		all = append(all, s.name)
+	}
+	if slices.Sort(covered); !slices.Equal(covered, slices.Sorted(slices.Values(all))) {
+		t.Fatalf("covered %v, room scripts %v", covered, all)
+	}
+	refuse := func(t *testing.T, s *script, keys, argv []string) {
+		t.Helper()
+		before := takeSnapshot(t, c.Inventory, rf.all)
+		got, err := execScript(c.Inventory, s, keys, argv)
+		if !isValidationError(err) {
+			t.Errorf("%s.lua KEYS=%q ARGV=%q: want \"ERR seckill: ...\", got %q, %v", s.name, shortKeys(f, keys), argv, got, err)
+		}
+		if d := before.diff(t, takeSnapshot(t, c.Inventory, rf.all)); d != "" {
+			t.Errorf("%s.lua KEYS=%q ARGV=%q wrote before it refused:\n%s", s.name, shortKeys(f, keys), argv, d)
+			before.restore(t)
+		}
+	}
+	for _, sp := range specs {
+		t.Run(sp.name, func(t *testing.T) {
+			if n := len(sp.base(rf)); n != len(sp.args) {
+				t.Fatalf("spec has %d positions, base %d", len(sp.args), n)
+			}
+			for _, kc := range roomKeyCases() {
+				t.Run("keys/"+kc.name, func(t *testing.T) { refuse(t, sp.s, kc.keys(f), sp.base(rf)) })
+			}
+			for i, a := range sp.args {
+				pos := fmt.Sprintf("ARGV[%d] %s", i+1, a.name)
+				t.Run(pos+"/missing", func(t *testing.T) { refuse(t, sp.s, rf.keys, sp.base(rf)[:i]) })
+				for _, b := range a.bad {
+					t.Run(pos+"/"+b.label, func(t *testing.T) {
+						argv := sp.base(rf)
+						argv[i] = b.v
+						refuse(t, sp.s, rf.keys, argv)
+					})
+				}
+			}
+			t.Run("valid call is accepted", func(t *testing.T) {
+				before := takeSnapshot(t, c.Inventory, rf.all)
+				defer before.restore(t)
+				got, err := execScript(c.Inventory, sp.s, rf.keys, sp.base(rf))
+				if err != nil || len(got) == 0 || got[0] != "ok" {
+					t.Fatalf("%s.lua with its valid ARGV: %q, %v", sp.name, got, err)
+				}
+			})
+		})
+	}
+	t.Run("admit needs a rate or max active", func(t *testing.T) {
+		refuse(t, v.admit, rf.keys, []string{rf.clockMS(), "0", "0", "60", "1000"})
+	})
+}
+
+// TestRoomScriptsCatchAWriteBeforeValidation is the negative control: a room_admit.lua broken to
+// admit before it validates its last argument is caught by the snapshot.
+func TestRoomScriptsCatchAWriteBeforeValidation(t *testing.T) {
+	c := dialT(t, testenv.Redis(t))
+	rf := newRoomFixture(t, c, "rcontrol")
+	const from = "  local most = int_arg(ARGV[5], 'most admissions', 1, 10000)\n"
+	broken := newRoomScriptSet(func(name string) string {
+		src := scriptSource(name)
+		if name == "room_admit.lua" {
+			if !strings.Contains(src, from) {
+				t.Fatalf("room_admit.lua no longer contains %q", from)
+			}
+			src = strings.Replace(src, from, "  redis.call('ZPOPMIN', KEYS[3])\n"+from, 1)
+		}
+		return src
+	})
+	before := takeSnapshot(t, c.Inventory, rf.all)
+	if _, err := execScript(c.Inventory, broken.admit, rf.keys, []string{rf.clockMS(), "10", "10", "60", "abc"}); !isValidationError(err) {
+		t.Fatalf("broken room_admit.lua: %v, want its validation error", err)
+	}
+	if before.diff(t, takeSnapshot(t, c.Inventory, rf.all)) == "" {
+		t.Fatal("the snapshot did not see a write before validation")
+	}
+}
+
+// TestRoomScriptsWrongTypeKeyWritesNothing corrupts each room key in turn: a script that fails
+// on it must not have written anything first.
+func TestRoomScriptsWrongTypeKeyWritesNothing(t *testing.T) {
+	c := dialT(t, testenv.Redis(t))
+	rf := newRoomFixture(t, c, "rwrongtype")
+	clean := takeSnapshot(t, c.Inventory, rf.all)
+	ctx := context.Background()
+	for i := 1; i < len(rf.keys); i++ {
+		for _, sp := range roomSpecs() {
+			t.Run(roomParts[i-1]+"/"+sp.name, func(t *testing.T) {
+				defer clean.restore(t)
+				if err := c.Inventory.Do(ctx, c.Inventory.B().Set().Key(rf.keys[i]).Value("corrupt").Build()).Error(); err != nil {
+					t.Fatal(err)
+				}
+				before := takeSnapshot(t, c.Inventory, rf.all)
+				got, err := execScript(c.Inventory, sp.s, rf.keys, sp.base(rf))
+				if err == nil {
+					return
+				}
+				if d := before.diff(t, takeSnapshot(t, c.Inventory, rf.all)); d != "" {
+					t.Errorf("%s.lua failed with %q (reply %q) after writing:\n%s", sp.name, err, got, d)
+				}
+			})
+		}
+	}
+}
+
+// TestRoomKeysOfCoolAndDrop: cool.lua and sale_admin.lua take the room's five keys after the
+// sale's seven and refuse any others.
+func TestRoomKeysOfCoolAndDrop(t *testing.T) {
+	c := dialT(t, testenv.Redis(t))
+	rf := newRoomFixture(t, c, "rkeys")
+	for _, s := range []*script{defaultScripts.cool, defaultScripts.saleAdmin} {
+		argv := []string{rf.clockMS(), "60000"}
+		if s == defaultScripts.saleAdmin {
+			argv = []string{rf.clockMS(), "drop"}
+		}
+		other := rf.e.roomKeys("other")
+		for name, keys := range map[string][]string{
+			"room keys of another sale": append(rf.e.keys(rf.sale.ID), other[1:]...),
+			"room keys swapped":         append(rf.e.keys(rf.sale.ID), rf.keys[2], rf.keys[1], rf.keys[3], rf.keys[4], rf.keys[5]),
+			"4 room keys":               append(rf.e.keys(rf.sale.ID), rf.keys[1:5]...),
+		} {
+			before := takeSnapshot(t, c.Inventory, rf.all)
+			if _, err := execScript(c.Inventory, s, keys, argv); !isValidationError(err) {
+				t.Errorf("%s.lua with %s: %v, want a validation error", s.name, name, err)
+			}
+			if d := before.diff(t, takeSnapshot(t, c.Inventory, rf.all)); d != "" {
+				t.Errorf("%s.lua with %s wrote:\n%s", s.name, name, d)
+			}
+		}
+	}
+}
+
+// TestRoomGoesWithItsSale: dropping a sale (DropSale) and cooling it (cool) remove its room's
+// keys with its own; cooling waits for the sale's hot window to end like the sale's keys.
+func TestRoomGoesWithItsSale(t *testing.T) {
+	c := dialT(t, testenv.Redis(t))
+	ctx := context.Background()
+	t.Run("cool", func(t *testing.T) {
+		rf := newRoomFixture(t, c, "rcool")
+		if out, _, err := rf.e.cool(ctx, rf.sale.ID); err != nil || out != coolWait {
+			t.Fatalf("cool during the sale: %v, %v; want wait", out, err)
+		}
+		if n := keysExisting(t, c.Inventory, rf.keys[1:]); n != 5 {
+			t.Fatalf("%d room keys before cooling, want 5", n)
+		}
+		rf.clock.Set(rf.sale.EndsAt.Add(time.Duration(rf.sale.HoldSeconds)*time.Second + seckill.CoolMargin))
+		if out, _, err := rf.e.cool(ctx, rf.sale.ID); err != nil || out != coolDone {
+			t.Fatalf("cool after the window: %v, %v; want done", out, err)
+		}
+		if n := keysExisting(t, c.Inventory, rf.all); n != 0 {
+			t.Fatalf("%d keys left after cooling", n)
+		}
+		if st, err := rf.e.Room(ctx, rf.sale.ID); seckill.ErrorCode(err) != seckill.CodeNotFound {
+			t.Fatalf("Room of a cooled sale without a rebuilder: %+v, %v; want not_found", st, err)
+		}
+	})
+	t.Run("drop", func(t *testing.T) {
+		clock := seckilltest.NewManualClock(t0)
+		e := newTestEngine(t, c.Inventory, clock)
+		s := roomSale("rdrop", 1, seckill.RoomPolicy{Order: seckill.RoomFIFO, OpensSeconds: 300, MaxActive: 1, TokenSeconds: 60})
+		if err := e.LoadSale(ctx, s, 0); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(6 * time.Minute)
+		mustJoin(t, e, s, entrant(1), 0)
+		if _, err := e.CloseUnreserved(ctx, s.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.DropSale(ctx, s.ID); err != nil {
+			t.Fatal(err)
+		}
+		if n := keysExisting(t, c.Inventory, append(e.keys(s.ID), e.roomKeys(s.ID)[1:]...)); n != 0 {
+			t.Fatalf("%d keys left after DropSale", n)
+		}
+	})
 }
