@@ -188,11 +188,11 @@ func TestRoomWalk(t *testing.T) {
 // whose place counts, entrants waiting, and credit for another admission (so that a script that
 // admitted or released before it validated would change the keys visibly).
 type roomFixture struct {
-	e     *Engine
-	clock *seckilltest.ManualClock
-	sale  seckill.Sale
-	keys  []string // the room's six
-	all   []string // the sale's seven and the room's five: what a snapshot compares
+	e                 *Engine
+	clock             *seckilltest.ManualClock
+	sale              seckill.Sale
+	keys              []string // the room's six
+	all               []string // the sale's seven and the room's five: what a snapshot compares
 	admitted, waiting string
 }
 
