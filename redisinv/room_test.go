@@ -15,6 +15,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
+	"github.com/seckill-go/seckill/lock"
 	"github.com/seckill-go/seckill/seckilltest"
 )
 
@@ -64,9 +65,21 @@ func wantRoomCode(t testing.TB, what string, err error, code seckill.Code) {
 	}
 }
 
-// TestRoomWalk: a draw room from its opening to sold out, step by step.
+// TestRoomWalk: a draw room from its opening to sold out, step by step, on a standalone Redis
+// and on a Cluster (every room script on the sale's node).
 func TestRoomWalk(t *testing.T) {
-	c := dialT(t, testenv.Redis(t))
+	t.Run("standalone", func(t *testing.T) { roomWalk(t, testenv.Redis(t)) })
+	t.Run("cluster", func(t *testing.T) {
+		url := testenv.RedisCluster(t)
+		if c := dialT(t, url); !c.Cluster {
+			t.Fatalf("%s is not a Redis Cluster", url)
+		}
+		roomWalk(t, url)
+	})
+}
+
+func roomWalk(t *testing.T, url string) {
+	c := dialT(t, url)
 	clock := seckilltest.NewManualClock(t0)
 	e := newTestEngine(t, c.Inventory, clock)
 	ctx := context.Background()
@@ -472,4 +485,86 @@ func TestRoomGoesWithItsSale(t *testing.T) {
 			t.Fatalf("%d keys left after DropSale", n)
 		}
 	})
+}
+
+// TestRoomPolicyCarried: the sale's room policy comes back from Sale and SaleWindow, from the
+// local answers' copies, from a segmented load's segment 0, and from a rebuild; a sale without a
+// room stores none. A room whose sale's keys vanished survives the sale's rebuild, which a join
+// waits for (a buyer's call, as a buy).
+func TestRoomPolicyCarried(t *testing.T) {
+	c := dialT(t, testenv.Redis(t))
+	ctx := context.Background()
+	p := seckill.RoomPolicy{Order: seckill.RoomFIFO, OpensSeconds: 120, AdmitPerSecond: 7, MaxActive: 9, TokenSeconds: 45, PowBits: 12}
+	check := func(t *testing.T, e *Engine, id string, want *seckill.RoomPolicy) {
+		t.Helper()
+		s, _, err := e.Sale(ctx, id)
+		if err != nil || !equalRoom(s.Room, want) {
+			t.Fatalf("Sale(%s).Room = %+v, %v; want %+v", id, s.Room, err, want)
+		}
+		for range 2 { // the second from the local copy, when the engine keeps one
+			w, err := e.SaleWindow(ctx, id)
+			if err != nil || !equalRoom(w.Room, want) {
+				t.Fatalf("SaleWindow(%s).Room = %+v, %v; want %+v", id, w.Room, err, want)
+			}
+			if w.Room != nil {
+				w.Room.MaxActive = -1 // a caller's change reaches no other caller
+			}
+		}
+	}
+	t.Run("plain and local answers", func(t *testing.T) {
+		clock := seckilltest.NewManualClock(t0)
+		e := newTestEngine(t, c.Inventory, clock)
+		local := New(c.Inventory, WithTestClock(clock), WithPrefix(e.prefix), WithLocalAnswers(watcherT(t, c)))
+		t.Cleanup(func() { _ = local.Close() })
+		with, without := roomSale("carried", 3, p), roomSale("bare", 3, p)
+		without.Room = nil
+		for _, s := range []seckill.Sale{with, without} {
+			if err := e.LoadSale(ctx, s, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, eng := range []*Engine{e, local} {
+			check(t, eng, with.ID, &p)
+			check(t, eng, without.ID, nil)
+		}
+		if hexists(t, c.Inventory, e.keys(without.ID)[0], "room") {
+			t.Fatal("a sale without a room has a room field")
+		}
+	})
+	t.Run("segments", func(t *testing.T) {
+		e := newTestEngine(t, c.Inventory, seckilltest.NewManualClock(t0))
+		s := roomSale("segs", 30, p)
+		if err := e.LoadSaleSegments(ctx, s, 0, 3); err != nil {
+			t.Fatal(err)
+		}
+		check(t, e, s.ID, &p)
+		_, err := e.Join(ctx, s, entrant(1), 0)
+		wantRoomCode(t, "Join a segmented sale", err, seckill.CodeInvalidArgument)
+	})
+	t.Run("rebuild", func(t *testing.T) {
+		clock := seckilltest.NewManualClock(t0.Add(9 * time.Minute))
+		s := roomSale("rebuilt", 3, p)
+		locks := lock.New(c.Locks, &lock.Options{Lease: time.Second})
+		t.Cleanup(func() { _ = locks.Close() })
+		e := newTestEngine(t, c.Inventory, clock, WithRebuild(&fakeSource{sale: s}, locks))
+		if err := e.LoadSale(ctx, s, 0); err != nil {
+			t.Fatal(err)
+		}
+		mustJoin(t, e, s, entrant(1), 0)
+		if err := c.Inventory.Do(ctx, c.Inventory.B().Del().Key(e.keys(s.ID)...).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		tk := mustJoin(t, e, s, entrant(2), 0) // waits for the rebuild
+		if tk.State != seckill.TicketPreQueue {
+			t.Fatalf("a join after the rebuild: %+v", tk)
+		}
+		check(t, e, s.ID, &p)
+		if st, err := e.Room(ctx, s.ID); err != nil || st.Entrants != 2 {
+			t.Fatalf("the room after its sale's rebuild: %+v, %v; want its 2 entrants", st, err)
+		}
+	})
+}
+
+func equalRoom(a, b *seckill.RoomPolicy) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
