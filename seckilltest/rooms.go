@@ -29,11 +29,15 @@ type NewRoomEngine = func(t *testing.T, clock seckill.Clock) RoomEngine
 //   - Rules: one scenario per rule, with exact expected tickets and counts: the draw's order,
 //     FIFO rooms, the rate's bucket, max_active and Release, sold out and ended, the errors,
 //     the entrant list.
+//   - Model: a pgregory.net/rapid state machine that drives the engine and a plain model of the
+//     room (roomModel) side by side with random joins, admissions, releases, clock steps and
+//     closes, and requires identical tickets, counts and entrant lists.
 //   - Concurrency: thousands of entrants joining on many goroutines before and after the start
 //     while several admitters and releasers run, checked by CheckRoom (whose negative controls
 //     are in this package's own tests).
 func TestWaitingRooms(t *testing.T, newEngine NewRoomEngine) {
 	t.Run("Rules", func(t *testing.T) { testRoomRules(t, newEngine) })
+	t.Run("Model", func(t *testing.T) { testRoomModel(t, newEngine) })
 	t.Run("Concurrency", func(t *testing.T) { testRoomConcurrency(t, newEngine) })
 }
 
