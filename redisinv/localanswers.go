@@ -241,6 +241,7 @@ func (l *localAnswers) windowRead(id string) *windowCopy {
 func (l *localAnswers) keepWindow(id string, w *windowCopy, s seckill.Sale) {
 	if w != nil {
 		w.s = s
+		w.s.Room = cloneRoom(s.Room) // the caller keeps s's own
 		l.sale(id).window.Store(w)
 	}
 }

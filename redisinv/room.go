@@ -26,16 +26,13 @@ var _ seckill.WaitingRooms = (*Engine)(nil)
 // KEYS[2..6] (and prelude.lua's ROOM_PARTS).
 var roomParts = [...]string{"room", "rwait", "rpre", "rent", "ract"}
 
-// Bounds of a room on this engine.
-const (
-	// MaxRoomEntrants bounds the entrants of one room (each costs about 200 bytes of Redis):
-	// a join beyond it is refused queue_full.
-	MaxRoomEntrants = 2_000_000
-	// roomAdmitMax bounds one Admit's work: it admits at most this many, the rest at the next.
-	roomAdmitMax = 1000
-	// maxDrawPage bounds one page of DrawEntrants.
-	maxDrawPage = 1000
-)
+// MaxRoomEntrants bounds the entrants of one room on this engine (each costs about 200 bytes of
+// Redis): a join beyond it is refused queue_full. One Admit admits at most seckill.RoomAdmitBatch
+// and a page of DrawEntrants holds at most seckill.MaxDrawEntrantsPage ids (bounded work).
+const MaxRoomEntrants = 2_000_000
+
+// maxDrawAfter bounds DrawEntrants' after (an entrant id has 32 bytes).
+const maxDrawAfter = 1024
 
 // roomKeys returns the room's six keys: the sale's hash, then roomParts (room_common.lua).
 func (e *Engine) roomKeys(saleID string) []string {
@@ -223,29 +220,25 @@ func errEntrant() error {
 	return seckill.Errorf(seckill.CodeInvalidArgument, "an entrant id is 32 lower-case hex digits")
 }
 
-// Join is seckill.WaitingRooms.Join.
+// Join is seckill.WaitingRooms.Join. The room's policy is the loaded sale's (its hash's field
+// room), as the memory engine takes it from its own copy of the definition: sale serves for its
+// id only.
 //
-// room_join.lua: KEYS the room's six; ARGV [1] clock, [2] entrant, [3] draw key, [4] order, [5]
-// opens seconds, [6] MaxRoomEntrants. Reply a ticket, {'not_started'}, {'ended'}, {'full'}.
+// room_join.lua: KEYS the room's six; ARGV [1] clock, [2] entrant, [3] draw key ('' when out of
+// range), [4] MaxRoomEntrants. Reply a ticket, {'ended'}, {'not_started'}, {'full'},
+// {'no_room'}, {'bad_key'}.
 func (e *Engine) Join(ctx context.Context, sale seckill.Sale, entrant string, drawKey uint64) (seckill.Ticket, error) {
-	switch {
-	case !seckill.ValidID(sale.ID):
-		return seckill.Ticket{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", sale.ID)
-	case sale.Room == nil:
-		return seckill.Ticket{}, errNoRoom(sale.ID)
-	case !seckill.ValidEntrant(entrant):
+	if !seckill.ValidEntrant(entrant) {
 		return seckill.Ticket{}, errEntrant()
-	case sale.Room.Order != seckill.RoomDraw && sale.Room.Order != seckill.RoomFIFO,
-		sale.Room.OpensSeconds < 0 || sale.Room.OpensSeconds > seckill.MaxPreheatSeconds:
-		return seckill.Ticket{}, seckill.Errorf(seckill.CodeInvalidArgument, "sale %q: its waiting room's policy is invalid", sale.ID)
 	}
-	if sale.Room.Order != seckill.RoomDraw {
-		drawKey = 0
-	} else if drawKey >= 1<<48 {
-		return seckill.Ticket{}, seckill.Errorf(seckill.CodeInvalidArgument, "a draw key is below 2^48")
+	if !seckill.ValidID(sale.ID) {
+		return seckill.Ticket{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", sale.ID)
 	}
-	r, err := e.execRoom(ctx, e.rooms().join, sale.ID, roomJoinCall, entrant,
-		strconv.FormatUint(drawKey, 10), sale.Room.Order, itoa(sale.Room.OpensSeconds), itoa(MaxRoomEntrants))
+	key := ""
+	if drawKey < 1<<48 {
+		key = strconv.FormatUint(drawKey, 10)
+	}
+	r, err := e.execRoom(ctx, e.rooms().join, sale.ID, roomJoinCall, entrant, key, itoa(MaxRoomEntrants))
 	if err != nil {
 		if cs := asCold(err); cs != nil { // not answered by the window: it cannot be both cold and open
 			return seckill.Ticket{}, seckill.Errorf(seckill.CodeEnded, "sale %q has ended", sale.ID)
@@ -261,6 +254,10 @@ func (e *Engine) Join(ctx context.Context, sale seckill.Sale, entrant string, dr
 		return seckill.Ticket{}, seckill.Errorf(seckill.CodeEnded, "sale %q has ended", sale.ID)
 	case "full":
 		return seckill.Ticket{}, seckill.Errorf(seckill.CodeQueueFull, "sale %q: its waiting room is full (%d entrants)", sale.ID, MaxRoomEntrants)
+	case "no_room":
+		return seckill.Ticket{}, errNoRoom(sale.ID)
+	case "bad_key":
+		return seckill.Ticket{}, seckill.Errorf(seckill.CodeInvalidArgument, "a draw key is below 2^48 (seckill.DrawKey)")
 	}
 	return seckill.Ticket{}, unexpected("room_join", r)
 }
@@ -274,8 +271,11 @@ func (e *Engine) Ticket(ctx context.Context, saleID, entrant string) (seckill.Ti
 	if !seckill.ValidID(saleID) {
 		return seckill.Ticket{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
 	}
-	if !seckill.ValidEntrant(entrant) {
-		return seckill.Ticket{}, errEntrant()
+	if !seckill.ValidEntrant(entrant) { // never joined; but an unknown sale is not_found first
+		if _, err := e.Room(ctx, saleID); err != nil {
+			return seckill.Ticket{}, err
+		}
+		return seckill.Ticket{}, notFound
 	}
 	r, err := e.execRoom(ctx, e.rooms().ticket, saleID, roomReadCall, entrant)
 	if asCold(err) != nil {
@@ -293,31 +293,27 @@ func (e *Engine) Ticket(ctx context.Context, saleID, entrant string) (seckill.Ti
 	return seckill.Ticket{}, unexpected("room_ticket", r)
 }
 
-// Admit is seckill.WaitingRooms.Admit. It admits at most roomAdmitMax per call.
+// Admit is seckill.WaitingRooms.Admit, with the loaded sale's policy (as Join). It admits at
+// most seckill.RoomAdmitBatch per call.
 //
-// room_admit.lua: KEYS the room's six; ARGV [1] clock, [2] admit per second, [3] max active, [4]
-// token seconds, [5] roomAdmitMax. Reply the counts.
+// room_admit.lua: KEYS the room's six; ARGV [1] clock, [2] seckill.RoomAdmitBatch. Reply the
+// counts, or {'no_room'}.
 func (e *Engine) Admit(ctx context.Context, sale seckill.Sale) (seckill.RoomState, error) {
-	switch {
-	case !seckill.ValidID(sale.ID):
+	if !seckill.ValidID(sale.ID) {
 		return seckill.RoomState{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", sale.ID)
-	case sale.Room == nil:
-		return seckill.RoomState{}, errNoRoom(sale.ID)
 	}
-	p := sale.Room
-	if p.AdmitPerSecond < 0 || p.AdmitPerSecond > seckill.MaxAdmitPerSecond || p.MaxActive < 0 || p.MaxActive > seckill.MaxQuantity ||
-		p.AdmitPerSecond == 0 && p.MaxActive == 0 || p.TokenSeconds < seckill.MinTokenSeconds || p.TokenSeconds > seckill.MaxTokenSeconds {
-		return seckill.RoomState{}, seckill.Errorf(seckill.CodeInvalidArgument, "sale %q: its waiting room's policy is invalid", sale.ID)
-	}
-	r, err := e.execRoom(ctx, e.rooms().admit, sale.ID, roomWriteCall,
-		itoa(p.AdmitPerSecond), itoa(p.MaxActive), itoa(p.TokenSeconds), itoa(roomAdmitMax))
+	r, err := e.execRoom(ctx, e.rooms().admit, sale.ID, roomWriteCall, itoa(seckill.RoomAdmitBatch))
 	if asCold(err) != nil {
 		return seckill.RoomState{}, nil // outside its hot window: nobody to admit, its room gone
 	}
 	if err != nil {
 		return seckill.RoomState{}, err
 	}
-	if r.code() != "ok" {
+	switch r.code() {
+	case "ok":
+	case "no_room":
+		return seckill.RoomState{}, errNoRoom(sale.ID)
+	default:
 		return seckill.RoomState{}, unexpected("room_admit", r)
 	}
 	return roomStateOf(r), nil
@@ -331,8 +327,9 @@ func (e *Engine) Release(ctx context.Context, saleID, entrant string, until time
 	if !seckill.ValidID(saleID) {
 		return seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
 	}
-	if !seckill.ValidEntrant(entrant) {
-		return errEntrant()
+	if !seckill.ValidEntrant(entrant) { // not admitted: nothing to do, once the sale is known
+		_, err := e.Room(ctx, saleID)
+		return err
 	}
 	ms := min(max(until.UnixMilli(), 0), 1<<53) // a zero time is "now": before every clock
 	r, err := e.execRoom(ctx, e.rooms().release, saleID, roomWriteCall, entrant, i64toa(ms))
@@ -368,18 +365,18 @@ func (e *Engine) Room(ctx context.Context, saleID string) (seckill.RoomState, er
 	return roomStateOf(r), nil
 }
 
-// DrawEntrants is seckill.WaitingRooms.DrawEntrants; limit is 1 to 1000.
+// DrawEntrants is seckill.WaitingRooms.DrawEntrants; limit is 1 to seckill.MaxDrawEntrantsPage.
 //
-// room_draw.lua: KEYS the room's six; ARGV [1] clock, [2] after (” or an entrant), [3] limit.
-// Reply {'ok', {entrant...}}.
+// room_draw.lua: KEYS the room's six; ARGV [1] clock, [2] after ('' or the last id of the page
+// before), [3] limit. Reply {'ok', {entrant...}}.
 func (e *Engine) DrawEntrants(ctx context.Context, saleID, after string, limit int) ([]string, error) {
 	switch {
+	case limit < 1 || limit > seckill.MaxDrawEntrantsPage:
+		return nil, seckill.Errorf(seckill.CodeInvalidArgument, "limit must be 1 to %d", seckill.MaxDrawEntrantsPage)
+	case len(after) > maxDrawAfter:
+		return nil, seckill.Errorf(seckill.CodeInvalidArgument, "after is at most %d bytes", maxDrawAfter)
 	case !seckill.ValidID(saleID):
 		return nil, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
-	case after != "" && !seckill.ValidEntrant(after):
-		return nil, errEntrant()
-	case limit < 1 || limit > maxDrawPage:
-		return nil, seckill.Errorf(seckill.CodeInvalidArgument, "limit must be 1 to %d", maxDrawPage)
 	}
 	r, err := e.execRoom(ctx, e.rooms().draw, saleID, roomReadCall, after, itoa(limit))
 	if asCold(err) != nil {
@@ -394,6 +391,9 @@ func (e *Engine) DrawEntrants(ctx context.Context, saleID, after string, limit i
 	ids, err := r[1].AsStrSlice()
 	if err != nil {
 		return nil, fmt.Errorf("redisinv: room_draw script: %w", err)
+	}
+	if ids == nil {
+		ids = []string{}
 	}
 	return ids, nil
 }

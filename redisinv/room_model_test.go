@@ -61,24 +61,22 @@ func (m *roomModel) join(now int64, e string, key uint64) (seckill.Ticket, secki
 		return m.ticket(now, e), ""
 	}
 	switch {
+	case now >= m.ends:
+		return seckill.Ticket{}, seckill.CodeEnded
 	case now < m.starts-int64(m.p.OpensSeconds)*1000:
 		return seckill.Ticket{}, seckill.CodeNotStarted
-	case now >= m.ends || m.closed == seckill.TicketEnded:
-		return seckill.Ticket{}, seckill.CodeEnded
-	case m.closed == seckill.TicketSoldOut:
-		return seckill.Ticket{Entrant: e, State: seckill.TicketSoldOut, JoinedAt: fromMillis(now)}, ""
+	case m.closed != "":
+		return seckill.Ticket{Entrant: e, State: m.closed, JoinedAt: fromMillis(now)}, ""
 	}
 	m.seq++
 	m.entrants++
 	t := &modelTicket{joined: now, score: two48 + m.seq}
-	if now < m.starts {
+	if now < m.starts && m.p.Order == seckill.RoomDraw {
 		t.drawn = true
 		m.npre++
-		if m.p.Order == seckill.RoomDraw {
-			t.score = int64(key)
-			m.pre = append(m.pre, e)
-			slices.Sort(m.pre)
-		}
+		t.score = int64(key)
+		m.pre = append(m.pre, e)
+		slices.Sort(m.pre)
 	}
 	m.tickets[e] = t
 	m.waiting = append(m.waiting, e)
@@ -93,14 +91,13 @@ func (m *roomModel) ticket(now int64, e string) seckill.Ticket {
 	case t.index > 0:
 		out.State, out.Index = seckill.TicketAdmitted, t.index
 		out.AdmittedAt, out.ActiveUntil = fromMillis(t.admitted), fromMillis(t.active)
-	case now < m.starts && m.closed == "":
+	case m.closed != "":
+		out.State = m.closed
+	case now < m.starts:
 		out.State = seckill.TicketPreQueue
 	default:
 		rank := int64(slices.Index(m.waiting, e))
 		out.State, out.Index, out.Ahead = seckill.TicketWaiting, rank+m.admitted+1, rank
-		if m.closed != "" {
-			out.State, out.Ahead = m.closed, 0
-		}
 	}
 	return out
 }
@@ -134,7 +131,7 @@ func (m *roomModel) admit(now int64) seckill.RoomState {
 		}
 		return m.counts(now)
 	}
-	n := min(int64(roomAdmitMax), int64(len(m.waiting)))
+	n := min(int64(seckill.RoomAdmitBatch), int64(len(m.waiting)))
 	if r := int64(m.p.AdmitPerSecond); r > 0 {
 		capacity := int64(m.p.RoomBurst()) * 1000
 		if m.credit < 0 {

@@ -1,12 +1,10 @@
 -- room_admit.lua: WaitingRooms.Admit: admits from the head of the room as many as its policy
 -- allows now, or closes the room for good once the stock is gone for good.
 -- KEYS: the room's six keys (room_common.lua).
--- ARGV: [1] clock (common.lua); [2] admit per second (0 to 10^6; 0: no bound on the rate); [3]
---       max active (0 to 10^9; 0: no bound); one of the two above 0; [4] token seconds (10 to
---       3600: how long an admitted place counts); [5] the most to admit in this call (1 to
---       10000: bounded work, the rest next call).
--- Returns: <counts> (room_common.lua room_counts), after; {'not_loaded'} / {'loading'} /
---          {'segmented'}.
+-- ARGV: [1] clock (common.lua); [2] the most to admit in this call (1 to 10000: bounded work,
+--       the rest next call). The policy is the sale's (its field room).
+-- Returns: <counts> (room_common.lua room_counts), after; {'no_room'} for a sale without a
+--          room; {'not_loaded'} / {'loading'} / {'segmented'}.
 -- Before the start it admits no one. From the start: when every sellable unit is sold, or the
 -- sale is closed or over, the room closes (sold_out when sold out, else ended) and admits no
 -- one ever again. Otherwise it admits min(the bucket's whole admissions, max active - active,
@@ -15,17 +13,15 @@
 -- @room
 local function main()
   room_begin()
-  local rate = int_arg(ARGV[2], 'admit per second', 0, 1000000)
-  local maxact = int_arg(ARGV[3], 'max active', 0, MAX_QUANTITY)
-  if rate == 0 and maxact == 0 then
-    fail('admit per second or max active must be above 0')
-  end
-  local token = int_arg(ARGV[4], 'token seconds', 10, 3600)
-  local most = int_arg(ARGV[5], 'most admissions', 1, 10000)
+  local most = int_arg(ARGV[2], 'most admissions', 1, 10000)
   local missing = room_ready()
   if missing then
     return missing
   end
+  if not P then
+    return {'no_room'}
+  end
+  local rate, maxact, token = P.rate, P.maxact, P.token
   room_check_types()
   if R.closed ~= 0 or now < S.starts then
     return room_counts()
@@ -35,6 +31,7 @@ local function main()
     if S.sold >= S.sellable then
       R.closed = 1
     end
+    redis.call('UNLINK', KEYS[3]) -- those waiting are told by their tickets: no index kept
     rchanged = true
     return room_counts()
   end

@@ -4,7 +4,8 @@
 --
 -- KEYS (the same six for every room script; all carry the sale's hash tag {sale:<id>}, so that
 -- a room's script runs on its sale's Cluster node, atomically with nothing else):
---   KEYS[1] sale   HASH  the sale's hash (common.lua), read only: its window, stock and clock
+--   KEYS[1] sale   HASH  the sale's hash (common.lua), read only: its window, stock and clock,
+--                        and its room policy (the field room: room_policy)
 --   KEYS[2] room   HASH  field r = cmsgpack(entrants, pre, admitted, seq, closed, credit, refill,
 --                        now): the entrants joined so far, those joined before the start, those
 --                        admitted so far (the serving counter), the last arrival's number,
@@ -13,7 +14,8 @@
 --                        it was last refilled (ms), and the latest time a room script used
 --   KEYS[3] rwait  ZSET  the entrants not admitted: scored by draw key (below 2^48) for the
 --                        draw's pre-queue, by 2^48 + arrival number otherwise; equal scores
---                        sort by entrant id, which is seckill.DrawOrder's tie-break
+--                        sort by entrant id, which is seckill.DrawOrder's tie-break; removed
+--                        when the room closes (those left were told)
 --   KEYS[4] rpre   ZSET  the draw's pre-queue, score 0, paged by id (DrawEntrants)
 --   KEYS[5] rent   HASH  entrant -> cmsgpack(joined ms, drawn 0/1, admitted ms, index, active
 --                        ms): index 0 until admitted; active is when its place stops counting
@@ -75,12 +77,30 @@ local function room_begin()
   now = clock_arg(ARGV[1])
 end
 
--- room_ready reads the sale (S) and the room (R): nil when the room can be used, else the reply.
+-- room_policy reads the sale hash's room field (load.lua ARGV[24]; room.go roomField): nil for a
+-- sale without a room.
+local function room_policy(f)
+  if not f then
+    return nil
+  end
+  local order, opens, rate, maxact, token = string.match(f, '^(%l+),(%d+),(%d+),(%d+),(%d+),%d+$')
+  if not order then
+    fail('the sale hash has a malformed room field: ' .. f)
+  end
+  return {order = order, opens = tonumber(opens), rate = tonumber(rate), maxact = tonumber(maxact),
+    token = tonumber(token)}
+end
+
+-- room_ready reads the sale (S, its room policy P: nil without one) and the room (R): nil when
+-- the room can be used, else the reply.
+local P
 local function room_ready()
-  local v = redis.call('HGET', KEYS[1], 'st')
+  local h = redis.call('HMGET', KEYS[1], 'st', 'room')
+  local v = h[1]
   if not v then
     return {'not_loaded'}
   end
+  P = room_policy(h[2])
   local _, stock, holdback, starts, ends, _, _, _, _, closed, _, _, sold, _, _, last, loading, _, _, ver,
     segs = cmsgpack.unpack(v)
   S = {sellable = stock - holdback, starts = starts, ends = ends, closed = closed, sold = sold, ver = ver or 0,
@@ -135,22 +155,21 @@ local function put_ticket(e, t)
 end
 
 -- ticket_reply is {'ok', state, index, ahead, drawn, joined ms, admitted ms, active ms} for
--- entrant e with ticket t. An entrant not admitted keeps, once the sale has started, the index
--- its place in rwait gives it (rank + admitted + 1: both change by one at each admission).
+-- entrant e with ticket t. An entrant waiting has, from the start, the index its place in rwait
+-- gives it (rank + admitted + 1: both change by one at each admission, so it is fixed); one in
+-- a closed room has none (0): it was told.
 local function ticket_reply(e, t)
   if t.index > 0 then
     return {'ok', 'admitted', t.index, 0, t.drawn, t.joined, t.admitted, t.active}
   end
-  local state, index, ahead = 'waiting', 0, 0
-  if now < S.starts and R.closed == 0 then
-    state = 'pre_queue'
-  else
+  local state, index, ahead = 'pre_queue', 0, 0
+  if R.closed ~= 0 then
+    state = CLOSED[R.closed]
+  elseif now >= S.starts then
+    state = 'waiting'
     local rank = redis.call('ZRANK', KEYS[3], e)
     if rank then
       index, ahead = rank + R.admitted + 1, rank
-    end
-    if R.closed ~= 0 then
-      state, ahead = CLOSED[R.closed], 0
     end
   end
   return {'ok', state, index, ahead, t.drawn, t.joined, 0, 0}

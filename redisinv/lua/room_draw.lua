@@ -1,16 +1,13 @@
 -- room_draw.lua: WaitingRooms.DrawEntrants: a page of the draw's pre-queue, in id order.
 -- KEYS: the room's six keys (room_common.lua).
--- ARGV: [1] clock (common.lua); [2] after: '' for the first page, else an entrant id (32
---       lower-case hex); [3] limit (1 to 1000).
+-- ARGV: [1] clock (common.lua); [2] after: '' for the first page, else the page's last id
+--       (any string of at most 1024 bytes: the ids after it in byte order); [3] limit (1 to 1000).
 -- Returns: {'ok', {entrant...}}: at most limit ids after after; {'not_loaded'} / {'loading'} /
 --          {'segmented'}.
 -- @room
 local function main()
   room_begin()
-  local after = ARGV[2]
-  if after ~= '' then
-    hex_arg(after, 'after', 32)
-  end
+  local after = str_arg(ARGV[2], 'after', 1024)
   local limit = int_arg(ARGV[3], 'limit', 1, 1000)
   local missing = room_ready()
   if missing then
