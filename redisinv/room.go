@@ -224,7 +224,7 @@ func errEntrant() error {
 // room), as the memory engine takes it from its own copy of the definition: sale serves for its
 // id only.
 //
-// room_join.lua: KEYS the room's six; ARGV [1] clock, [2] entrant, [3] draw key ('' when out of
+// room_join.lua: KEYS the room's six; ARGV [1] clock, [2] entrant, [3] draw key (empty when out of
 // range), [4] MaxRoomEntrants. Reply a ticket, {'ended'}, {'not_started'}, {'full'},
 // {'no_room'}, {'bad_key'}.
 func (e *Engine) Join(ctx context.Context, sale seckill.Sale, entrant string, drawKey uint64) (seckill.Ticket, error) {
@@ -239,10 +239,7 @@ func (e *Engine) Join(ctx context.Context, sale seckill.Sale, entrant string, dr
 		key = strconv.FormatUint(drawKey, 10)
 	}
 	r, err := e.execRoom(ctx, e.rooms().join, sale.ID, roomJoinCall, entrant, key, itoa(MaxRoomEntrants))
-	if err != nil {
-		if cs := asCold(err); cs != nil { // not answered by the window: it cannot be both cold and open
-			return seckill.Ticket{}, seckill.Errorf(seckill.CodeEnded, "sale %q has ended", sale.ID)
-		}
+	if err != nil { // a cold sale was answered by its window (rebuild.go missing)
 		return seckill.Ticket{}, err
 	}
 	switch r.code() {
@@ -367,7 +364,7 @@ func (e *Engine) Room(ctx context.Context, saleID string) (seckill.RoomState, er
 
 // DrawEntrants is seckill.WaitingRooms.DrawEntrants; limit is 1 to seckill.MaxDrawEntrantsPage.
 //
-// room_draw.lua: KEYS the room's six; ARGV [1] clock, [2] after ('' or the last id of the page
+// room_draw.lua: KEYS the room's six; ARGV [1] clock, [2] after (empty, or the last id of the page
 // before), [3] limit. Reply {'ok', {entrant...}}.
 func (e *Engine) DrawEntrants(ctx context.Context, saleID, after string, limit int) ([]string, error) {
 	switch {
