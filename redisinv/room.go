@@ -73,7 +73,7 @@ func (e *Engine) rooms() *roomScriptSet {
 }
 
 // roomField is a room policy as load.lua's ARGV[24] and the sale hash's field room take it:
-// "<order>,<opens s>,<admit/s>,<max active>,<token s>,<pow bits>", ” for none.
+// "<order>,<opens s>,<admit/s>,<max active>,<token s>,<pow bits>", empty for none.
 func roomField(p *seckill.RoomPolicy) string {
 	if p == nil {
 		return ""
@@ -81,7 +81,7 @@ func roomField(p *seckill.RoomPolicy) string {
 	return fmt.Sprintf("%s,%d,%d,%d,%d,%d", p.Order, p.OpensSeconds, p.AdmitPerSecond, p.MaxActive, p.TokenSeconds, p.PowBits)
 }
 
-// parseRoom reads roomField's form back; nil for ” (or a form it does not know, which load.lua
+// parseRoom reads roomField's form back; nil for an empty one (or a form it does not know, which load.lua
 // never stores).
 func parseRoom(s string) *seckill.RoomPolicy {
 	if s == "" {
