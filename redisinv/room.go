@@ -81,8 +81,8 @@ func roomField(p *seckill.RoomPolicy) string {
 	return fmt.Sprintf("%s,%d,%d,%d,%d,%d", p.Order, p.OpensSeconds, p.AdmitPerSecond, p.MaxActive, p.TokenSeconds, p.PowBits)
 }
 
-// parseRoom reads roomField's form back; nil for an empty one (or a form it does not know, which load.lua
-// never stores).
+// parseRoom reads roomField's form back; nil for an empty one (or a form it does not know,
+// which load.lua never stores).
 func parseRoom(s string) *seckill.RoomPolicy {
 	if s == "" {
 		return nil
