@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/testkit/redistest"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/lock"
 	"github.com/seckill-go/seckill/seckilltest"
@@ -65,8 +66,9 @@ func wantRoomCode(t testing.TB, what string, err error, code seckill.Code) {
 	}
 }
 
-// TestRoomWalk: a draw room from its opening to sold out, step by step, on a standalone Redis
-// and on a Cluster (every room script on the sale's node).
+// TestRoomWalk: a draw room from its opening to sold out, step by step, on a standalone Redis,
+// on a Cluster (every room script on the sale's node) and through Sentinel with a replica that
+// acknowledges every change (WAIT after the room's writes, as after the sale's).
 func TestRoomWalk(t *testing.T) {
 	t.Run("standalone", func(t *testing.T) { roomWalk(t, testenv.Redis(t)) })
 	t.Run("cluster", func(t *testing.T) {
@@ -76,12 +78,22 @@ func TestRoomWalk(t *testing.T) {
 		}
 		roomWalk(t, url)
 	})
+	t.Run("sentinel", func(t *testing.T) {
+		master := redistest.StartMaster(t)
+		redistest.StartReplica(t, master, "replica1")
+		sentinels := redistest.StartSentinels(t, master, 1, 1, redistest.SentinelOptions{})
+		url := redistest.SentinelURL(sentinels)
+		if c := dialT(t, url); c.MasterSet != redistest.MasterSet {
+			t.Fatalf("Dial(%s): master set %q", url, c.MasterSet)
+		}
+		roomWalk(t, url, WithReplicas(1, time.Second))
+	})
 }
 
-func roomWalk(t *testing.T, url string) {
+func roomWalk(t *testing.T, url string, opts ...Option) {
 	c := dialT(t, url)
 	clock := seckilltest.NewManualClock(t0)
-	e := newTestEngine(t, c.Inventory, clock)
+	e := newTestEngine(t, c.Inventory, clock, opts...)
 	ctx := context.Background()
 	p := seckill.RoomPolicy{Order: seckill.RoomDraw, OpensSeconds: 300, AdmitPerSecond: 10, TokenSeconds: 60}
 	s := roomSale("walk", 2, p)
