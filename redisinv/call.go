@@ -27,9 +27,9 @@ import (
 )
 
 // keyParts are the suffixes of a sale's keys, in the order of the scripts' KEYS.
-var keyParts = [...]string{"sale", "res", "holds", "queue", "users", "idem", "events"}
+var keyParts = [...]string{"sale", "res", "holds", "queue", "users", "idem", "events", "rate"}
 
-// keys returns the seven keys of a sale (common.lua).
+// keys returns the eight keys of a sale (common.lua).
 func (e *Engine) keys(saleID string) []string {
 	base := e.prefix + "{sale:" + saleID + "}:"
 	ks := make([]string, len(keyParts))

@@ -1,5 +1,5 @@
 -- sale_admin.lua: SetListed, CloseUnreserved and DropSale (seckill.SaleAdmin).
--- KEYS: the sale's seven keys (common.lua).
+-- KEYS: the sale's eight keys (common.lua).
 -- ARGV: [1] clock (common.lua); [2] op:
 --       'list' / 'unlist': sets the sale's listed field;
 --       'close_unreserved': closes the sale as close.lua does, if no reservation was ever made in
@@ -36,7 +36,7 @@ local function main()
     if S.closed ~= 1 then
       return {'conflict'}
     end
-    redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+    redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
     return {'ok'}
   end
   S.closed = 1
