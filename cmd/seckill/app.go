@@ -126,7 +126,7 @@ type appOptions struct {
 	// localLimits keeps the request budgets per instance with the Redis engine (no shared
 	// check): the negative control of the tests of the limits across instances.
 	localLimits bool
-	noHTTP       bool                                    // worker: no HTTP server, no gateway
+	noHTTP      bool // worker: no HTTP server, no gateway
 	// wrapInventory, if set, wraps the engine: tests use it to serve a deliberately broken
 	// engine and show that `seckill bench` catches it.
 	wrapInventory func(seckill.Inventory) seckill.Inventory
