@@ -348,3 +348,95 @@ func TestBuyLimitsControl(t *testing.T) {
 		t.Fatalf("the broken script's answers %q all matched the model %v", got, wants)
 	}
 }
+
+// TestBuyRoundTripsWithLimits measures, on a Redis of its own (INFO commandstats, no MONITOR),
+// that the buy limits add no round trip: 200 buys one after the other make one script call
+// each with the limits as without, and no other command reaches Redis from outside the
+// script. It logs the commands the script runs per buy in each mode (the limits' cost inside
+// the one call).
+func TestBuyRoundTripsWithLimits(t *testing.T) {
+	testenv.Redis(t) // runs with the integration tests
+	_, url := startPrivateRedis(t)
+	c := dialT(t, url)
+	rdb := c.Inventory
+	ctx := context.Background()
+	stats := func() map[string]int64 {
+		info, err := rdb.Do(ctx, rdb.B().Info().Section("commandstats").Build()).ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for line := range strings.SplitSeq(info, "\n") {
+			name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+			if !ok {
+				continue
+			}
+			n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+			out[strings.TrimPrefix(name, "cmdstat_")] = n
+		}
+		return out
+	}
+	const buys = 200
+	perBuy := map[bool]map[string]float64{}
+	// Negative control: a check of its own before each buy (the Limiter's) is a second script
+	// call per buy, which the count below sees.
+	{
+		e := newTestEngine(t, rdb, seckilltest.NewManualClock(t0))
+		loadT(t, e, boundarySale("rtctl", 21, 0, 1, 0))
+		_, _ = e.Buy(ctx, seckill.BuyRequest{SaleID: "rtctl", UserID: "warm", Quantity: 1})
+		l, lim := e.NewLimiter(), seckill.RateLimit{Rate: 10, Burst: 10}
+		_, _ = l.Allow(ctx, "buy", "warm", "", lim, seckill.RateLimit{})
+		if err := rdb.Do(ctx, rdb.B().ConfigResetstat().Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 20 {
+			if w, err := l.Allow(ctx, "buy", fmt.Sprint("u", i), "", lim, seckill.RateLimit{}); err != nil || w != 0 {
+				t.Fatal(w, err)
+			}
+			if _, err := e.Buy(ctx, seckill.BuyRequest{SaleID: "rtctl", UserID: fmt.Sprint("u", i), Quantity: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st := stats(); st["evalsha"]+st["eval"] != 40 {
+			t.Fatalf("control: %d script calls for 20 buys each checked apart, want 40", st["evalsha"]+st["eval"])
+		}
+	}
+	for _, limited := range []bool{false, true} {
+		var opts []Option
+		if limited {
+			opts = append(opts, WithRateLimits(seckill.RateLimit{Rate: 10, Burst: 10}, seckill.RateLimit{Rate: 500, Burst: 1000}))
+		}
+		e := newTestEngine(t, rdb, seckilltest.NewManualClock(t0), opts...)
+		sale := fmt.Sprint("rt", limited)
+		loadT(t, e, boundarySale(sale, buys+1, 0, 1, 0))
+		if _, err := e.Buy(ctx, seckill.BuyRequest{SaleID: sale, UserID: "warm", Quantity: 1, ClientAddr: "10.0.0.1"}); err != nil {
+			t.Fatal(err) // the script is on the server
+		}
+		if err := rdb.Do(ctx, rdb.B().ConfigResetstat().Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range buys {
+			if _, err := e.Buy(ctx, seckill.BuyRequest{SaleID: sale, UserID: fmt.Sprint("u", i), Quantity: 1, ClientAddr: "10.0.0.1"}); err != nil {
+				t.Fatalf("buy %d: %v", i, err)
+			}
+		}
+		after := stats()
+		scripts := after["evalsha"] + after["eval"]
+		if scripts != buys {
+			t.Errorf("limited=%v: %d script calls for %d buys, want one each", limited, scripts, buys)
+		}
+		m := map[string]float64{}
+		for k, v := range after {
+			if k != "config|resetstat" && k != "info" {
+				m[k] = float64(v) / buys
+			}
+		}
+		perBuy[limited] = m
+		t.Logf("limited=%v, per buy: %v", limited, m)
+	}
+	for k := range perBuy[true] {
+		if _, ok := perBuy[false][k]; !ok && !strings.HasPrefix(k, "z") && k != "type" {
+			t.Errorf("the limits brought command %s (%.2f per buy), not a ZSET command of the script", k, perBuy[true][k])
+		}
+	}
+}
