@@ -59,7 +59,7 @@ type app struct {
 	// retention trims the outbox and the dead letters to their bounds (retention.go).
 	retention *retention.Trimmer
 
-	// budgets are the request budgets' part of the HTTP API's config (httpConfig), which the
+	// budgets are the request budgets' part of the HTTP API's config (budgetConfig), which the
 	// Redis engine's shared check of the buys takes too; sharedLimits: enforce them across
 	// instances (Redis engine; appOptions.localLimits turns it off).
 	budgets      httpapi.Config
@@ -150,7 +150,7 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 		return nil, scrubError(fmt.Errorf("open database %s: %w", maskURL(cfg.DB), err), urlSecrets(cfg.DB)...)
 	}
 	a.bg = background.NewRunner(log)
-	a.budgets = a.httpConfig(cfg, opts)
+	a.budgets = budgetConfig(cfg, opts)
 	a.sharedLimits = !opts.localLimits
 	if a.engine, err = a.openEngine(ctx, cfg, log); err != nil {
 		return nil, err
@@ -436,11 +436,10 @@ func (a *app) close(ctx context.Context) error {
 	return a.closeError
 }
 
-// httpConfig is the request budgets' part of the HTTP API's config: the per-user budget
+// budgetConfig is the request budgets' part of the HTTP API's config: the per-user budget
 // (opts.buyRate; negative: off), the per-address one (--rate-per-addr, --burst-per-addr).
-func (a *app) httpConfig(cfg config, opts appOptions) httpapi.Config {
-	c := httpapi.Config{BuyRate: opts.buyRate, AddrRate: float64(cfg.HTTP.RatePerAddr), AddrBurst: cfg.HTTP.BurstPerAddr}
-	return c
+func budgetConfig(cfg config, opts appOptions) httpapi.Config {
+	return httpapi.Config{BuyRate: opts.buyRate, AddrRate: float64(cfg.HTTP.RatePerAddr), AddrBurst: cfg.HTTP.BurstPerAddr}
 }
 
 // sharedLimiter is the engine's Limiter when the budgets are shared, else nil (an interface
