@@ -513,11 +513,23 @@ func (r *rush) buyer(i int) {
 		if err == nil {
 			break
 		}
-		if client.CodeOf(err) != seckill.CodeNotStarted {
+		switch client.CodeOf(err) {
+		case seckill.CodeNotStarted:
+			time.Sleep(20 * time.Millisecond)
+		case seckill.CodeRateLimited:
+			// Polling /path every 20 ms before the start is over the user's budget (10 a
+			// second, burst 10, shared by the instances): wait as told, with some jitter (so
+			// the refused do not come back all at once), as a client must.
+			r.count("path 429 retried")
+			wait := time.Second
+			if e, ok := errors.AsType[*client.Error](err); ok && e.RetryAfter > 0 {
+				wait = e.RetryAfter
+			}
+			time.Sleep(wait + rand.N(wait/2))
+		default:
 			r.problem("%s: /path %v", user, err)
 			return
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	key := "k-" + user
 	for attempt := 0; ; attempt++ {
