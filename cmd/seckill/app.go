@@ -331,6 +331,11 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 		buyOpts, closeBuys := redisBuyOptions(cfg.RedisBuys, clients, log) // localanswers.go
 		if a.sharedLimits {
 			user, addr := a.budgets.Budgets()
+			if err := errors.Join(user.Check(), addr.Check()); err != nil {
+				closeBuys()
+				clients.Close()
+				return engine{}, fmt.Errorf("request budgets (--rate-per-addr, --burst-per-addr): %w", err)
+			}
 			buyOpts = append(buyOpts, redisinv.WithRateLimits(user, addr))
 		}
 		eng := redisinv.New(clients.Inventory, append(append([]redisinv.Option{redisinv.WithRebuild(a.store, locks), redisinv.WithLogger(log),
