@@ -34,8 +34,10 @@ type Sale struct {
 	// that loads sales on demand (the Redis engine) loads it then, so that the start's crowd
 	// finds it loaded. 0 (a sale built in code, or stored before the setting existed and
 	// read back as 0) means hot from starts_at.
-	PreheatSeconds int       `json:"preheat_seconds"`
-	CreatedAt      time.Time `json:"-"`
+	PreheatSeconds int `json:"preheat_seconds"`
+	// Room is the sale's waiting room (room.go), nil for none. Set at creation, never changed.
+	Room      *RoomPolicy `json:"waiting_room,omitempty"`
+	CreatedAt time.Time   `json:"-"`
 	// Incarnation tells apart the sales made one after another under one id (one deleted, then
 	// another created with its id): service.Service.CreateSale gives each a new random one,
 	// the order store keeps it, and the Redis engine writes it into the sale's keys, so that the
@@ -117,6 +119,7 @@ type SaleInput struct {
 	Listed         *bool      `json:"listed"`
 	Segments       *int       `json:"segments"`
 	PreheatSeconds *int       `json:"preheat_seconds"`
+	WaitingRoom    *RoomInput `json:"waiting_room"`
 	// IDGiven says the client sent id, even empty: NewSale then validates it as given (an
 	// empty one is refused) rather than choosing a random id, which is for an omitted id.
 	IDGiven bool `json:"-"`
@@ -190,6 +193,10 @@ func NewSale(in SaleInput, now time.Time) (Sale, error) {
 	if in.PreheatSeconds != nil {
 		s.PreheatSeconds = *in.PreheatSeconds
 	}
+	if in.WaitingRoom != nil {
+		p := in.WaitingRoom.policy(s)
+		s.Room = &p
+	}
 	if err := s.Validate(); err != nil {
 		return Sale{}, err
 	}
@@ -233,6 +240,8 @@ func (s Sale) Validate() error {
 		return bad("preheat_seconds must be 0 to %d", MaxPreheatSeconds)
 	case len(s.Incarnation) > MaxIncarnationBytes || !ValidID(s.Incarnation) && s.Incarnation != "":
 		return bad("incarnation must be at most %d of [A-Za-z0-9_.-]", MaxIncarnationBytes)
+	case s.Room != nil:
+		return s.Room.validate(s)
 	}
 	return nil
 }

@@ -1,0 +1,289 @@
+package seckill
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"slices"
+	"strings"
+	"time"
+)
+
+// A sale's waiting room (docs/MODEL.md "The waiting room"): a sale may put its crowd in a room
+// before the purchase path. Joining opens OpensSeconds before starts_at (the pre-queue); at
+// the start the pre-queue is in the draw's order (DrawOrder, a published function of the
+// seed that the commitment fixed when the room opened), and whoever joins later is behind, in
+// order of arrival. The room admits from its head at most AdmitPerSecond (with a burst of
+// RoomBurst) and at most MaxActive admitted entrants without an outcome; an admitted entrant
+// gets an admission token for the purchase path. When the stock is gone for good (every unit
+// sold, or the sale over) the room admits no one more and tells everyone still waiting.
+
+// Room orders.
+const (
+	// RoomDraw: the pre-queue is put in the draw's order at the start; later arrivals FIFO.
+	RoomDraw = "draw"
+	// RoomFIFO: everyone in order of arrival, the pre-queue included.
+	RoomFIFO = "fifo"
+)
+
+// Bounds of a room policy (bounds.go has the rest of the one definition).
+const (
+	// MaxAdmitPerSecond bounds admit_per_second.
+	MaxAdmitPerSecond = 1_000_000
+	// MinTokenSeconds and MaxTokenSeconds bound token_seconds, an admission's lifetime.
+	MinTokenSeconds = 10
+	MaxTokenSeconds = 3600
+	// DefaultTokenSeconds is token_seconds when omitted.
+	DefaultTokenSeconds = 120
+	// MaxPowBits bounds pow_bits: 2^28 hashes is tens of seconds on a phone.
+	MaxPowBits = 28
+	// RoomAdmitBatch bounds the entrants one WaitingRooms.Admit call admits (bounded work per
+	// call, as a reclaim's); the rest wait for the next call.
+	RoomAdmitBatch = 1000
+	// MaxDrawEntrantsPage bounds the limit of WaitingRooms.DrawEntrants (and its HTTP page).
+	MaxDrawEntrantsPage = 1000
+)
+
+// RoomPolicy is a sale's waiting room. A sale without one (nil) sends its crowd straight to
+// the purchase path. It is set when the sale is made and never changes.
+type RoomPolicy struct {
+	// Order is RoomDraw (default) or RoomFIFO.
+	Order string `json:"order"`
+	// OpensSeconds is how long before starts_at joining opens (the pre-queue). At most the
+	// sale's preheat_seconds: a room lives in the engine, which holds the sale from then.
+	// Default: preheat_seconds.
+	OpensSeconds int `json:"opens_seconds"`
+	// AdmitPerSecond bounds the admission rate (0: no bound on rate).
+	AdmitPerSecond int `json:"admit_per_second"`
+	// MaxActive bounds the admitted entrants without an outcome (0: no bound). At least one
+	// of AdmitPerSecond and MaxActive is set.
+	MaxActive int `json:"max_active"`
+	// TokenSeconds is how long an admission lasts: its token's lifetime, and the time its
+	// place counts as active when the entrant buys nothing.
+	TokenSeconds int `json:"token_seconds"`
+	// PowBits is the proof of work a join costs (0: none): the leading zero bits a
+	// hashcash-style solution must have.
+	PowBits int `json:"pow_bits"`
+}
+
+// RoomBurst is how many entrants a room may admit at once beyond its rate: a tenth of a
+// second's worth, at least 1. In any interval of w seconds a room admits at most
+// AdmitPerSecond·w + RoomBurst entrants (docs/MODEL.md, invariant of the waiting room).
+func (p RoomPolicy) RoomBurst() int { return max(1, (p.AdmitPerSecond+9)/10) }
+
+// RoomOpensAt is when the sale's room opens for joining (starts_at without a room).
+func (s Sale) RoomOpensAt() time.Time {
+	if s.Room == nil {
+		return s.StartsAt
+	}
+	return s.StartsAt.Add(-time.Duration(max(s.Room.OpensSeconds, 0)) * time.Second)
+}
+
+// withDefaults fills a policy's omitted values for sale s.
+func (p RoomPolicy) withDefaults(s Sale, opensGiven, tokenGiven bool) RoomPolicy {
+	if p.Order == "" {
+		p.Order = RoomDraw
+	}
+	if !opensGiven {
+		p.OpensSeconds = s.PreheatSeconds
+	}
+	if !tokenGiven {
+		p.TokenSeconds = DefaultTokenSeconds
+	}
+	return p
+}
+
+// RoomInput is the waiting_room object of POST /api/v1/sales. Pointers tell omitted from zero.
+type RoomInput struct {
+	Order          string `json:"order"`
+	OpensSeconds   *int   `json:"opens_seconds"`
+	AdmitPerSecond int    `json:"admit_per_second"`
+	MaxActive      int    `json:"max_active"`
+	TokenSeconds   *int   `json:"token_seconds"`
+	PowBits        int    `json:"pow_bits"`
+}
+
+// policy is the RoomPolicy in asks for sale s, defaults filled (validated by Sale.Validate).
+func (in RoomInput) policy(s Sale) RoomPolicy {
+	p := RoomPolicy{Order: in.Order, AdmitPerSecond: in.AdmitPerSecond, MaxActive: in.MaxActive, PowBits: in.PowBits}
+	if in.OpensSeconds != nil {
+		p.OpensSeconds = *in.OpensSeconds
+	}
+	if in.TokenSeconds != nil {
+		p.TokenSeconds = *in.TokenSeconds
+	}
+	return p.withDefaults(s, in.OpensSeconds != nil, in.TokenSeconds != nil)
+}
+
+// validate checks p against the bounds, for sale s.
+func (p RoomPolicy) validate(s Sale) error {
+	bad := func(format string, args ...any) error { return Errorf(CodeInvalidArgument, format, args...) }
+	switch {
+	case p.Order != RoomDraw && p.Order != RoomFIFO:
+		return bad("waiting_room.order must be %q or %q", RoomDraw, RoomFIFO)
+	case p.OpensSeconds < 0 || p.OpensSeconds > s.PreheatSeconds:
+		return bad("waiting_room.opens_seconds must be 0 to preheat_seconds (%d): the room lives in the engine, which holds the sale from preheat_seconds before its start", s.PreheatSeconds)
+	case p.AdmitPerSecond < 0 || p.AdmitPerSecond > MaxAdmitPerSecond:
+		return bad("waiting_room.admit_per_second must be 0 to %d", MaxAdmitPerSecond)
+	case p.MaxActive < 0 || p.MaxActive > MaxQuantity:
+		return bad("waiting_room.max_active must be 0 to %d", MaxQuantity)
+	case p.AdmitPerSecond == 0 && p.MaxActive == 0:
+		return bad("waiting_room needs admit_per_second or max_active (or both) above 0")
+	case p.TokenSeconds < MinTokenSeconds || p.TokenSeconds > MaxTokenSeconds:
+		return bad("waiting_room.token_seconds must be %d to %d", MinTokenSeconds, MaxTokenSeconds)
+	case p.PowBits < 0 || p.PowBits > MaxPowBits:
+		return bad("waiting_room.pow_bits must be 0 to %d", MaxPowBits)
+	case s.SegmentCount() > 1:
+		return bad("a sale with a waiting_room has 1 segment: the room bounds the rate at which buyers reach it, which is what segments are for")
+	}
+	return nil
+}
+
+// The draw (docs/API.md "Verifying the draw"). Everything here is what a buyer recomputes.
+
+// EntrantID is the name the room gives a user of a sale: hex of the first 16 bytes of
+// SHA-256("seckill-room" 0 sale 0 user). The published entrant list carries these, not user
+// ids; a buyer finds themself in it by computing their own.
+func EntrantID(saleID, userID string) string {
+	h := sha256.New()
+	h.Write([]byte("seckill-room\x00" + saleID + "\x00" + userID))
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])[:16])
+}
+
+// RoomSeed is the sale's draw seed: HMAC-SHA256(secret, "seckill-room-seed" 0 sale 0
+// incarnation). It is derived rather than stored, so every instance has the same one and a
+// restart keeps it; it is secret until the start, when the room publishes it.
+func RoomSeed(secret []byte, s Sale) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("seckill-room-seed\x00" + s.ID + "\x00" + s.Incarnation))
+	return m.Sum(nil)
+}
+
+// RoomCommitment is hex(SHA-256(seed)): published from the moment the room opens, so that the
+// seed revealed at the start can be checked against it.
+func RoomCommitment(seed []byte) string {
+	sum := sha256.Sum256(seed)
+	return hex.EncodeToString(sum[:])
+}
+
+// DrawKey is an entrant's place in the draw: the first 6 bytes of HMAC-SHA256(seed, entrant
+// id) as a big-endian integer (below 2^48, so that a Redis sorted set's double score holds it
+// exactly). The draw's order is by DrawKey, then by entrant id (DrawOrder).
+func DrawKey(seed []byte, entrant string) uint64 {
+	m := hmac.New(sha256.New, seed)
+	m.Write([]byte(entrant))
+	var b [8]byte
+	copy(b[2:], m.Sum(nil)[:6])
+	return binary.BigEndian.Uint64(b[:])
+}
+
+// DrawOrder returns the pre-queue's entrants in the draw's order: by DrawKey, ties by entrant
+// id (byte order).
+func DrawOrder(seed []byte, entrants []string) []string {
+	type keyed struct {
+		key uint64
+		id  string
+	}
+	ks := make([]keyed, len(entrants))
+	for i, e := range entrants {
+		ks[i] = keyed{DrawKey(seed, e), e}
+	}
+	slices.SortFunc(ks, func(a, b keyed) int {
+		if a.key != b.key {
+			if a.key < b.key {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = k.id
+	}
+	return out
+}
+
+// Ticket states.
+const (
+	TicketPreQueue = "pre_queue" // joined before the start: the draw places it at the start
+	TicketWaiting  = "waiting"   // in the queue, Ahead others before it
+	TicketAdmitted = "admitted"  // admitted at AdmittedAt (once: an entrant is admitted at most once)
+	TicketSoldOut  = "sold_out"  // never admitted, and every unit is sold
+	TicketEnded    = "ended"     // never admitted, and the sale is over
+)
+
+// Ticket is one entrant's place in a sale's room.
+type Ticket struct {
+	Entrant string
+	State   string
+	// Index is the entrant's 1-based place in the room's order (the draw's, then arrival's),
+	// fixed once the sale has started; 0 in the pre-queue, whose order the start draws.
+	Index int64
+	// Ahead is how many entrants still wait before this one (0 unless waiting).
+	Ahead int64
+	// Drawn is whether the entrant joined before the start (its place is the draw's).
+	Drawn      bool
+	JoinedAt   time.Time
+	AdmittedAt time.Time // zero unless admitted
+	// ActiveUntil is when the admitted entrant's place stops counting against max_active
+	// (zero unless admitted; at or before now once it has an outcome).
+	ActiveUntil time.Time
+}
+
+// RoomState is a room's counts.
+type RoomState struct {
+	Entrants int64 // joined so far
+	PreQueue int64 // joined before the start: the draw's entrants
+	Admitted int64 // admitted so far: the serving counter
+	Waiting  int64 // joined, not yet admitted (0 once sold out or ended: they were told)
+	Active   int64 // admitted, place still counting against max_active
+	// Closed is "" while the room admits, else TicketSoldOut or TicketEnded.
+	Closed string
+}
+
+// WaitingRooms keeps sales' waiting rooms (docs/MODEL.md "The waiting room"): every engine
+// has it, and the rooms suite (seckilltest.TestWaitingRooms) holds each to one behaviour.
+// Every method is atomic per sale, with the engine's own clock (a room's times and the sale's
+// are one clock). A room exists once its first entrant joined; its sale must be loaded.
+type WaitingRooms interface {
+	// Join puts the entrant in sale's room, once: joining again answers the same ticket.
+	// Before starts_at the entrant joins the pre-queue at drawKey (DrawKey, computed by the
+	// caller, who alone knows the seed; ignored for RoomFIFO); from starts_at, behind everyone.
+	// Errors: not_found (sale), invalid_argument (no room, or an entrant id that is not 32 hex
+	// digits), not_started (before the room opens), ended (the sale is over: a sold-out
+	// room still answers a ticket, TicketSoldOut, so that its entrant learns why).
+	Join(ctx context.Context, sale Sale, entrant string, drawKey uint64) (Ticket, error)
+	// Ticket reads an entrant's ticket: not_found when it never joined.
+	Ticket(ctx context.Context, saleID, entrant string) (Ticket, error)
+	// Admit admits from the head as many as sale's policy allows now (none before starts_at),
+	// closes the room when the stock is gone for good, and returns its counts after.
+	Admit(ctx context.Context, sale Sale) (RoomState, error)
+	// Release sets when an admitted entrant's place stops counting against max_active: until
+	// (a hold's expiry when it bought a hold), or now when until is not after now (an outcome:
+	// paid, cancelled, refused). It never revives a place that has ended, and ignores an
+	// entrant that was not admitted.
+	Release(ctx context.Context, saleID, entrant string, until time.Time) error
+	// Room returns the room's counts (zero counts when nobody joined yet).
+	Room(ctx context.Context, saleID string) (RoomState, error)
+	// DrawEntrants lists the entrants who joined before the start (the draw's), in entrant id
+	// order, at most limit of them after the id after ("" for the first page): the list a
+	// buyer recomputes the draw from. It is complete once the sale has started.
+	DrawEntrants(ctx context.Context, saleID, after string, limit int) ([]string, error)
+}
+
+// ValidEntrant reports whether s has the form of an EntrantID: 32 lower-case hex digits.
+func ValidEntrant(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
