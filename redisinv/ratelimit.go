@@ -64,11 +64,14 @@ type Limiter struct {
 	rdb    rueidis.Client
 	prefix string
 	clock  seckill.Clock // nil: Redis TIME
+	script *rueidis.Lua  // gcraScript; tests: a broken one
 }
 
 // NewLimiter returns a Limiter over rdb (the engine's client) with the engine's key prefix
 // and clock.
-func (e *Engine) NewLimiter() *Limiter { return &Limiter{rdb: e.rdb, prefix: e.prefix, clock: e.clock} }
+func (e *Engine) NewLimiter() *Limiter {
+	return &Limiter{rdb: e.rdb, prefix: e.prefix, clock: e.clock, script: gcraScript}
+}
 
 // Allow spends one request of user's budget (userLimit) and of the client address addr's
 // (addrLimit; "" for none) in scope (an endpoint: "path", "pay"), in one round trip, and
@@ -107,7 +110,7 @@ func (l *Limiter) Allow(ctx context.Context, scope, user, addr string, userLimit
 		return 0, nil
 	}
 	var wait time.Duration
-	for _, res := range gcraScript.ExecMulti(ctx, l.rdb, execs...) {
+	for _, res := range l.script.ExecMulti(ctx, l.rdb, execs...) {
 		v, err := res.AsIntSlice()
 		if err != nil || len(v) != 2 {
 			if err == nil {
@@ -132,7 +135,9 @@ func (l *Limiter) Allow(ctx context.Context, scope, user, addr string, userLimit
 //
 // A test clock does not move with Redis' own expiry clock, so under one the key is kept an
 // hour longer than its time: the tests' clocks stand still while real time passes.
-var gcraScript = rueidis.NewLuaScript(`
+var gcraScript = rueidis.NewLuaScript(gcraSource)
+
+const gcraSource = `
 local function int(v, name, lo, hi)
   local n = type(v) == 'string' and string.find(v, '^%d+$') and #v < 16 and tonumber(v)
   if not n or n < lo or n > hi then
@@ -165,7 +170,7 @@ end
 local nt = base + t
 redis.call('SET', KEYS[1], string.format('%d', nt), 'PX', string.format('%d', math.ceil((nt - now) / 1000) + slack))
 return {1, 0}
-`)
+`
 
 // validAddr is buy.lua's addr_arg: "" or at most 39 of [0-9a-f.:] (netip's text form of an
 // IPv4 address or of an IPv6 /64's first address).

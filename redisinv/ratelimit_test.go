@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"pgregory.net/rapid"
 
 	"github.com/seckill-go/seckill"
@@ -53,10 +54,42 @@ func drawLimit(t *rapid.T, name string) seckill.RateLimit {
 func TestLimiterMatchesModel(t *testing.T) {
 	c := dialT(t, testenv.Redis(t))
 	rapid.Check(t, func(rt *rapid.T) {
+		if msg := limiterVsModel(t, rt, c, gcraScript); msg != "" {
+			rt.Fatal(msg)
+		}
+	})
+}
+
+// TestLimiterModelControl is the negative control of TestLimiterMatchesModel: a script with a
+// burst one larger than asked is caught by the same comparison within rapid's sequences.
+func TestLimiterModelControl(t *testing.T) {
+	c := dialT(t, testenv.Redis(t))
+	const from = "local tau = t * (b - 1)"
+	if !strings.Contains(gcraSource, from) {
+		t.Fatalf("the script no longer contains the text the mutation replaces: %q", from)
+	}
+	broken := rueidis.NewLuaScript(strings.Replace(gcraSource, from, "local tau = t * b", 1))
+	caught := ""
+	rapid.Check(t, func(rt *rapid.T) {
+		if caught == "" {
+			caught = limiterVsModel(t, rt, c, broken)
+		}
+	})
+	if caught == "" {
+		t.Fatal("a script allowing one request more than the burst matched the model")
+	}
+	t.Logf("caught: %s", caught)
+}
+
+// limiterVsModel runs one random sequence of requests through a Limiter with script s and the
+// model, and describes the first difference ("" for none).
+func limiterVsModel(t testing.TB, rt *rapid.T, c *Clients, s *rueidis.Lua) string {
+	{
 		clock := seckilltest.NewManualClock(t0)
 		prefix := testPrefix()
 		defer dropPrefix(t, c.Inventory, prefix)
 		l := New(c.Inventory, WithTestClock(clock), WithPrefix(prefix)).NewLimiter()
+		l.script = s
 		user, addr := drawLimit(rt, "user"), drawLimit(rt, "address")
 		m := gcraModel{}
 		for i := range rapid.IntRange(1, 60).Draw(rt, "requests") {
@@ -70,13 +103,14 @@ func TestLimiterMatchesModel(t *testing.T) {
 			want := m.spend(clock.Now().UnixMicro(), false, keys, limits)
 			got, err := l.Allow(context.Background(), "path", u, a, user, addr)
 			if err != nil {
-				rt.Fatalf("request %d: %v", i, err)
+				return fmt.Sprintf("request %d: %v", i, err)
 			}
 			if got != want {
-				rt.Fatalf("request %d (%s from %q at +%v): wait %v, the model says %v", i, u, a, clock.Now().Sub(t0), got, want)
+				return fmt.Sprintf("request %d (%s from %q at +%v): wait %v, the model says %v", i, u, a, clock.Now().Sub(t0), got, want)
 			}
 		}
-	})
+	}
+	return ""
 }
 
 // TestLimiterKeys: the Limiter's state is one string key per subject and scope, expiring when
