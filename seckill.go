@@ -45,6 +45,11 @@ type BuyRequest struct {
 	UserID         string
 	Quantity       int
 	IdempotencyKey string // optional; a retry with the same key returns the same reservation
+	// ClientAddr is the buyer's client address as the HTTP API keys it (internal/clientaddr:
+	// an IPv4 address or an IPv6 /64's first address, in netip's text form); "" for none. An
+	// engine that enforces the per-address buy limit across instances (redisinv
+	// WithRateLimits) counts the buy against it; others ignore it.
+	ClientAddr string
 }
 
 // BuyResult is the outcome of a successful Buy: a held or queued reservation.

@@ -62,6 +62,9 @@ func (s *Server) purchasePath(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if _, err := s.rates.spend(r, scopePath, user, s.now()); err != nil {
+		return err
+	}
 	p, err := s.svc.PurchasePath(r.Context(), r.PathValue("id"), user)
 	if err != nil {
 		return err
@@ -95,9 +98,10 @@ func (s *Server) buy(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	saleID, now := r.PathValue("id"), s.now()
-	if !s.limiter.allow(user, now) {
+	addr, err := s.rates.spend(r, scopeBuy, user, now)
+	if err != nil {
 		s.countBuy(saleID, string(seckill.CodeRateLimited), now, true) // decided before the sale is looked up
-		return seckill.Errorf(seckill.CodeRateLimited, "too many buys; slow down")
+		return err
 	}
 	if err := s.svc.CheckPurchaseToken(r.Context(), saleID, r.PathValue("token"), user); err != nil {
 		if seckill.ErrorCode(err) == seckill.CodeInvalidToken { // the sale exists
@@ -116,7 +120,7 @@ func (s *Server) buy(w http.ResponseWriter, r *http.Request) error {
 	if len(key) > maxIdempotencyKey {
 		return seckill.Errorf(seckill.CodeInvalidArgument, "Idempotency-Key is longer than %d bytes", maxIdempotencyKey)
 	}
-	res, err := s.svc.Buy(r.Context(), seckill.BuyRequest{SaleID: saleID, UserID: user, Quantity: q, IdempotencyKey: key})
+	res, err := s.svc.Buy(r.Context(), seckill.BuyRequest{SaleID: saleID, UserID: user, Quantity: q, IdempotencyKey: key, ClientAddr: addr})
 	if err != nil {
 		s.countBuy(saleID, string(seckill.ErrorCode(err)), now, false)
 		return err
@@ -177,8 +181,8 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !s.payLimit.allow(user, s.now()) {
-		return seckill.Errorf(seckill.CodeRateLimited, "too many payment requests; slow down")
+	if _, err := s.rates.spend(r, scopePay, user, s.now()); err != nil {
+		return err
 	}
 	intent, err := s.svc.Pay(r.Context(), r.PathValue("rid"), user)
 	if err != nil {

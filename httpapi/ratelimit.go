@@ -1,71 +1,158 @@
 package httpapi
 
 import (
+	"context"
+	"net/http"
 	"sync"
 	"time"
+
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/clientaddr"
 )
 
-// rateLimiter is a per-user token bucket for the buy endpoint. It refuses a user's burst
-// before the request touches the sale, so one client cannot monopolize a hot sale's lock.
+// Request budgets (docs/API.md "Rate limits", docs/DECISIONS.md "Limits across instances"):
+// each limited endpoint is a scope, and a request spends one of its user's budget and one of
+// its client address's in that scope, each in a bucket of its own (GCRA: seckill.RateLimit).
+// Every instance checks its own buckets first (in process: exact for one process, and it
+// keeps a flood off Redis); with the Redis engine, the shared check then makes N instances
+// allow what one would: the buy's inside the buy script (redisinv WithRateLimits), the other
+// scopes' through Config.SharedLimiter, one Redis round trip. A new endpoint is one line:
+// `addr, err := s.rates.spend(r, scopeX, user)`.
+
+// Scopes of the request budgets.
+const (
+	scopePath = "path" // GET /api/v1/sales/{id}/path
+	scopeBuy  = "buy"  // POST /api/v1/sales/{id}/buy/{token}; its shared check is the engine's
+	scopePay  = "pay"  // POST /api/v1/reservations/{rid}/pay
+)
+
+// Per-address budget defaults (Config.AddrRate, AddrBurst): generous, because a carrier-grade
+// NAT, a campus or an office can put hundreds of buyers behind one IPv4 address, all arriving
+// at a sale's start. A thousand requests at once let a thousand of them ask once; 500 a second
+// still holds one address with many accounts to the rate of fifty users.
+const (
+	DefaultAddrRate  = 500
+	DefaultAddrBurst = 1000
+)
+
+// SharedLimiter spends request budgets across instances (redisinv.Limiter): one request of
+// user's budget (userLimit) and of addr's (addrLimit; addr "" for none) in scope, in one round
+// trip. It answers 0 when both had room, else how long until the request would be allowed.
+type SharedLimiter interface {
+	Allow(ctx context.Context, scope, user, addr string, userLimit, addrLimit seckill.RateLimit) (time.Duration, error)
+}
+
+// rates is the server's request budgets.
+type rates struct {
+	user, addr seckill.RateLimit
+	trusted    clientaddr.Trusted
+	shared     SharedLimiter // nil: this instance's buckets only
+	mu         sync.Mutex
+	local      map[string]*rateLimiter // scope + "u" / scope + "a" -> buckets
+}
+
+func newRates(user, addr seckill.RateLimit, trusted clientaddr.Trusted, shared SharedLimiter) *rates {
+	return &rates{user: user, addr: addr, trusted: trusted, shared: shared, local: map[string]*rateLimiter{}}
+}
+
+func (rs *rates) buckets(scope, kind string, l seckill.RateLimit) *rateLimiter {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	b := rs.local[scope+kind]
+	if b == nil {
+		b = newRateLimiter(l)
+		rs.local[scope+kind] = b
+	}
+	return b
+}
+
+// spend spends one request of user's and of r's client address's budgets in scope, at now:
+// this instance's buckets, then (not for buys, whose shared check is the engine's) the shared
+// limiter's. It returns the client address as engines take it ("" for none) and, when a budget
+// is spent, a rate_limited error that names the wait.
+//
+// The client address is internal/clientaddr's (an IPv4 address, an IPv6 /64; behind
+// --trusted-proxies, the rightmost untrusted X-Forwarded-For hop). Loopback peers and trusted
+// proxies themselves have no per-address budget: each carries many clients (a proxy on the
+// same host that is not named in --trusted-proxies would otherwise make the whole crowd one
+// address), and the benches run there.
+func (rs *rates) spend(r *http.Request, scope, user string, now time.Time) (string, error) {
+	addr := ""
+	if rs.addr.On() {
+		if k, ok := clientKey(rs.trusted, r); ok && !k.Addr().IsLoopback() && !rs.trusted.Contains(k.Addr()) {
+			addr = k.Addr().String()
+		}
+	}
+	var wait time.Duration
+	if rs.user.On() {
+		wait = rs.buckets(scope, "u", rs.user).allow(user, now)
+	}
+	if addr != "" {
+		wait = max(wait, rs.buckets(scope, "a", rs.addr).allow(addr, now))
+	}
+	if wait == 0 && rs.shared != nil && scope != scopeBuy {
+		w, err := rs.shared.Allow(r.Context(), scope, user, addr, rs.user, rs.addr)
+		if err != nil {
+			return addr, err
+		}
+		wait = w
+	}
+	if wait > 0 {
+		return addr, seckill.RateLimited(wait, "too many %s requests; slow down", scopeNoun[scope])
+	}
+	return addr, nil
+}
+
+// scopeNoun names a scope's requests in a refusal.
+var scopeNoun = map[string]string{scopePath: "purchase path", scopeBuy: "buy", scopePay: "payment"}
+
+// rateLimiter is one scope's buckets of one kind (users, or addresses) in this process: GCRA
+// (seckill.RateLimit.GCRA, in µs), a theoretical arrival time per key.
 type rateLimiter struct {
-	rate  float64 // tokens per second
-	burst float64
+	limit seckill.RateLimit
 
-	mu      sync.Mutex
-	buckets map[string]bucket
-	swept   time.Time
+	mu     sync.Mutex
+	tats   map[string]int64
+	latest int64 // the latest now seen, µs: the limiter's clock never goes back
+	swept  int64
 }
 
-// bucket is held by value, with its time as Unix nanoseconds: in a rush every buyer is new,
-// and a bucket per user allocated apart (with a time.Time's location pointer) was one more
-// object per user for the garbage collector to trace.
-type bucket struct {
-	tokens float64
-	last   int64
+func newRateLimiter(l seckill.RateLimit) *rateLimiter {
+	return &rateLimiter{limit: l, tats: make(map[string]int64)}
 }
 
-func newRateLimiter(rate float64, burst int) *rateLimiter {
-	return &rateLimiter{rate: rate, burst: float64(burst), buckets: make(map[string]bucket)}
-}
-
-// allow takes one token from user's bucket at now.
-func (l *rateLimiter) allow(user string, now time.Time) bool {
-	if l.rate <= 0 {
-		return true
+// allow spends one request of key's budget at now and answers 0, or answers how long until it
+// would be allowed (nothing spent).
+func (l *rateLimiter) allow(key string, now time.Time) time.Duration {
+	if !l.limit.On() {
+		return 0
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.sweep(now)
-	at := now.UnixNano()
-	b, ok := l.buckets[user]
+	at := now.UnixMicro()
+	// Only forward: a wall clock stepped back (NTP) must not put every active key's time
+	// ahead of the clock, which would lock them out for as long as the step.
+	at = max(at, l.latest)
+	l.latest = at
+	l.sweep(at)
+	ok, tat, wait := l.limit.GCRA(l.tats[key], at)
 	if !ok {
-		b = bucket{tokens: l.burst, last: at}
+		return time.Duration(wait) * time.Microsecond
 	}
-	// Refill only forward: a wall clock stepped back (NTP) must not take tokens away, which
-	// would lock every active user out for as long as the step.
-	if elapsed := at - b.last; elapsed > 0 {
-		b.tokens = min(l.burst, b.tokens+time.Duration(elapsed).Seconds()*l.rate)
-	}
-	b.last = at
-	allowed := b.tokens >= 1
-	if allowed {
-		b.tokens--
-	}
-	l.buckets[user] = b
-	return allowed
+	l.tats[key] = tat
+	return 0
 }
 
-// sweep forgets buckets that have refilled, at most once a minute, so memory follows the
-// number of recently active users rather than every user ever seen.
-func (l *rateLimiter) sweep(now time.Time) {
-	if now.Sub(l.swept) < time.Minute {
+// sweep forgets keys whose time has passed (the same as none), at most once a minute, so
+// memory follows the number of recently active keys rather than every key ever seen.
+func (l *rateLimiter) sweep(at int64) {
+	if at-l.swept < int64(time.Minute/time.Microsecond) {
 		return
 	}
-	l.swept = now
-	full := time.Duration(l.burst / l.rate * float64(time.Second))
-	for u, b := range l.buckets {
-		if time.Duration(now.UnixNano()-b.last) > full {
-			delete(l.buckets, u)
+	l.swept = at
+	for k, tat := range l.tats {
+		if tat <= at {
+			delete(l.tats, k)
 		}
 	}
 }

@@ -44,6 +44,15 @@ type Config struct {
 	// rate disables both (the load generator's own users are not throttled by them).
 	BuyRate  float64
 	BuyBurst int
+	// AddrRate and AddrBurst set the per-client-address budget of the same endpoints (and of
+	// GET /path), each endpoint's its own (default DefaultAddrRate/s, burst DefaultAddrBurst);
+	// a negative rate disables it. The user's budget also covers GET /path. See ratelimit.go.
+	AddrRate  float64
+	AddrBurst int
+	// SharedLimiter, when set, enforces the budgets of GET /path and POST /pay across every
+	// instance sharing it (redisinv.Limiter) after this instance's own; the buy's shared check
+	// is the engine's (redisinv.WithRateLimits). nil: this instance's budgets only.
+	SharedLimiter SharedLimiter
 	// Registry receives the metrics; default a new registry served at /metrics.
 	Registry *prometheus.Registry
 	// MetricsToken, when set, is the bearer token /metrics requires (401 without one, 403 for
@@ -90,14 +99,40 @@ type Config struct {
 	OIDC *OIDC
 }
 
+// Budgets are the per-user and per-address request budgets cfg sets, defaults applied (a
+// limit that is off has Rate 0): the engine's shared check of the buys must use the same
+// (redisinv.WithRateLimits).
+func (cfg Config) Budgets() (user, addr seckill.RateLimit) {
+	user = seckill.RateLimit{Rate: cfg.BuyRate, Burst: cfg.BuyBurst}
+	if user.Rate == 0 {
+		user.Rate = 10
+	}
+	if user.Burst <= 0 {
+		user.Burst = 10
+	}
+	addr = seckill.RateLimit{Rate: cfg.AddrRate, Burst: cfg.AddrBurst}
+	if addr.Rate == 0 {
+		addr.Rate = DefaultAddrRate
+	}
+	if addr.Burst <= 0 {
+		addr.Burst = DefaultAddrBurst
+	}
+	if user.Rate < 0 {
+		user = seckill.RateLimit{}
+	}
+	if addr.Rate < 0 {
+		addr = seckill.RateLimit{}
+	}
+	return user, addr
+}
+
 // Server is the HTTP API. Build it with New and serve Handler().
 type Server struct {
 	cfg      Config
 	svc      *service.Service
 	log      *slog.Logger
 	troubles *logsummary.Summarizer // writeError's lines: a route's 503s during an outage are a line per period
-	limiter  *rateLimiter           // buys
-	payLimit *rateLimiter           // payment starts (POST /pay), with the same budget
+	rates    *rates                 // the request budgets of /path, buys and /pay (ratelimit.go)
 	metrics  *metrics
 	feeds    *feeds
 	activity *activity
@@ -131,11 +166,12 @@ func New(cfg Config) *Server {
 	if cfg.BuyBurst <= 0 {
 		cfg.BuyBurst = 10
 	}
+	user, addr := cfg.Budgets()
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, limiter: newRateLimiter(cfg.BuyRate, cfg.BuyBurst),
-		payLimit: newRateLimiter(cfg.BuyRate, cfg.BuyBurst)}
+	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger}
+	s.rates = newRates(user, addr, cfg.TrustedProxies, cfg.SharedLimiter)
 	s.troubles = logsummary.New(cfg.Logger, 0)
 	s.cursors = newCursors(cfg.AuthSecret)
 	s.gateways = gatewaysByName(cfg)

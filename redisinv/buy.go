@@ -27,6 +27,9 @@ func (e *Engine) Buy(ctx context.Context, req seckill.BuyRequest) (seckill.BuyRe
 	if len(req.IdempotencyKey) > maxIdempotencyKey {
 		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "idempotency key is longer than %d bytes", maxIdempotencyKey)
 	}
+	if !validAddr(req.ClientAddr) {
+		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeInvalidArgument, "client address must be at most 39 of [0-9a-f.:]")
+	}
 	q := min(max(req.Quantity, 0), maxExact) // the script answers invalid_argument for 0
 	if in := e.segs.of(req.SaleID); in != nil {
 		return e.segs.buySegmented(ctx, in, req, q)
@@ -65,6 +68,8 @@ func buyAnswer(req seckill.BuyRequest, r reply) (seckill.BuyResult, error) {
 		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeSoldOut, "sold out")
 	case "queue_full":
 		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeQueueFull, "every unit is held and the queue is full; try again later")
+	case "rate_limited":
+		return seckill.BuyResult{}, rateLimited(r)
 	}
 	if sig := segSignalOf(r); sig != nil {
 		return seckill.BuyResult{}, sig // segment.go acts on it
@@ -264,16 +269,24 @@ func (e *Engine) drain(saleID string, sb *saleBatcher) {
 //
 // buy.lua (its header in lua/ is the whole contract):
 //
-//	KEYS   the sale's (or segment's) seven keys (keys)
+//	KEYS   the sale's (or segment's) eight keys (keys)
 //	ARGV   [1] clock; then 4 per buyer, 1 to 64 buyers: user id, quantity, idempotency key
 //	       ('' for none), the random half of a new id (random); then, optionally, the seq
-//	       floor of a segmented sale (seqFloor)
+//	       floor of a segmented sale (seqFloor). With WithRateLimits, [2] is the gcra block
+//	       (rateBlock) and each buyer has a fifth argument, its client address (ClientAddr)
 //	reply  {'ok', answer per buyer...} or {'not_loaded'} / {'loading'}; each answer {'ok',
 //	       replayed, res_reply...}, a refusal (buyAnswer) or a segment's signal (segSignalOf)
 func (e *Engine) sendBatch(saleID string, batch []*buyCall) {
-	args := make([]string, 0, 4*len(batch))
-	for _, c := range batch {
-		args = append(args, c.req.UserID, itoa(c.q), c.req.IdempotencyKey, c.random)
+	args := make([]string, 0, 2+5*len(batch))
+	if e.rateBlock == "" {
+		for _, c := range batch {
+			args = append(args, c.req.UserID, itoa(c.q), c.req.IdempotencyKey, c.random)
+		}
+	} else {
+		args = append(args, e.rateBlock)
+		for _, c := range batch {
+			args = append(args, c.req.UserID, itoa(c.q), c.req.IdempotencyKey, c.random, c.req.ClientAddr)
+		}
 	}
 	if fl := seqFloor(batch); fl > 0 {
 		args = append(args, i64toa(int64(fl)))

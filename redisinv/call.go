@@ -1,6 +1,6 @@
 // The core's door to Redis: one script call for one sale (or one segment of a segmented sale),
 // and its reply decoded.
-// Every operation of the engine reaches Redis through exec (execRaw, execTag): the sale's seven
+// Every operation of the engine reaches Redis through exec (execRaw, execTag): the sale's eight
 // keys (keys; common.lua's KEYS), the clock as ARGV[1] (clockArg), then the operation's own ARGV,
 // written next to each Go caller. Around the call, two other rooms are told, each through one
 // door: the versions (version.go: versions.mark before, versions.check after) and the local answers
@@ -27,9 +27,9 @@ import (
 )
 
 // keyParts are the suffixes of a sale's keys, in the order of the scripts' KEYS.
-var keyParts = [...]string{"sale", "res", "holds", "queue", "users", "idem", "events"}
+var keyParts = [...]string{"sale", "res", "holds", "queue", "users", "idem", "events", "rate"}
 
-// keys returns the seven keys of a sale (common.lua).
+// keys returns the eight keys of a sale (common.lua).
 func (e *Engine) keys(saleID string) []string {
 	base := e.prefix + "{sale:" + saleID + "}:"
 	ks := make([]string, len(keyParts))

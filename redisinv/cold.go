@@ -250,7 +250,7 @@ const (
 // cool removes the keys of a settled sale (lua/cool.lua): one script call. It answers when to
 // try again for coolWait.
 //
-// cool.lua: KEYS the sale's seven keys; ARGV [1] clock, [2] the margin in ms. Reply {'ok',
+// cool.lua: KEYS the sale's eight keys; ARGV [1] clock, [2] the margin in ms. Reply {'ok',
 // 'cooled'}, {'ok', 'wait', ms}, {'ok', 'busy', why} or {'not_loaded'}.
 func (e *Engine) cool(ctx context.Context, saleID string) (coolOutcome, time.Duration, error) {
 	r, err := e.execRaw(ctx, e.scripts.cool, saleID, itoa(int(seckill.CoolMargin.Milliseconds())))

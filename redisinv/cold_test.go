@@ -51,7 +51,7 @@ func newColdRig(t *testing.T, url string) *coldRig {
 	return r
 }
 
-// keysLeft counts the sale's seven keys that exist in Redis.
+// keysLeft counts the sale's eight keys that exist in Redis.
 func (r *coldRig) keysLeft(t *testing.T, id string) int64 {
 	t.Helper()
 	n := int64(0)

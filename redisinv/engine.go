@@ -75,8 +75,10 @@ type Engine struct {
 	notes        notifier                        // the one subscription to the streams' notifications (notify.go)
 	checked      atomic.Pointer[map[string]bool] // the stream keys a running Consumer checks (Consumer.Run)
 
-	local    *localAnswers // buys answered without Redis (localanswers.go); nil: off
-	inflight inflightBound // the buys of each sale waiting for Redis (inflight.go)
+	local *localAnswers // buys answered without Redis (localanswers.go); nil: off
+	// rateBlock is buy.lua's gcra block (WithRateLimits, ratelimit.go); "": no buy limits.
+	rateBlock string
+	inflight  inflightBound // the buys of each sale waiting for Redis (inflight.go)
 
 	randMu  sync.Mutex
 	randBuf []byte

@@ -81,7 +81,7 @@ func (l *streamLimits) bounds() (keep time.Duration, most int) {
 // trimStream drops the entries of a sale's stream that every reader has acknowledged (trim.lua)
 // and warns when the stream nears its maximum.
 //
-// trim.lua: KEYS the sale's seven keys (only the stream is used); ARGV [1] clock, [2] the order
+// trim.lua: KEYS the sale's eight keys (only the stream is used); ARGV [1] clock, [2] the order
 // store's group (Group), [3] keep entries newer than this many ms, [4] most entries kept (0:
 // no bound). Reply {'ok', removed, left}.
 func (e *Engine) trimStream(ctx context.Context, saleID string) error {

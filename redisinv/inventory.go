@@ -86,7 +86,7 @@ func (e *Engine) loadSale(ctx context.Context, def seckill.Sale, sold int) error
 
 // loadArgs are load.lua's ARGV after the clock.
 //
-// load.lua: KEYS the sale's (or segment's) seven keys; ARGV [1] clock, [2] mode ('new',
+// load.lua: KEYS the sale's (or segment's) eight keys; ARGV [1] clock, [2] mode ('new',
 // 'rebuild', 'segment'), [3] the rebuild's token, [4] name, [5] price, [6] stock, [7] holdback,
 // [8] starts_at ms, [9] ends_at ms, [10] per-user limit, [11] hold seconds, [12] queue limit,
 // [13] created_at ms, [14] units sold, [15] currency, [16] listed; then, optionally, [17] the
@@ -139,7 +139,7 @@ var _ seckill.SaleWindows = (*Engine)(nil)
 // sale is Sale; without counts (SaleWindow) a segmented sale is read at segment 0 only, and the
 // counts returned are segment 0's alone.
 //
-// sale.lua: KEYS the sale's seven keys; ARGV [1] clock. Reply a sale_reply (saleOf; field 17 the
+// sale.lua: KEYS the sale's eight keys; ARGV [1] clock. Reply a sale_reply (saleOf; field 17 the
 // segments, 18 the mode) or {'not_loaded'} / {'loading'}; a segment also {'moving'} / {'moved'}.
 func (e *Engine) sale(ctx context.Context, id string, counts bool) (seckill.Sale, seckill.StockState, error) {
 	if !seckill.ValidID(id) {
@@ -182,7 +182,7 @@ func (e *Engine) sale(ctx context.Context, id string, counts bool) (seckill.Sale
 
 // Reservation returns a reservation as it is now.
 //
-// reservation.lua: KEYS the sale's seven keys; ARGV [1] clock, [2] reservation suffix, [3]
+// reservation.lua: KEYS the sale's eight keys; ARGV [1] clock, [2] reservation suffix, [3]
 // segment flag (segmented sales only). Reply {'ok', 0, res_reply...} / {'not_found'} /
 // {'not_loaded'} / {'loading'}, or {'segments', n} for a sale this instance took for plain.
 func (e *Engine) Reservation(ctx context.Context, id string) (seckill.Reservation, error) {
@@ -216,7 +216,7 @@ func (e *Engine) Reservation(ctx context.Context, id string) (seckill.Reservatio
 
 // Cancel cancels a held or queued reservation of userID.
 //
-// cancel.lua: KEYS the sale's seven keys; ARGV [1] clock, [2] reservation suffix, [3] user id,
+// cancel.lua: KEYS the sale's eight keys; ARGV [1] clock, [2] reservation suffix, [3] user id,
 // [4] segment flag (segmented sales only). Reply {'ok', 0, res_reply...} / {'not_found'} /
 // {'conflict'} (paid) / {'not_loaded'} / {'loading'}, or {'segments', n}.
 func (e *Engine) Cancel(ctx context.Context, id, userID string) (seckill.Reservation, error) {
@@ -265,7 +265,7 @@ const noAmount = -1
 // rebuilt is unavailable, so the gateway retries once the reservation may be back. A payment in
 // another currency than the sale's is refund_required (seckill.PaymentConfirmation.InCurrency).
 //
-// pay.lua: KEYS the sale's seven keys; ARGV [1] clock, [2] reservation suffix, [3] payment id,
+// pay.lua: KEYS the sale's eight keys; ARGV [1] clock, [2] reservation suffix, [3] payment id,
 // [4] amount in cents (noAmount for another currency), [5] segment flag (segmented sales only).
 // Reply {'ok', result, res_reply from its third element...} or {'ok', 'refund_required'} for an
 // unknown reservation, {'not_loaded'} / {'loading'}, or a segment's {'segments', n} / {'empty',
@@ -319,7 +319,7 @@ func (e *Engine) ConfirmPayment(ctx context.Context, p seckill.PaymentConfirmati
 
 // AddStock adds units to a sale; queued buyers are served first.
 //
-// add_stock.lua: KEYS the sale's seven keys; ARGV [1] clock, [2] units to add ('0' for anything
+// add_stock.lua: KEYS the sale's eight keys; ARGV [1] clock, [2] units to add ('0' for anything
 // out of range). Reply a sale_reply, {'invalid_argument', largest stock}, {'not_loaded'} /
 // {'loading'}, or {'moving'} while segment 0 of a segmented sale is collapsing.
 func (e *Engine) AddStock(ctx context.Context, saleID string, add int) (seckill.Sale, seckill.StockState, error) {
@@ -361,7 +361,7 @@ func (e *Engine) AddStock(ctx context.Context, saleID string, add int) (seckill.
 
 // CloseSale ends a sale now.
 //
-// close.lua: KEYS the sale's seven keys; ARGV [1] clock. Reply a sale_reply, {'not_loaded'} /
+// close.lua: KEYS the sale's eight keys; ARGV [1] clock. Reply a sale_reply, {'not_loaded'} /
 // {'loading'}, or {'moving'} while a segmented sale is collapsing.
 func (e *Engine) CloseSale(ctx context.Context, saleID string) (seckill.Sale, seckill.StockState, error) {
 	if !seckill.ValidID(saleID) {
@@ -407,7 +407,7 @@ type sweepNext struct {
 // reclaimDue is Reclaim, and what the reclaim tells of the sale's next sweep: the earliest
 // over its segments.
 //
-// reclaim.lua: KEYS the sale's seven keys; ARGV [1] clock, [2] the most holds to expire. Reply
+// reclaim.lua: KEYS the sale's eight keys; ARGV [1] clock, [2] the most holds to expire. Reply
 // {'ok', expired, more (1/0), segments, outbox entries pending, mode, due ms, quiet ms},
 // {'not_loaded'} / {'loading'}, or {'moving'} (a frozen segment).
 func (e *Engine) reclaimDue(ctx context.Context, saleID string) (int, sweepNext, error) {
@@ -479,7 +479,7 @@ func (e *Engine) RestoreReservation(ctx context.Context, in seckill.Reservation)
 
 // restoreArgs validates a reservation for restore.lua and returns its ARGV after the clock.
 //
-// restore.lua: KEYS the sale's seven keys; ARGV [1] clock, [2] rebuild token (empty outside a
+// restore.lua: KEYS the sale's eight keys; ARGV [1] clock, [2] rebuild token (empty outside a
 // rebuild), [3] suffix, [4] user id, [5] quantity, [6] status, [7] expires_at ms (0: none), [8]
 // amount, [9] created_at ms, [10] seq, [11] payment id, [12] idempotency key. Reply {'ok'} /
 // {'conflict'} (known id) / {'fenced'} (a newer rebuild) / {'not_loaded'} / {'loading'}

@@ -483,7 +483,7 @@ func (rb *rebuilder) close() {
 //
 // Its scripts: load.lua in mode 'rebuild' (loadArgs, then the starting version and the stale
 // one), restore.lua per reservation (restoreArgs, with the token), then ready.lua: KEYS the
-// sale's seven keys; ARGV [1] clock, [2] the rebuild's token. Reply {'ok'}, {'not_loaded'} or
+// sale's eight keys; ARGV [1] clock, [2] the rebuild's token. Reply {'ok'}, {'not_loaded'} or
 // {'fenced'} (not being rebuilt, or by another token).
 func (rb *rebuilder) rebuild(ctx context.Context, saleID string, stale uint64, lost bool) (n int, cold bool, err error) {
 	m := rb.locks.NewMutex("seckill:rebuild:" + saleID)

@@ -1,6 +1,6 @@
 // The waiting rooms (seckill.WaitingRooms; docs/DECISIONS.md "Waiting rooms on Redis"): one
 // Lua script per operation (lua/room_*.lua, with room_common.lua), on five keys of the sale's
-// own hash tag next to its seven, so that each runs atomically on the sale's node of a Cluster
+// own hash tag next to its eight, so that each runs atomically on the sale's node of a Cluster
 // and reads the sale's hash (its window, its stock, its clock) in the same step. A room changes
 // nothing of its sale: its scripts read the sale's hash and never write it, so they raise no
 // version and wake no sweep; they answer a missing sale as the sale's own calls do (exec).

@@ -64,7 +64,7 @@ func (e *Engine) DropSale(ctx context.Context, saleID string) error {
 
 // saleAdmin runs sale_admin.lua's op on the sale and turns its refusals into domain errors.
 //
-// sale_admin.lua: KEYS the sale's seven keys; ARGV [1] clock, [2] op: 'list', 'unlist',
+// sale_admin.lua: KEYS the sale's eight keys; ARGV [1] clock, [2] op: 'list', 'unlist',
 // 'close_unreserved' (reply a sale_reply) or 'drop' (reply {'ok'}); {'conflict'} when the sale
 // has reservations (or, to drop, is open); {'not_loaded'} / {'loading'}.
 func (e *Engine) saleAdmin(ctx context.Context, saleID, op string) (reply, error) {

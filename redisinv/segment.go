@@ -113,7 +113,7 @@ func movedOn(err error) bool {
 
 // segOp runs one operation of segment.lua on segment i.
 //
-// segment.lua: KEYS the segment's seven keys; ARGV [1] clock, [2] op, then by op: 'take' dest,
+// segment.lua: KEYS the segment's eight keys; ARGV [1] clock, [2] op, then by op: 'take' dest,
 // units -> {'ok', taken, seq, available left} / {'busy', mode}; 'apply' source, seq, units ->
 // {'ok', added} / {'gap', last applied} / {'moved'}; 'ack' dest, seq; 'outbox' -> {'ok', (dest,
 // seq, units)...}; 'counts' -> {'ok', mode, available, held, sold, seq, lent, got, pend,

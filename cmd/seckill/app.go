@@ -59,6 +59,12 @@ type app struct {
 	// retention trims the outbox and the dead letters to their bounds (retention.go).
 	retention *retention.Trimmer
 
+	// budgets are the request budgets' part of the HTTP API's config (budgetConfig), which the
+	// Redis engine's shared check of the buys takes too; sharedLimits: enforce them across
+	// instances (Redis engine; appOptions.localLimits turns it off).
+	budgets      httpapi.Config
+	sharedLimits bool
+
 	serveDone  chan error
 	closeOnce  sync.Once
 	closeError error
@@ -99,6 +105,10 @@ type engine struct {
 	cold  func() httpapi.ColdView
 	close func() error // after its services have stopped; may be nil
 
+	// limiter enforces the budgets of GET /path and POST /pay across instances (redis); nil
+	// when each instance keeps its own (memory: one process is exact).
+	limiter httpapi.SharedLimiter
+
 	// streamFill reports the fullest sale's stream and the bound, for /metrics (redis); nil
 	// when the engine has no streams.
 	streamFill func() (entries, most int64)
@@ -113,7 +123,10 @@ type appOptions struct {
 	gatewayDup   float64                                 // dev gateway's duplicate delivery rate
 	gatewayFail  float64                                 // dev gateway's failure rate
 	buyRate      float64                                 // per-user buy budget; <0 disables
-	noHTTP       bool                                    // worker: no HTTP server, no gateway
+	// localLimits keeps the request budgets per instance with the Redis engine (no shared
+	// check): the negative control of the tests of the limits across instances.
+	localLimits bool
+	noHTTP      bool // worker: no HTTP server, no gateway
 	// wrapInventory, if set, wraps the engine: tests use it to serve a deliberately broken
 	// engine and show that `seckill bench` catches it.
 	wrapInventory func(seckill.Inventory) seckill.Inventory
@@ -137,6 +150,8 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 		return nil, scrubError(fmt.Errorf("open database %s: %w", maskURL(cfg.DB), err), urlSecrets(cfg.DB)...)
 	}
 	a.bg = background.NewRunner(log)
+	a.budgets = budgetConfig(cfg, opts)
+	a.sharedLimits = !opts.localLimits
 	if a.engine, err = a.openEngine(ctx, cfg, log); err != nil {
 		return nil, err
 	}
@@ -197,7 +212,8 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 	lim := cfg.HTTP.withDefaults()
 	a.api = httpapi.New(httpapi.Config{
 		Service: a.svc, AuthSecret: []byte(cfg.AuthSecret), AdminToken: cfg.AdminToken, OIDC: a.oidc,
-		PaymentSecret: builtInSecret(cfg), Gateways: []payment.Gateway{a.payGW}, Dev: cfg.Dev, Logger: log, BuyRate: opts.buyRate,
+		PaymentSecret: builtInSecret(cfg), Gateways: []payment.Gateway{a.payGW}, Dev: cfg.Dev, Logger: log,
+		BuyRate: a.budgets.BuyRate, AddrRate: a.budgets.AddrRate, AddrBurst: a.budgets.AddrBurst, SharedLimiter: a.engine.limiter,
 		Checks: a.engine.checks, Collectors: append([]prometheus.Collector{a.bg.Collector(), a.export.x.Collector(), a.retention.Collector()}, a.engine.metrics...),
 		Export: a.export.x.Status, Cold: a.engine.cold, MetricsToken: cfg.MetricsToken, MetricsOff: cfg.MetricsAddr != "",
 		MaxInFlight: lim.MaxInFlight, MaxStreams: lim.MaxStreams, MaxStreamsPerUser: lim.MaxStreamsPerUser,
@@ -313,6 +329,15 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 		}
 		locks := lock.New(clients.Locks, &lock.Options{Lease: lockLease})
 		buyOpts, closeBuys := redisBuyOptions(cfg.RedisBuys, clients, log) // localanswers.go
+		if a.sharedLimits {
+			user, addr := a.budgets.Budgets()
+			if err := errors.Join(user.Check(), addr.Check()); err != nil {
+				closeBuys()
+				clients.Close()
+				return engine{}, fmt.Errorf("request budgets (--rate-per-addr, --burst-per-addr): %w", err)
+			}
+			buyOpts = append(buyOpts, redisinv.WithRateLimits(user, addr))
+		}
 		eng := redisinv.New(clients.Inventory, append(append([]redisinv.Option{redisinv.WithRebuild(a.store, locks), redisinv.WithLogger(log),
 			redisinv.WithReplicas(cfg.RedisReplicas, redisinv.DefaultReplicaTimeout), cfg.Retention.streamLimits()}, testEngineOptions()...), buyOpts...)...)
 		var sink redisinv.Sink // nil with --consume=false: `seckill worker` processes store the streams
@@ -342,6 +367,7 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 				return err
 			},
 			streamFill: eng.StreamFill,
+			limiter:    sharedLimiter(a.sharedLimits, eng),
 		}, nil
 	}
 	return engine{}, fmt.Errorf("unknown engine %q: use memory or redis", cfg.Engine)
@@ -413,4 +439,19 @@ func (a *app) close(ctx context.Context) error {
 		a.closeError = errors.Join(errs...)
 	})
 	return a.closeError
+}
+
+// budgetConfig is the request budgets' part of the HTTP API's config: the per-user budget
+// (opts.buyRate; negative: off), the per-address one (--rate-per-addr, --burst-per-addr).
+func budgetConfig(cfg config, opts appOptions) httpapi.Config {
+	return httpapi.Config{BuyRate: opts.buyRate, AddrRate: float64(cfg.HTTP.RatePerAddr), AddrBurst: cfg.HTTP.BurstPerAddr}
+}
+
+// sharedLimiter is the engine's Limiter when the budgets are shared, else nil (an interface
+// holding no pointer: the HTTP API tells nil from a limiter).
+func sharedLimiter(shared bool, eng *redisinv.Engine) httpapi.SharedLimiter {
+	if !shared {
+		return nil
+	}
+	return eng.NewLimiter()
 }

@@ -188,7 +188,7 @@ func startCluster(t *testing.T, n int, extra ...string) *cluster {
 // crowd from this one process, one client address (127.0.0.1), which the bounds would hold to a
 // quarter of the instance (429 rate_limited). launchCluster passes them before the test's own
 // flags, which may switch the bounds back on (perclient_test.go: "0", the defaults).
-var oneAddressArgs = []string{"--max-conns-per-addr", "-1", "--max-inflight-per-addr", "-1", "--max-streams-per-addr", "-1"}
+var oneAddressArgs = []string{"--max-conns-per-addr", "-1", "--max-inflight-per-addr", "-1", "--max-streams-per-addr", "-1", "--rate-per-addr", "-1"}
 
 // launchCluster starts n `seckill serve --engine redis` processes (with oneAddressArgs, then the
 // extra flags) on a Redis of the caller's (rdb, reached by the instances at redisURL: a private
@@ -520,11 +520,23 @@ func (r *rush) buyer(i int) {
 		if err == nil {
 			break
 		}
-		if client.CodeOf(err) != seckill.CodeNotStarted {
+		switch client.CodeOf(err) {
+		case seckill.CodeNotStarted:
+			time.Sleep(20 * time.Millisecond)
+		case seckill.CodeRateLimited:
+			// Polling /path every 20 ms before the start is over the user's budget (10 a
+			// second, burst 10, shared by the instances): wait as told, with some jitter (so
+			// the refused do not come back all at once), as a client must.
+			r.count("path 429 retried")
+			wait := time.Second
+			if e, ok := errors.AsType[*client.Error](err); ok && e.RetryAfter > 0 {
+				wait = e.RetryAfter
+			}
+			time.Sleep(wait + rand.N(wait/2))
+		default:
 			r.problem("%s: /path %v", user, err)
 			return
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	key := "k-" + user
 	for attempt := 0; ; attempt++ {

@@ -30,6 +30,11 @@ type httpLimits struct {
 	MaxConnsPerAddr    int
 	MaxInFlightPerAddr int
 	MaxStreamsPerAddr  int
+	// RatePerAddr and BurstPerAddr are the request budget of one client address on each of
+	// GET /path, buys and POST /pay (httpapi.Config.AddrRate, AddrBurst): 0 the default
+	// (httpapi.DefaultAddrRate, DefaultAddrBurst), -1 no budget (RatePerAddr).
+	RatePerAddr  int
+	BurstPerAddr int
 	// TrustedProxies is the comma-separated CIDRs and addresses of the proxies whose
 	// X-Forwarded-For is believed (clientaddr.ParseTrusted; checked when set); "": none.
 	TrustedProxies string
@@ -83,6 +88,8 @@ func bindHTTPLimits(fs *flag.FlagSet, getenv func(string) string, c *config) {
 		{&l.MaxStreamsPerUser, 1, "max-streams-per-user", "serve: most live event streams of one signed-in user; more are answered 429"},
 		{&l.MaxConnsPerAddr, -1, "max-conns-per-addr", "serve: most open connections of one client address (an IPv6 /64; trusted proxies excepted); more are closed at once; 0: a quarter of --max-conns, -1: no bound"},
 		{&l.MaxInFlightPerAddr, -1, "max-inflight-per-addr", "serve: most requests of one client address handled at once; more are answered 429; 0: a quarter of --max-inflight, -1: no bound"},
+		{&l.RatePerAddr, -1, "rate-per-addr", "serve: requests a second one client address may make on each of GET /path, buys and POST /pay (across instances with --engine redis; loopback and trusted proxies excepted); more are answered 429; 0: " + strconv.Itoa(httpapi.DefaultAddrRate) + ", -1: no budget"},
+		{&l.BurstPerAddr, 0, "burst-per-addr", "serve: requests one client address may make at once on each of GET /path, buys and POST /pay; 0: " + strconv.Itoa(httpapi.DefaultAddrBurst)},
 		{&l.MaxStreamsPerAddr, -1, "max-streams-per-addr", "serve: most live event streams of one client address; more are answered 429; 0: a quarter of --max-streams, -1: no bound"},
 	}
 	for _, n := range ints {
@@ -219,12 +226,12 @@ func (l httpLimits) withDefaults() httpLimits {
 	return l
 }
 
-// withoutPerAddr is l with every per-address bound off (-1). For an instance whose whole crowd
+// withoutPerAddr is l with every per-address bound and budget off (-1). For an instance whose whole crowd
 // comes from one address, as demo's and the tests' rushes do: a load test from one machine is
 // one client, and with the bounds on it would measure them (429s once it holds a quarter of the
 // instance) rather than the instance (docs/SECURITY.md "Per-client bounds").
 func (l httpLimits) withoutPerAddr() httpLimits {
-	l.MaxConnsPerAddr, l.MaxInFlightPerAddr, l.MaxStreamsPerAddr = -1, -1, -1
+	l.MaxConnsPerAddr, l.MaxInFlightPerAddr, l.MaxStreamsPerAddr, l.RatePerAddr = -1, -1, -1, -1
 	return l
 }
 

@@ -188,7 +188,7 @@ func TestOneAddressOff(t *testing.T) {
 		return c.HTTP.withDefaults()
 	}
 	off := func(l httpLimits) bool {
-		return l.MaxConnsPerAddr == -1 && l.MaxInFlightPerAddr == -1 && l.MaxStreamsPerAddr == -1
+		return l.MaxConnsPerAddr == -1 && l.MaxInFlightPerAddr == -1 && l.MaxStreamsPerAddr == -1 && l.RatePerAddr == -1
 	}
 	if l := parse(oneAddressArgs...); !off(l) {
 		t.Errorf("serve %v: %+v; want every per-address bound -1", oneAddressArgs, l)

@@ -1,5 +1,5 @@
 -- add_stock.lua: AddStock: stock and available grow by add; queued buyers are served first.
--- KEYS: the sale's seven keys (common.lua).
+-- KEYS: the sale's eight keys (common.lua).
 -- ARGV: [1] clock (common.lua); [2] units to add, digits ('0' stands for anything below 1).
 -- Returns: <sale> (see sale_reply), or {'not_loaded'} / {'loading'} /
 --          {'invalid_argument', largest stock}; {'moving'} / {'moved'} (common.lua) for a

@@ -4,18 +4,24 @@
 -- Several buyers per call let the engine group the buys that arrive together (one round trip,
 -- one read and one write of the sale's state for all of them); one buyer per call is the plain
 -- form, which any client can send.
--- KEYS: the sale's seven keys (common.lua).
+-- KEYS: the sale's eight keys (common.lua).
 -- ARGV: [1] clock (common.lua); then 4 per buyer, for 1 to 64 buyers: user id; quantity, digits
 --       ('0' stands for anything below 1; at most 2^53); idempotency key ('' for none, at most
 --       128 bytes); 16 lowercase hex digits from crypto/rand, the random half of the id of a
 --       new reservation; then, optionally, one more: a floor for the new reservations' seq
 --       (a segmented sale: the highest seq the engine has seen, so that a reservation made after
 --       another one's answer has a higher seq whatever segments made them).
+--       With the buy limits across instances (docs/DECISIONS.md "Limits across instances"),
+--       ARGV[2] is 'gcra:<user interval>:<user burst>:<address interval>:<address burst>'
+--       (intervals in µs, 0 to 10^9, 0: that limit is off; bursts 1 to 10^6; a user id has no
+--       ':', so the two layouts cannot be confused) and each buyer has a fifth argument after
+--       its random half: its client address ('' for none; at most 39 of [0-9a-f.:]).
 -- Returns: {'not_loaded'} or {'loading'} for the whole call, else {'ok', <answer per buyer>...},
 --          each answer {'ok', replayed (0/1), <reservation> (see res_reply)} or
 --          {'invalid_argument'} / {'not_started'} / {'ended'} /
 --          {'limit_exceeded', 'quantity'|'user', per-user limit} /
---          {'sold_out', units left unsold (available + held)} / {'queue_full'}; for a segmented
+--          {'sold_out', units left unsold (available + held)} / {'queue_full'} /
+--          {'rate_limited', µs until the buy would be allowed, 'user'|'address'}; for a segmented
 --          sale (common.lua, Segments) also {'segments', n} (the buyer's state is in another
 --          segment), {'empty', available} (a SPLIT segment without the units: nothing changed),
 --          {'elsewhere', suffix} (a replayed key whose reservation stayed in a MOVED segment),
@@ -23,6 +29,77 @@
 -- @common
 
 local seq_floor = 0 -- the optional last argument
+
+-- The buy limits across instances (GCRA, seckill.RateLimit.GCRA's arithmetic, in µs): rate is
+-- nil without the gcra block, else {user interval, user burst, address interval, address
+-- burst}. Each buyer's check comes before its other rules and is spent only by an answer that
+-- is the buyer's own (not a segment's signal, after which the engine sends the buy again);
+-- KEYS[8] is a ZSET of 'u:<user>' and 'a:<address>' scored by their theoretical arrival time
+-- in µs of the script's clock. A member whose time has passed is the same as none, so every
+-- call first removes those: the set holds only the subjects seen within the last burst ×
+-- interval, and goes with the sale's other keys (cool.lua, sale_admin.lua).
+local rate = nil
+local now_us = 0
+
+-- gcra is one step for a subject with theoretical arrival time tat (0: none) under interval t
+-- and burst b: allowed, the new tat, or the wait in µs.
+local function gcra(tat, t, b)
+  local base = math.max(tat, now_us)
+  local tau = t * (b - 1)
+  if base - now_us > tau then
+    return false, tat, base - now_us - tau
+  end
+  return true, base + t, 0
+end
+
+-- rate_check answers nil and the ZADD arguments that spend the buyer's budgets, or the
+-- buyer's refusal.
+local function rate_check(user, addr)
+  local spend, wait, who = {}, 0, nil
+  local function one(member, t, b, name)
+    if t == 0 then
+      return
+    end
+    local tat = tonumber(redis.call('ZSCORE', KEYS[8], member) or '0')
+    local ok, nt, w = gcra(tat, t, b)
+    if ok then
+      spend[#spend + 1] = num(nt)
+      spend[#spend + 1] = member
+    elseif w > wait then
+      wait, who = w, name
+    end
+  end
+  one('u:' .. user, rate[1], rate[2], 'user')
+  if addr ~= '' then
+    one('a:' .. addr, rate[3], rate[4], 'address')
+  end
+  if who then
+    return {'rate_limited', wait, who}, nil
+  end
+  return nil, spend
+end
+
+-- rate_arg reads the gcra block.
+local function rate_arg(v)
+  local ut, ub, at, ab = string.match(v, '^gcra:(%d+):(%d+):(%d+):(%d+)$')
+  if not ut then
+    fail("the gcra block must be 'gcra:<user interval>:<user burst>:<address interval>:<address burst>'")
+  end
+  return {int_arg(ut, 'user interval', 0, 1000000000), int_arg(ub, 'user burst', 1, 1000000),
+    int_arg(at, 'address interval', 0, 1000000000), int_arg(ab, 'address burst', 1, 1000000)}
+end
+
+-- addr_arg is a buyer's client address: '' or up to 39 of [0-9a-f.:].
+local function addr_arg(v)
+  if type(v) ~= 'string' or #v > 39 or not string.find(v, '^[0-9a-f.:]*$') then
+    fail('client address must be at most 39 of [0-9a-f.:]')
+  end
+  return v
+end
+
+-- SIGNALS are the answers after which the engine sends the buy again (a segment's business):
+-- they spend no budget.
+local SIGNALS = {segments = true, empty = true, elsewhere = true}
 
 -- buy_one applies the rules to one buyer, after the call's reclaim.
 local function buy_one(user, q, key, rnd)
@@ -102,23 +179,36 @@ end
 
 local function main()
   begin()
-  local extra = (#ARGV - 1) % 4
-  local n = (#ARGV - 1 - extra) / 4
+  local first, per = 2, 4 -- the first buyer's argument, and the arguments per buyer
+  if type(ARGV[2]) == 'string' and string.sub(ARGV[2], 1, 5) == 'gcra:' then
+    rate, first, per = rate_arg(ARGV[2]), 3, 5
+  end
+  local extra = (#ARGV - first + 1) % per
+  local n = (#ARGV - first + 1 - extra) / per
   if n < 1 or n > 64 or extra > 1 then
-    fail('want the clock and 4 arguments for each of 1 to 64 buyers (and a seq floor), got ' .. #ARGV .. ' arguments')
+    fail('want the clock' .. (rate and ', the gcra block' or '') .. ' and ' .. per ..
+      ' arguments for each of 1 to 64 buyers (and a seq floor), got ' .. #ARGV .. ' arguments')
   end
   if extra == 1 then
     seq_floor = int_arg(ARGV[#ARGV], 'seq floor', 0, MAX_EXACT)
   end
   local buyers = {}
   for i = 1, n do
-    local a = 4 * i - 2
+    local a = first + per * (i - 1)
     buyers[i] = {id_arg(ARGV[a], 'user'), int_arg(ARGV[a + 1], 'quantity', 0, MAX_EXACT),
-      str_arg(ARGV[a + 2], 'idempotency key', 128), hex_arg(ARGV[a + 3], 'random', 16)}
+      str_arg(ARGV[a + 2], 'idempotency key', 128), hex_arg(ARGV[a + 3], 'random', 16), ''}
+    if rate then
+      buyers[i][5] = addr_arg(ARGV[a + 4])
+    end
   end
   local missing = ready()
   if missing then
     return missing
+  end
+  if rate then
+    check_types(8)
+    now_us = now * 1000
+    redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', num(now_us))
   end
   local out, reclaimed = {'ok'}, false
   local gate = seg_gate('')
@@ -134,7 +224,18 @@ local function main()
       reclaim(RECLAIM) -- once, before the first buyer it can matter to
       reclaimed = true
     end
-    out[i + 1] = buy_one(b[1], b[2], b[3], b[4])
+    local refusal, spend = nil, nil
+    if rate then
+      refusal, spend = rate_check(b[1], b[5])
+    end
+    if refusal then
+      out[i + 1] = refusal
+    else
+      out[i + 1] = buy_one(b[1], b[2], b[3], b[4])
+      if spend and #spend > 0 and not SIGNALS[out[i + 1][1]] then
+        redis.call('ZADD', KEYS[8], unpack(spend))
+      end
+    end
   end
   return out
 end

@@ -1,6 +1,6 @@
 -- cancel.lua: Cancel (docs/MODEL.md "Cancel"): a held or queued reservation of the user is
 -- cancelled; a cancelled, expired, rejected or refund_required one is returned unchanged.
--- KEYS: the sale's seven keys (common.lua).
+-- KEYS: the sale's eight keys (common.lua).
 -- ARGV: [1] clock (common.lua); [2] reservation suffix (32 lowercase hex); [3] user id; [4]
 --       segment flag (optional, common.lua flag_arg).
 -- Returns: {'ok', 0, <reservation>}, or {'not_loaded'} / {'loading'} / {'not_found'} (also for

@@ -1,6 +1,6 @@
 -- close.lua: CloseSale: the sale ends now (ends = min(ends, now)) and stays closed; the queue
 -- is rejected; holds may still be paid until they expire, and the units they free are not resold.
--- KEYS: the sale's seven keys (common.lua).
+-- KEYS: the sale's eight keys (common.lua).
 -- ARGV: [1] clock (common.lua).
 -- Returns: <sale> (see sale_reply), or {'not_loaded'} / {'loading'}; {'moving'} while the
 --          segments of a segmented sale are being collapsed (the engine finishes that first).

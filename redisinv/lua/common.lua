@@ -2,7 +2,7 @@
 -- directory share, after the validators of prelude.lua. It never runs on its own: the Go side
 -- splices prelude.lua and it into each script at the script's "-- @common" line.
 --
--- KEYS (the same seven for every script; all belong to one sale and carry its hash tag
+-- KEYS (the same eight for every script; all belong to one sale and carry its hash tag
 -- {sale:<id>}, so that every script is atomic on one Redis Cluster node):
 --   KEYS[1] sale    HASH    the definition and the counters (fields below)
 --   KEYS[2] res     HASH    reservation suffix -> cmsgpack(status, user, quantity, expires_ms,
@@ -13,6 +13,8 @@
 --   KEYS[6] idem    HASH    user .. ':' .. idempotency key -> suffix (user ids have no ':')
 --   KEYS[7] events  STREAM  the reservation changes, for the order store: one field e per
 --                           change, in order, the changes of one script call in one entry
+--   KEYS[8] rate    ZSET    'u:<user>' / 'a:<client address>' -> theoretical arrival time in µs:
+--                           the buy limits across instances (only buy.lua uses it)
 -- ARGV[1] of every script is the clock: '' means Redis TIME, so that every instance shares one
 -- clock (production); digits are milliseconds since the Unix epoch, sent only by an engine
 -- built with a test clock (redisinv.WithTestClock). Whatever its source, a sale's clock never

@@ -1,8 +1,8 @@
--- cool.lua: cools a settled sale (docs/MODEL.md "Hot and cold sales"): removes its seven keys,
+-- cool.lua: cools a settled sale (docs/MODEL.md "Hot and cold sales"): removes its eight keys,
 -- so that the database is its only record, once nothing can change it by itself and every
 -- reader of its stream has finished with it. The sweeper calls it for the sales that leave
 -- their hot window (sweeper.go); a call that finds the sale not yet settled changes nothing.
--- KEYS: the sale's seven keys (common.lua), optionally followed by its waiting room's five
+-- KEYS: the sale's eight keys (common.lua), optionally followed by its waiting room's five
 -- (room_common.lua), removed with them.
 -- ARGV: [1] clock (common.lua); [2] margin: ms after ends + hold that the sale stays hot
 -- (seckill.CoolMargin), 0 to 86400000.
@@ -63,9 +63,9 @@ local function main()
   if not stream_read() then
     return {'ok', 'busy', 'stream'}
   end
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
-  if #KEYS > 7 then -- the sale's waiting room: the sale is past its hot window, the room over
-    redis.call('DEL', unpack(KEYS, 8))
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+  if #KEYS > 8 then -- the sale's waiting room: the sale is past its hot window, the room over
+    redis.call('DEL', unpack(KEYS, 9))
   end
   return {'ok', 'cooled'}
 end

@@ -2,7 +2,7 @@
 -- (available = sellable - sold) and removes whatever else of the sale was left behind (a
 -- partial rebuild, keys that outlived an eviction). The stream stays: its entries may not have
 -- reached the order store yet.
--- KEYS: the sale's seven keys (common.lua).
+-- KEYS: the sale's eight keys (common.lua).
 -- ARGV: [1] clock (common.lua); [2] mode: 'new' (LoadSale: refused if the sale exists) or
 --       'rebuild' (refused only if the sale exists and is not being rebuilt: another instance
 --       finished first); [3] the rebuild's token ('' for 'new'; for 'rebuild' "<lock fencing

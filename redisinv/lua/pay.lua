@@ -1,7 +1,7 @@
 -- pay.lua: ConfirmPayment (docs/MODEL.md "ConfirmPayment"): a succeeded payment is applied
 -- (held -> paid), late_applied (expired or cancelled, a unit is free and the user under the
 -- limit), a duplicate, or refund_required.
--- KEYS: the sale's seven keys (common.lua).
+-- KEYS: the sale's eight keys (common.lua).
 -- ARGV: [1] clock (common.lua); [2] reservation suffix (32 lowercase hex); [3] payment id
 --       (1-255 bytes); [4] amount in cents (digits, optionally negative); [5] segment flag
 --       (optional, common.lua flag_arg).

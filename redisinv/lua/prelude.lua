@@ -7,19 +7,19 @@ local function fail(msg)
   error({err = 'ERR seckill: ' .. msg})
 end
 
--- check_keys requires the seven keys of one sale, in order: '<prefix>{sale:<id>}:sale' and the
--- same base with ':res', ':holds', ':queue', ':users', ':idem', ':events', where the prefix
+-- check_keys requires the eight keys of one sale, in order: '<prefix>{sale:<id>}:sale' and the
+-- same base with ':res', ':holds', ':queue', ':users', ':idem', ':events', ':rate', where the prefix
 -- has no braces (the braces are the keys' hash tag) and the id is 1 to 64 of [A-Za-z0-9_.-],
 -- optionally followed by '#<segment>.<salt>' (segment 1 to 99 of a segmented sale, whose own
 -- hash tag lets a Redis Cluster put it on another node, and a salt of 1 to 5 digits that
 -- places that tag's slot: segment.go segTag; '#' is outside the id alphabet).
 -- It runs on every call, so it matches in place and creates one string, the base.
 -- cool.lua and sale_admin.lua, which remove a sale's keys, may be given the five keys of the
--- sale's waiting room after the seven (ROOM_PARTS; room_common.lua), to remove them too.
+-- sale's waiting room after the eight (ROOM_PARTS; room_common.lua), to remove them too.
 local ROOM_PARTS = {':room', ':rwait', ':rpre', ':rent', ':ract'}
 local function check_keys()
-  if #KEYS ~= 7 and #KEYS ~= 7 + #ROOM_PARTS then
-    fail('want the 7 keys of one sale, or 12 with its room keys, got ' .. #KEYS)
+  if #KEYS ~= 8 and #KEYS ~= 8 + #ROOM_PARTS then
+    fail('want the 8 keys of one sale, or 13 with its room keys, got ' .. #KEYS)
   end
   local k = KEYS[1]
   local n = #k - 5 -- the length of the base, before ':sale'
@@ -31,16 +31,16 @@ local function check_keys()
     fail('KEYS[1] must be <prefix without braces>{sale:<id>}:sale or {sale:<id>#<segment>.<salt>}:sale, got ' .. k)
   end
   local base = string.sub(k, 1, n)
-  local parts = {':res', ':holds', ':queue', ':users', ':idem', ':events'}
-  for i = 1, 6 do
+  local parts = {':res', ':holds', ':queue', ':users', ':idem', ':events', ':rate'}
+  for i = 1, 7 do
     local ki, part = KEYS[i + 1], parts[i]
     if #ki ~= n + #part or string.find(ki, base, 1, true) ~= 1 or string.find(ki, part, n + 1, true) ~= n + 1 then
       fail('KEYS[' .. (i + 1) .. '] must be ' .. base .. part)
     end
   end
-  for i = 8, #KEYS do
-    if KEYS[i] ~= base .. ROOM_PARTS[i - 7] then
-      fail('KEYS[' .. i .. '] must be ' .. base .. ROOM_PARTS[i - 7])
+  for i = 9, #KEYS do
+    if KEYS[i] ~= base .. ROOM_PARTS[i - 8] then
+      fail('KEYS[' .. i .. '] must be ' .. base .. ROOM_PARTS[i - 8])
     end
   end
 end
@@ -121,7 +121,7 @@ end
 -- so that a corrupted key fails the script before its first write rather than half way
 -- through it. A script checks the keys it may write before it has read them (a read of a key
 -- of the wrong type fails by itself, before any write).
-local KEY_TYPES = {'hash', 'hash', 'zset', 'zset', 'hash', 'hash', 'stream'}
+local KEY_TYPES = {'hash', 'hash', 'zset', 'zset', 'hash', 'hash', 'stream', 'zset'}
 local function check_types(...)
   for _, i in ipairs({...}) do
     local got = redis.call('TYPE', KEYS[i])['ok']

@@ -1,6 +1,6 @@
 -- ready.lua: the last step of a rebuild: the sale serves again, and the restored queue is
 -- served at once (restores do not serve it), so a unit left free goes to the head right away.
--- KEYS: the sale's seven keys (common.lua).
+-- KEYS: the sale's eight keys (common.lua).
 -- ARGV: [1] clock (common.lua); [2] the rebuild's token (as given to load.lua).
 -- Returns: {'ok'}, or {'not_loaded'} / {'fenced'} (not being rebuilt, or by another token).
 -- @common

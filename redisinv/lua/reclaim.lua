@@ -1,6 +1,6 @@
 -- reclaim.lua: Reclaim: expires up to a given number of overdue holds (the sweeper calls it
 -- until it reports no more).
--- KEYS: the sale's seven keys (common.lua).
+-- KEYS: the sale's eight keys (common.lua).
 -- ARGV: [1] clock (common.lua); [2] the most holds to expire, 1 to 100000.
 -- Returns: {'ok', holds expired, 1 if it stopped at the limit (more may be overdue) else 0,
 --          segments, outbox entries not yet acknowledged, mode (common.lua), due, quiet}, or

@@ -1,6 +1,6 @@
 -- reservation.lua: Reservation: one reservation as it is now (an expired hold reads expired,
 -- because the read reclaims first).
--- KEYS: the sale's seven keys (common.lua).
+-- KEYS: the sale's eight keys (common.lua).
 -- ARGV: [1] clock (common.lua); [2] reservation suffix (32 lowercase hex); [3] segment flag
 --       (optional, common.lua flag_arg).
 -- Returns: {'ok', 0, <reservation>}, or {'not_loaded'} / {'loading'} / {'not_found'}; for a

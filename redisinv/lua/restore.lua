@@ -5,7 +5,7 @@
 -- (the order store already has the reservation) except when it ends a hold: the store has that
 -- one held, and the 'expired' event is what tells it (a sale restored from a database that holds
 -- more than the stock left: Redis went back in time and resold units already held).
--- KEYS: the sale's seven keys (common.lua).
+-- KEYS: the sale's eight keys (common.lua).
 -- ARGV: [1] clock (common.lua); [2] rebuild token ('' outside a rebuild; during one it must be
 --       the loader's token); [3] suffix (32 lowercase hex); [4] user id; [5] quantity (1 to
 --       10^9); [6] status; [7] expires_at (ms, 0 for none); [8] amount (0 to 2^53);

@@ -1,6 +1,6 @@
 -- room_common.lua: the state and the helpers of a sale's waiting room (room.go; docs/DECISIONS.md
 -- "Waiting rooms on Redis"), spliced after prelude.lua into each room_*.lua script at its
--- "-- @room" line (scripts.go), in place of common.lua, whose seven keys a room does not use.
+-- "-- @room" line (scripts.go), in place of common.lua, whose eight keys a room does not use.
 --
 -- KEYS (the same six for every room script; all carry the sale's hash tag {sale:<id>}, so that
 -- a room's script runs on its sale's Cluster node, atomically with nothing else):

@@ -1,5 +1,5 @@
 -- sale.lua: Sale: the definition and live counts, after reclaiming expired holds.
--- KEYS: the sale's seven keys (common.lua).
+-- KEYS: the sale's eight keys (common.lua).
 -- ARGV: [1] clock (common.lua).
 -- Returns: <sale> (see sale_reply), or {'not_loaded'} / {'loading'}; {'moving'} / {'moved'}
 --          from a segment that is being or has been moved to segment 0 (common.lua).

@@ -1,5 +1,5 @@
 -- sale_admin.lua: SetListed, CloseUnreserved and DropSale (seckill.SaleAdmin).
--- KEYS: the sale's seven keys (common.lua), optionally followed by its waiting room's five
+-- KEYS: the sale's eight keys (common.lua), optionally followed by its waiting room's five
 -- (room_common.lua), which 'drop' removes too.
 -- ARGV: [1] clock (common.lua); [2] op:
 --       'list' / 'unlist': sets the sale's listed field;
@@ -37,9 +37,9 @@ local function main()
     if S.closed ~= 1 then
       return {'conflict'}
     end
-    redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
-    if #KEYS > 7 then -- the sale's waiting room
-      redis.call('DEL', unpack(KEYS, 8))
+    redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+    if #KEYS > 8 then -- the sale's waiting room
+      redis.call('DEL', unpack(KEYS, 9))
     end
     return {'ok'}
   end

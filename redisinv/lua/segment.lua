@@ -11,7 +11,7 @@
 -- deletes the entry. Until then the units are in transit: the sale's sum of lent - got counts
 -- them, and whoever finds the entry ('outbox') applies it again. No unit is lost by a crash.
 --
--- KEYS: the segment's seven keys (common.lua).
+-- KEYS: the segment's eight keys (common.lua).
 -- ARGV: [1] clock (common.lua); [2] operation; then by operation:
 --   'take'    [3] destination segment, [4] units wanted (1 to 10^9): SPLIT only; reclaims first.
 --             -> {'ok', units taken (0 to wanted), seq (0 if none), available left} or

@@ -9,7 +9,7 @@
 -- maximum even if an export group has not read them — but never one the order store's group
 -- has not acknowledged. Those export losses are what the maximum trades for bounded memory;
 -- the export's lag alarm fires well before it (docs/EVENTS.md).
--- KEYS: the sale's seven keys (common.lua); only KEYS[7], the stream, is used.
+-- KEYS: the sale's eight keys (common.lua); only KEYS[7], the stream, is used.
 -- ARGV: [1] clock (common.lua); [2] the order store's consumer group (1 to 64 bytes);
 -- [3] optional: keep entries newer than this many milliseconds (default 0);
 -- [4] optional: most entries kept (default 0: no maximum).
