@@ -425,7 +425,7 @@ func (h *harness) run(rt *rapid.T) {
 		"updateSale": m.updateSale, "deleteSale": m.deleteSale,
 		"devToken": m.devToken, "signIn": m.simple("signIn", "/api/v1/signin"), "healthz": m.simple("healthz", "/healthz"), "readyz": m.simple("readyz", "/readyz"),
 		"openapi": m.simple("openapi", "/openapi.json"), "saleEvents": m.events, "saleActivity": m.activity,
-		"advanceClock": m.advance,
+		"advanceClock": m.advance, "waitingRoom": m.room,
 		"rush": func() { // a burst of buys: sell-outs, queues, per-user limits and the rate limit
 			for range 6 {
 				m.buy()
@@ -1185,6 +1185,72 @@ func (m *model) events() {
 	if n > 8 && x.Status != http.StatusBadRequest {
 		rt.Fatalf("[%s engine] %d reservation parameters were answered %d, want 400: %s", m.h.st.name, n, x.Status, x)
 	}
+}
+
+// room drives one of the waiting room's operations, on a sale of the run (with or without a
+// room), an unknown one or an id the document refuses.
+func (m *model) room() {
+	rt := m.rt
+	id, ok := m.saleRef()
+	base := "/api/v1/sales/" + url.PathEscape(id) + "/waiting-room"
+	auth, present := m.userAuth(m.user())
+	switch rapid.IntRange(0, 5).Draw(rt, "roomOp") {
+	case 0:
+		m.send(call{op: "getWaitingRoom", method: "GET", target: base, valid: verdict(ok)})
+	case 1:
+		body, valid := []byte(rapid.SampledFrom([]string{``, `{}`, `{"pow":{"challenge":"c","solution":"s"}}`}).Draw(rt, "joinBody")), true
+		if rapid.IntRange(0, 3).Draw(rt, "badJoin") == 0 {
+			body, valid = []byte(rapid.SampledFrom([]string{`null`, `{"pow":1}`, `{"other":true}`, `{"pow":{"challenge":"c"}}`,
+				`{"pow":{"challenge":"` + strings.Repeat("c", 300) + `","solution":"s"}}`}).Draw(rt, "badJoinBody")), false
+		}
+		m.send(call{op: "joinWaitingRoom", method: "POST", target: base + "/join", auth: auth, body: body, hasBody: len(body) > 0,
+			valid: verdict(ok && present && valid)})
+	case 2:
+		m.send(call{op: "waitingRoomChallenge", method: "GET", target: base + "/challenge", auth: auth, valid: verdict(ok && present)})
+	case 3:
+		m.send(call{op: "waitingRoomTicket", method: "GET", target: base + "/ticket", auth: auth, valid: verdict(ok && present)})
+	case 4:
+		q, valid := "", ok
+		switch rapid.IntRange(0, 4).Draw(rt, "entrantsQuery") {
+		case 1:
+			q = "?limit=" + strconv.Itoa(rapid.IntRange(1, 1000).Draw(rt, "limit"))
+		case 2:
+			q, valid = "?limit="+rapid.SampledFrom([]string{"0", "1001", "-1", "x"}).Draw(rt, "badLimit"), false
+		case 3:
+			q = "?after=" + strings.Repeat("0", 32)
+		case 4:
+			q, valid = "?after=nothex", false
+		}
+		m.send(call{op: "waitingRoomEntrants", method: "GET", target: base + "/entrants" + q, valid: verdict(valid)})
+	default:
+		m.roomEvents(base+"/events", auth, ok && present)
+	}
+}
+
+// roomEvents opens a live ticket stream, judges its status and headers, and hangs up.
+func (m *model) roomEvents(target, auth string, valid bool) {
+	rt := m.rt
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", m.h.st.url+target, nil)
+	if err != nil {
+		rt.Fatal(err)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	res, err := m.h.st.client.Do(req)
+	if err != nil {
+		rt.Fatalf("GET %s: %v", target, err)
+	}
+	x := exchange{Op: "waitingRoomEvents", Method: "GET", Target: target, Header: req.Header, Valid: verdict(valid),
+		Status: res.StatusCode, RespHeader: res.Header}
+	if res.StatusCode != http.StatusOK {
+		x.RespBody, _ = io.ReadAll(res.Body)
+	}
+	cancel()
+	res.Body.Close()
+	m.judge(x)
 }
 
 // advance moves the test clock: holds expire, sales start and end.

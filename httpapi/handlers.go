@@ -62,7 +62,8 @@ func (s *Server) purchasePath(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.svc.PurchasePath(r.Context(), r.PathValue("id"), user)
+	// A sale with a waiting room needs the admission its room gave this user (room.go).
+	p, err := s.svc.PurchasePathAdmitted(r.Context(), r.PathValue("id"), user, r.Header.Get(AdmissionHeader))
 	if err != nil {
 		return err
 	}

@@ -599,3 +599,16 @@ func (s *Service) checkProof(sale seckill.Sale, userID string, proof *RoomProof)
 	}
 	return nil
 }
+
+// RoomState is the room's counts (for the live streams: one read per sale and tick on this
+// instance, however many streams follow it).
+func (s *Service) RoomState(ctx context.Context, saleID string) (seckill.RoomState, error) {
+	if s.rooms == nil {
+		return seckill.RoomState{}, errNoRooms
+	}
+	st, err := s.rooms.Room(ctx, saleID)
+	if err == nil {
+		s.rates.observe(saleID, st.Admitted, s.clock.Now())
+	}
+	return st, err
+}
