@@ -39,6 +39,11 @@ const (
 	DefaultTokenSeconds = 120
 	// MaxPowBits bounds pow_bits: 2^28 hashes is tens of seconds on a phone.
 	MaxPowBits = 28
+	// RoomAdmitBatch bounds the entrants one WaitingRooms.Admit call admits (bounded work per
+	// call, as a reclaim's); the rest wait for the next call.
+	RoomAdmitBatch = 1000
+	// MaxDrawEntrantsPage bounds the limit of WaitingRooms.DrawEntrants (and its HTTP page).
+	MaxDrawEntrantsPage = 1000
 )
 
 // RoomPolicy is a sale's waiting room. A sale without one (nil) sends its crowd straight to

@@ -72,7 +72,8 @@ type sale struct {
 	slab  []reservation // preallocated reservations (see alloc)
 	slabN int           // size of the last slab: slabs double from 8 to 256
 
-	rel releaseState // release.go
+	rel  releaseState // release.go
+	room *room        // the waiting room (room.go), made by its first call
 }
 
 type idemKey struct{ user, key string }
