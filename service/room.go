@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -15,6 +16,7 @@ import (
 	"github.com/seckill-go/seckill/internal/admission"
 	"github.com/seckill-go/seckill/internal/background"
 	"github.com/seckill-go/seckill/internal/wait"
+	"github.com/seckill-go/seckill/pow"
 )
 
 // The waiting room's service side (docs/API.md "The waiting room"). The engine keeps each
@@ -125,21 +127,20 @@ func (s *Service) RoomEntrants(ctx context.Context, saleID, after string, limit 
 	if s.clock.Now().Before(sale.StartsAt) {
 		return nil, "", seckill.Errorf(seckill.CodeNotStarted, "the draw's entrants are published at the start, %s", sale.StartsAt.Format(time.RFC3339))
 	}
-	ids, err := s.rooms.DrawEntrants(ctx, saleID, after, limit+1)
+	ids, err := s.rooms.DrawEntrants(ctx, saleID, after, limit)
 	if err != nil {
 		return nil, "", err
 	}
-	next := ""
-	if len(ids) > limit {
-		ids = ids[:limit]
+	next := "" // a full page has a next one, which may be empty
+	if len(ids) == limit {
 		next = ids[limit-1]
 	}
 	return ids, next, nil
 }
 
 // MaxEntrantsPage bounds a page of GET /api/v1/sales/{id}/waiting-room/entrants (and is its
-// default).
-const MaxEntrantsPage = 1000
+// default): the engine's page.
+const MaxEntrantsPage = seckill.MaxDrawEntrantsPage
 
 // TicketView is a user's ticket as GET /api/v1/sales/{id}/waiting-room/ticket answers it.
 type TicketView struct {
@@ -553,15 +554,17 @@ func (a *admitter) pass(ctx context.Context) {
 	a.s.rates.forget(now)
 }
 
-// ProofChecker issues and checks the proof of work of a join (package pow's hashcash): a
-// challenge is bound to its user, sale and issue time, so that it cannot be reused by
-// another buyer or for another sale, and expires.
-type ProofChecker interface {
-	// Issue returns a challenge of bits for user and sale at now, and when it expires.
-	Issue(saleID, userID string, bits int, now time.Time) (challenge string, expires time.Time)
-	// Verify checks that solution solves challenge, issued to user for sale with bits and not
-	// expired at now.
-	Verify(saleID, userID string, bits int, challenge, solution string, now time.Time) bool
+// powMaxAge is how long a proof-of-work challenge may be solved and sent: long enough for a
+// slow phone at the recommended difficulty (docs/SECURITY.md), short enough that a solved
+// challenge is not a stock to spend later (it is bound to its user and sale besides).
+const powMaxAge = 2 * time.Minute
+
+// powKey derives the proof-of-work key from SECKILL_AUTH_SECRET: HMAC-SHA256(secret, "seckill
+// waiting room pow v1"), so that every instance verifies the others' challenges.
+func powKey(authSecret []byte) []byte {
+	mac := hmac.New(sha256.New, authSecret)
+	mac.Write([]byte("seckill waiting room pow v1"))
+	return mac.Sum(nil)
 }
 
 // RoomChallenge is what GET /api/v1/sales/{id}/waiting-room/challenge answers.
@@ -581,11 +584,14 @@ func (s *Service) Challenge(ctx context.Context, saleID, userID string) (RoomCha
 	if sale.Room.PowBits == 0 {
 		return RoomChallenge{}, seckill.Errorf(seckill.CodeInvalidArgument, "the waiting room of sale %q needs no proof of work", saleID)
 	}
-	if s.proof == nil {
-		return RoomChallenge{}, seckill.Errorf(seckill.CodeUnavailable, "this server cannot issue proof-of-work challenges")
+	if !seckill.ValidID(userID) {
+		return RoomChallenge{}, seckill.Errorf(seckill.CodeInvalidArgument, "a user id must be 1-64 of [A-Za-z0-9_.-] for a challenge")
 	}
-	c, exp := s.proof.Issue(sale.ID, userID, sale.Room.PowBits, s.clock.Now())
-	return RoomChallenge{Challenge: c, Bits: sale.Room.PowBits, ExpiresAt: exp}, nil
+	c, err := pow.Issue(s.powKey, sale.ID, userID, sale.Room.PowBits, s.clock.Now())
+	if err != nil {
+		return RoomChallenge{}, err
+	}
+	return RoomChallenge{Challenge: c.String(), Bits: c.Bits, ExpiresAt: c.Issued.Add(powMaxAge)}, nil
 }
 
 // checkProof checks a first join's proof of work for a room with pow_bits: none is
@@ -594,10 +600,18 @@ func (s *Service) checkProof(sale seckill.Sale, userID string, proof *RoomProof)
 	if proof == nil || proof.Challenge == "" {
 		return seckill.Errorf(seckill.CodePowRequired, "joining this waiting room needs a proof of work: GET its challenge, solve it, and send {\"pow\":{\"challenge\",\"solution\"}}")
 	}
-	if s.proof == nil || !s.proof.Verify(sale.ID, userID, sale.Room.PowBits, proof.Challenge, proof.Solution, s.clock.Now()) {
-		return seckill.Errorf(seckill.CodeInvalidPow, "the proof of work is not a solution of a live challenge issued to you for this sale")
+	err := pow.Verify(s.powKey, proof.Challenge, proof.Solution, sale.ID, userID, s.clock.Now(), powMaxAge)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pow.ErrExpired):
+		return seckill.Errorf(seckill.CodeInvalidPow, "the proof-of-work challenge has expired: get a new one")
+	case errors.Is(err, pow.ErrInsufficientWork):
+		return seckill.Errorf(seckill.CodeInvalidPow, "the solution does not do the challenge's work")
+	case errors.Is(err, pow.ErrInvalid):
+		return seckill.Errorf(seckill.CodeInvalidPow, "the proof of work is not a solution of a challenge issued to you for this sale: get a new one")
 	}
-	return nil
+	return err // the server's own configuration
 }
 
 // RoomState is the room's counts (for the live streams: one read per sale and tick on this

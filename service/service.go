@@ -50,8 +50,9 @@ type Service struct {
 	seedKey  []byte
 	admitKey []byte
 	rates    *roomRates
-	// proof checks a join's proof of work (room.go); troubles summarises what the service logs.
-	proof    ProofChecker
+	// powKey signs the rooms' proof-of-work challenges (room.go); troubles summarises what
+	// the service logs.
+	powKey   []byte
 	troubles *logsummary.Summarizer
 }
 
@@ -84,9 +85,6 @@ type Config struct {
 	// Rooms keeps the sales' waiting rooms; nil: the Inventory's, when it has them (both
 	// engines do). Their seeds and admission tokens are keyed from AuthSecret (room.go).
 	Rooms seckill.WaitingRooms
-	// Proof checks the proof of work of a join to a room with pow_bits (nil: such a join is
-	// refused, pow_required).
-	Proof ProofChecker
 	// Logger receives what the service logs: failed room releases (default: discarded).
 	Logger *slog.Logger
 }
@@ -106,7 +104,7 @@ func New(cfg Config) *Service {
 	return &Service{inv: cfg.Inventory, store: listStore{cfg.Store, list}, payments: cfg.Payments, windows: cfg.Windows, settled: cfg.Settled,
 		onDemand: cfg.LoadOnDemand, clock: cfg.Clock, pathKey: purchasetoken.Key(cfg.AuthSecret), list: list,
 		rooms: cfg.Rooms, seedKey: roomSeedKey(cfg.AuthSecret), admitKey: admission.Key(cfg.AuthSecret), rates: newRoomRates(),
-		proof: cfg.Proof, troubles: logsummary.New(cfg.Logger, 0)}
+		powKey: powKey(cfg.AuthSecret), troubles: logsummary.New(cfg.Logger, 0)}
 }
 
 // Now is the service's clock.
