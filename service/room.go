@@ -50,6 +50,7 @@ func (s *Service) roomSale(ctx context.Context, saleID string) (seckill.Sale, er
 	if sale.Room == nil {
 		return seckill.Sale{}, seckill.Errorf(seckill.CodeNotFound, "sale %q has no waiting room", saleID)
 	}
+	s.roomDefs.Store(sale.ID, sale)
 	return sale, nil
 }
 
@@ -508,6 +509,7 @@ type admitter struct {
 
 func (a *admitter) Name() string { return "admitter" }
 
+
 func (a *admitter) Run(ctx context.Context) error {
 	if a.s.rooms == nil {
 		<-ctx.Done()
@@ -525,9 +527,30 @@ func (a *admitter) pass(ctx context.Context) {
 		return
 	}
 	now := a.s.clock.Now()
-	live := map[string]bool{}
+	// The rooms are the stored definitions' and those this instance read from the engine
+	// (roomDefs): a sale's room is known to every instance from the database, and to this one
+	// as soon as a buyer joined here.
+	rooms := make([]seckill.Sale, 0, 8)
+	stored := map[string]bool{} // the sales whose stored definition has a room
 	for _, sale := range sales {
-		if sale.Room == nil || now.Before(sale.StartsAt) || !sale.HotAt(now) {
+		if sale.Room != nil {
+			stored[sale.ID] = true
+			rooms = append(rooms, sale)
+		}
+	}
+	a.s.roomDefs.Range(func(k, v any) bool {
+		sale := v.(seckill.Sale)
+		switch {
+		case !sale.HotAt(now):
+			a.s.roomDefs.Delete(k)
+		case !stored[sale.ID]:
+			rooms = append(rooms, sale)
+		}
+		return true
+	})
+	live := map[string]bool{}
+	for _, sale := range rooms {
+		if now.Before(sale.StartsAt) || !sale.HotAt(now) {
 			continue
 		}
 		live[sale.ID] = true

@@ -50,6 +50,7 @@ type Service struct {
 	seedKey  []byte
 	admitKey []byte
 	rates    *roomRates
+	roomDefs sync.Map // sale id → seckill.Sale: the room sales this instance read (room.go)
 	// powKey signs the rooms' proof-of-work challenges (room.go); troubles summarises what
 	// the service logs.
 	powKey   []byte
