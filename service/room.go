@@ -509,7 +509,6 @@ type admitter struct {
 
 func (a *admitter) Name() string { return "admitter" }
 
-
 func (a *admitter) Run(ctx context.Context) error {
 	if a.s.rooms == nil {
 		<-ctx.Done()
