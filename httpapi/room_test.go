@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -605,5 +606,70 @@ func TestRoomProofOfWork(t *testing.T) {
 	wantStatus(t, joinWith("alice", "pw", nil), http.StatusOK) // joined: no new proof
 	if v := e.roomView(t, "pw"); v.Entrants != 1 || v.PowBits != 8 {
 		t.Fatalf("room %+v", v)
+	}
+}
+
+func ticketData(t testing.TB, data string) service.TicketView {
+	t.Helper()
+	var v service.TicketView
+	if err := json.Unmarshal([]byte(data), &v); err != nil {
+		t.Fatalf("ticket event %s: %v", data, err)
+	}
+	return v
+}
+
+// TestRoomEventsFollowTicket: the live ticket's position falls as the room admits, then it
+// says admitted with its token; another stream is told sold_out once the last unit is paid.
+func TestRoomEventsFollowTicket(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withServer(func(c *httpapi.Config) { c.EventInterval = 5 * time.Millisecond }))
+	runAdmitter(t, e)
+	start := t0.Add(time.Minute)
+	roomSale(t, e, "live", start, map[string]any{"admit_per_second": 1}, map[string]any{"stock": 1})
+	users := []string{"l0", "l1", "l2", "l3", "l4"}
+	for _, u := range users {
+		e.join(t, u, "live")
+	}
+	e.clock.Set(start)
+	e.waitAdmitted(t, "live", 1)
+	byIndex := map[int64]string{}
+	for _, u := range users {
+		byIndex[e.ticket(t, u, "live").Index] = u
+	}
+	last, first := byIndex[5], byIndex[1]
+	s := e.events(t, "live/waiting-room", "", e.user(t, last))
+	v := ticketData(t, s.next(t, "ticket", func(string) bool { return true }))
+	if v.State != seckill.TicketWaiting || v.Position != 4 || v.Ahead != 3 {
+		t.Fatalf("first ticket event: %+v", v)
+	}
+	for want := int64(3); want >= 1; want-- {
+		e.clock.Advance(time.Second)
+		v = ticketData(t, s.next(t, "ticket", func(d string) bool { return ticketData(t, d).Position <= want }))
+		if v.Position != want || v.Ahead != want-1 || v.State != seckill.TicketWaiting {
+			t.Fatalf("position event: %+v, want position %d", v, want)
+		}
+	}
+	e.clock.Advance(time.Second)
+	v = ticketData(t, s.next(t, "ticket", func(d string) bool { return ticketData(t, d).State != seckill.TicketWaiting }))
+	if v.State != seckill.TicketAdmitted || v.AdmissionToken == "" {
+		t.Fatalf("admission event: %+v", v)
+	}
+	// Sold out: the first admitted buys the only unit and pays; a late joiner's stream says so.
+	e.join(t, "late", "live")
+	ls := e.events(t, "live/waiting-room", "", e.user(t, "late"))
+	if v := ticketData(t, ls.next(t, "ticket", func(string) bool { return true })); v.State != seckill.TicketWaiting {
+		t.Fatalf("late joiner: %+v", v)
+	}
+	res := e.buy(t, first, e.pathAdmitted(t, first, "live"), nil, "")
+	wantStatus(t, res, http.StatusCreated)
+	var hold seckill.Reservation
+	res.decode(t, &hold)
+	e.wantResult(t, succeeded(e.pay(t, first, hold.ID).PaymentID, hold), seckill.PaymentApplied)
+	v = ticketData(t, ls.next(t, "ticket", func(d string) bool { return ticketData(t, d).State != seckill.TicketWaiting }))
+	if v.State != seckill.TicketSoldOut {
+		t.Fatalf("after the last unit was paid: %+v", v)
+	}
+	if rv := e.roomView(t, "live"); rv.Closed == nil || *rv.Closed != seckill.TicketSoldOut || rv.Waiting != 0 {
+		t.Fatalf("room after the sell-out: %+v", rv)
 	}
 }
