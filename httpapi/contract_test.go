@@ -336,7 +336,7 @@ func runContract(t *testing.T, engine string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{st: st, c: c, seen: map[string]map[int]int{}}
+	h := &harness{st: st, c: c, seen: map[string]map[int]int{}, saleHasRoom: bytes.Contains(raw, []byte(`"waiting_room"`))}
 	defer withDefaultChecks(contractChecks)()
 	start := time.Now()
 	rapid.Check(t, h.run)
@@ -389,6 +389,9 @@ type harness struct {
 	runs, exchanges atomic.Int64
 	mu              sync.Mutex
 	seen            map[string]map[int]int // operationId → status → count
+	// saleHasRoom: the document's Sale has waiting_room, so a run may make a sale with a room
+	// (whose reads, in the list too, must then match the document).
+	saleHasRoom bool
 }
 
 // model is what one run knows: its sales, paths, reservations and payments.
@@ -402,6 +405,7 @@ type model struct {
 	res     []reservationRef
 	payIDs  []string
 	users   []string
+	rooms   []string // sales with a waiting room (driven by the room operations only)
 }
 
 type reservationRef struct {
@@ -417,6 +421,9 @@ func (h *harness) run(rt *rapid.T) {
 	}
 	// Every run starts with one open sale, so that buying has something to act on.
 	m.createSale(true)
+	if h.saleHasRoom {
+		m.createRoomSale()
+	}
 	actions := map[string]func(){
 		"createSale": func() { m.createSale(false) }, "listSales": m.listSales, "getSale": m.getSale,
 		"purchasePath": m.purchasePath, "buy": m.buy, "getReservation": m.getReservation,
@@ -1192,6 +1199,9 @@ func (m *model) events() {
 func (m *model) room() {
 	rt := m.rt
 	id, ok := m.saleRef()
+	if len(m.rooms) > 0 && rapid.Bool().Draw(rt, "roomSale") {
+		id, ok = rapid.SampledFrom(m.rooms).Draw(rt, "room"), true
+	}
 	base := "/api/v1/sales/" + url.PathEscape(id) + "/waiting-room"
 	auth, present := m.userAuth(m.user())
 	switch rapid.IntRange(0, 5).Draw(rt, "roomOp") {
@@ -1225,6 +1235,30 @@ func (m *model) room() {
 	default:
 		m.roomEvents(base+"/events", auth, ok && present)
 	}
+}
+
+// createRoomSale makes a sale with a waiting room, open for joining and started, outside the
+// judged exchanges: the room operations act on it (with a room, so their 200s are seen).
+func (m *model) createRoomSale() {
+	now := m.h.st.clock.Now()
+	id := m.prefix + "-room"
+	body := mustMarshal(map[string]any{"id": id, "price_cents": 100, "stock": 2, "per_user_limit": 1, "hold_seconds": 30,
+		"starts_at": now.Format(time.RFC3339Nano), "ends_at": now.Add(time.Hour).Format(time.RFC3339Nano),
+		"waiting_room": map[string]any{"order": "draw", "admit_per_second": 5}})
+	req, err := http.NewRequest("POST", m.h.st.url+"/api/v1/sales", bytes.NewReader(body))
+	if err != nil {
+		m.rt.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	res, err := m.h.st.client.Do(req)
+	if err != nil {
+		m.rt.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusCreated {
+		m.rt.Fatalf("create a room sale: %d", res.StatusCode)
+	}
+	m.rooms = append(m.rooms, id)
 }
 
 // roomEvents opens a live ticket stream, judges its status and headers, and hangs up.
