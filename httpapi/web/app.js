@@ -433,7 +433,9 @@ function onSale(sale) {
   setGauge(g, [...g.children], st);
   const terms = [`${st.sellable} for sale`, `at most ${sale.per_user_limit} per buyer`, `a held unit must be paid within ${fmtSeconds(sale.hold_seconds)}`];
   setText(byId('sale-terms'), terms.join(' · '));
-  if (was === 'upcoming' && sale.status === 'active') announce('The sale has started: you can buy now.');
+  if (was === 'upcoming' && sale.status === 'active') {
+    announce(sale.waiting_room ? 'The sale has started: join the waiting room to buy.' : 'The sale has started: you can buy now.');
+  }
   updateBuyButton();
   if (S.buyAfterRoom === sale.id) { S.buyAfterRoom = ''; if (admitted(sale.id)) buy(); }
   tickSale();
@@ -608,6 +610,8 @@ function showRoom(id) {
   byId('view-missing').hidden = true;
   byId('view-sale').hidden = true;
   byId('view-room').hidden = false;
+  byId('feed-mode').hidden = true;
+  announce('', 'info'); // the sale page's last word is not the room's
   byId('room-back').href = `#/sale/${encodeURIComponent(id)}`;
   byId('room-enter').hidden = true;
   for (const k of ['room-position', 'room-ahead', 'room-wait']) setText(byId(k), '–');
