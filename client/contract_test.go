@@ -186,6 +186,27 @@ func contractJourney(t *testing.T, admin *client.Client) {
 	_, err = a.Path(ctx, "contract-b")
 	refused("path of an upcoming sale", err, seckill.CodeNotStarted)
 	must("delete", admin.DeleteSale(ctx, "contract-b"))
+
+	// The waiting room's operations, on a sale without a room (the journey with a room needs
+	// NewSale to carry waiting_room): each answers its documented 404.
+	_, err = admin.WaitingRoom(ctx, "contract-a")
+	refused("room of a sale without one", err, seckill.CodeNotFound)
+	_, err = a.JoinRoom(ctx, "contract-a", nil)
+	refused("join a sale without a room", err, seckill.CodeNotFound)
+	_, err = a.JoinRoom(ctx, "contract-a", &client.Proof{Challenge: "c", Solution: "1"})
+	refused("join with a proof", err, seckill.CodeNotFound)
+	_, err = a.RoomChallenge(ctx, "contract-a")
+	refused("challenge", err, seckill.CodeNotFound)
+	_, err = a.Ticket(ctx, "contract-a")
+	refused("ticket", err, seckill.CodeNotFound)
+	_, err = admin.Entrants(ctx, "contract-a", "", 10)
+	refused("entrants", err, seckill.CodeNotFound)
+	for _, err := range a.RoomEvents(ctx, "contract-a") {
+		refused("room events", err, seckill.CodeNotFound)
+		break
+	}
+	_, err = a.AdmittedPath(ctx, "contract-a", "x")
+	refused("admitted path of a closed sale", err, seckill.CodeEnded)
 }
 
 // offDocument marks the requests a test sends off the document on purpose (no token, a bad
