@@ -157,6 +157,9 @@ func (rb *rebuilder) missing(ctx context.Context, saleID string, u urgency, c co
 	if rb.flat {
 		u = whenIdle
 	}
+	// exists: coldOf has just found the sale in the database (or in its cache of it), so the
+	// check below need not ask the database again.
+	exists := false
 	if c != coldNone {
 		cs, err := rb.coldOf(ctx, saleID)
 		switch {
@@ -172,17 +175,20 @@ func (rb *rebuilder) missing(ctx context.Context, saleID string, u urgency, c co
 				return err
 			}
 		}
+		exists = true
 	}
 	rb.mu.Lock()
 	seen, ok := rb.known[saleID]
 	rb.mu.Unlock()
 	if !ok || time.Since(seen) > knownFor {
-		if _, _, err := rb.src.Sale(ctx, saleID); err != nil {
-			if isCode(err, seckill.CodeNotFound) {
-				return seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
+		if !exists {
+			if _, _, err := rb.src.Sale(ctx, saleID); err != nil {
+				if isCode(err, seckill.CodeNotFound) {
+					return seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
+				}
+				return fmt.Errorf("%w: %w", seckill.Errorf(seckill.CodeUnavailable,
+					"sale %q is missing from Redis and the database cannot be read to restore it; retry shortly", saleID), err)
 			}
-			return fmt.Errorf("%w: %w", seckill.Errorf(seckill.CodeUnavailable,
-				"sale %q is missing from Redis and the database cannot be read to restore it; retry shortly", saleID), err)
 		}
 		rb.mu.Lock()
 		if rb.known == nil || len(rb.known) > 10_000 {

@@ -27,9 +27,11 @@ type fakeSource struct {
 	res   []seckill.Reservation
 	err   error
 	reads atomic.Int64 // Reservations calls
+	sales atomic.Int64 // Sale calls
 }
 
 func (f *fakeSource) Sale(_ context.Context, id string) (seckill.Sale, int, error) {
+	f.sales.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
@@ -275,6 +277,28 @@ func TestRebuildUnknownOrUnreadable(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestMissingHotSaleReadAsksOnce: a read of a hot sale whose keys are missing asks the database
+// for the sale twice in all: once to find it hot (coldOf), once for the rebuild that puts it
+// back; not a third time to learn that it exists, which coldOf has just shown. (Before, it
+// asked three times; a change, which coldOf does not see, still asks before its rebuild.)
+func TestMissingHotSaleReadAsksOnce(t *testing.T) {
+	c := dialT(t, testenv.Redis(t))
+	clock := seckilltest.NewManualClock(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
+	now := clock.Now()
+	def, err := seckill.NewSale(seckill.SaleInput{ID: "hot", PriceCents: ptr(int64(100)), Stock: ptr(5), StartsAt: &now}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	locks := lock.New(c.Locks, nil)
+	t.Cleanup(func() { _ = locks.Close() })
+	src := &fakeSource{sale: def}
+	e := newTestEngine(t, c.Inventory, clock, WithRebuild(src, locks))
+	waitReady(t, e, "hot") // the reads while it is rebuilt find it in coldOf's cache
+	if n := src.sales.Load(); n != 2 {
+		t.Fatalf("the read asked the database for the sale %d times; want 2 (coldOf, the rebuild)", n)
+	}
+}
 
 // TestRebuildFailureBacksOff: a sale the database has but the scripts refuse (here a start
 // before 1970, stored before sale times were bounded) cannot be rebuilt, however often it is

@@ -71,6 +71,12 @@ type benchOptions struct {
 }
 
 // bench drives running seckill instances with a crowd of buyers and checks the invariants.
+// It starts no instance (--calibrate's reference is a bare handler), so it cannot switch their
+// per-address bounds off: its whole crowd is one client address to them, and the targets of a
+// load test from one machine are to be run with `--max-conns-per-addr -1 --max-inflight-per-addr
+// -1` (README, docs/SECURITY.md), or past a quarter of an instance's bounds it measures those
+// (its buyers retry the 429s, so the run still finishes). demo, which starts its own instance,
+// switches them off (httpLimits.withoutPerAddr).
 func bench(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "strategies" {
 		return benchStrategies(ctx, args[1:], getenv, stdout, stderr)

@@ -17,7 +17,8 @@ import (
 // the first such answer with an error naming the flag that fixes it.
 func TestBenchStopsWithoutAPaymentPath(t *testing.T) {
 	cfg := config{Addr: "127.0.0.1:0", Engine: "memory", DB: "sqlite://" + filepath.Join(t.TempDir(), "n.db"),
-		AdminToken: strings.Repeat("a", 40), AuthSecret: strings.Repeat("s", 40), PaymentSecret: strings.Repeat("p", 40)}
+		AdminToken: strings.Repeat("a", 40), AuthSecret: strings.Repeat("s", 40), PaymentSecret: strings.Repeat("p", 40),
+		HTTP: httpLimits{}.withoutPerAddr()} // the crowd is this process: one address
 	a, err := startApp(context.Background(), cfg, appOptions{buyRate: -1}, discardLogger())
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,8 @@ func TestBenchWebhookSchemeRefundsOwedByHand(t *testing.T) {
 		t.Skip("runs a flash sale over HTTP")
 	}
 	cfg := config{Addr: "127.0.0.1:0", Engine: "memory", DB: "sqlite://" + filepath.Join(t.TempDir(), "w.db"),
-		AdminToken: strings.Repeat("a", 40), AuthSecret: strings.Repeat("s", 40), PaymentSecret: strings.Repeat("p", 40)}
+		AdminToken: strings.Repeat("a", 40), AuthSecret: strings.Repeat("s", 40), PaymentSecret: strings.Repeat("p", 40),
+		HTTP: httpLimits{}.withoutPerAddr()} // the crowd is this process: one address
 	a, err := startApp(context.Background(), cfg, appOptions{buyRate: -1}, discardLogger())
 	if err != nil {
 		t.Fatal(err)

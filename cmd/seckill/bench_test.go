@@ -24,10 +24,13 @@ import (
 	"github.com/seckill-go/seckill/loadgen"
 )
 
-// startDevApp runs an in-process server in dev mode on SQLite, with the engine wrapped if asked.
+// startDevApp runs an in-process server in dev mode on SQLite, with the engine wrapped if asked,
+// and without the per-address bounds: its tests' crowds come from this one process
+// (httpLimits.withoutPerAddr).
 func startDevApp(t *testing.T, wrap func(seckill.Inventory) seckill.Inventory) (*app, config) {
 	t.Helper()
-	cfg := config{Addr: "127.0.0.1:0", Engine: "memory", DB: "sqlite://" + filepath.Join(t.TempDir(), "b.db"), Dev: true}
+	cfg := config{Addr: "127.0.0.1:0", Engine: "memory", DB: "sqlite://" + filepath.Join(t.TempDir(), "b.db"), Dev: true,
+		HTTP: httpLimits{}.withoutPerAddr()}
 	if _, err := cfg.secrets(); err != nil {
 		t.Fatal(err)
 	}

@@ -753,7 +753,7 @@ func TestBrowserDashboardShowsExport(t *testing.T) {
 	}))
 	defer refusing.Close()
 	cfg := config{Addr: "127.0.0.1:0", Engine: "memory", DB: "sqlite://" + filepath.Join(t.TempDir(), "x.db"), Dev: true,
-		Export: refusing.URL + "/hook", ExportGiveUp: time.Hour}
+		Export: refusing.URL + "/hook", ExportGiveUp: time.Hour, HTTP: httpLimits{}.withoutPerAddr()} // bench's crowd: one address
 	if _, err := cfg.secrets(); err != nil {
 		t.Fatal(err)
 	}

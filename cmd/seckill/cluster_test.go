@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,9 +184,15 @@ func startCluster(t *testing.T, n int, extra ...string) *cluster {
 	return launchCluster(t, n, rdb, redisURL, freshMySQL(t), extra...)
 }
 
-// launchCluster starts n `seckill serve --engine redis` processes (with extra flags) on a Redis
-// of the caller's (rdb, reached by the instances at redisURL: a private server, or a proxy in
-// front of one) and the database db, and waits until each is ready.
+// oneAddressArgs switch the per-address bounds off: every instance a test starts takes its
+// crowd from this one process, one client address (127.0.0.1), which the bounds would hold to a
+// quarter of the instance (429 rate_limited). launchCluster passes them before the test's own
+// flags, which may switch the bounds back on (perclient_test.go: "0", the defaults).
+var oneAddressArgs = []string{"--max-conns-per-addr", "-1", "--max-inflight-per-addr", "-1", "--max-streams-per-addr", "-1"}
+
+// launchCluster starts n `seckill serve --engine redis` processes (with oneAddressArgs, then the
+// extra flags) on a Redis of the caller's (rdb, reached by the instances at redisURL: a private
+// server, or a proxy in front of one) and the database db, and waits until each is ready.
 func launchCluster(t *testing.T, n int, rdb rueidis.Client, redisURL, db string, extra ...string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, rdb: rdb, bin: seckillBinary(t), client: &http.Client{Timeout: 10 * time.Second,
@@ -196,7 +203,7 @@ func launchCluster(t *testing.T, n int, rdb rueidis.Client, redisURL, db string,
 		"SECKILL_PAYMENT_SECRET="+clusterPayment, "SECKILL_EXPORT_SECRET="+clusterExport, "SECKILL_DEV=")
 	for i := range n {
 		port := freePort(t)
-		in := c.spawn(fmt.Sprintf("instance %d", i), append([]string{"serve", "--engine", "redis", "--addr", "127.0.0.1:" + port}, extra...)...)
+		in := c.spawn(fmt.Sprintf("instance %d", i), slices.Concat([]string{"serve", "--engine", "redis", "--addr", "127.0.0.1:" + port}, oneAddressArgs, extra)...)
 		in.url = "http://127.0.0.1:" + port
 		c.insts = append(c.insts, in)
 	}

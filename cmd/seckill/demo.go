@@ -42,7 +42,9 @@ func demo(ctx context.Context, args []string, getenv func(string) string, stdout
 		defer os.RemoveAll(dir)
 		dsn = "sqlite://" + filepath.Join(dir, "demo.db")
 	}
-	cfg := config{Addr: "127.0.0.1:0", Engine: "memory", DB: dsn, Dev: true}
+	// The crowd is this process: one client address, which the per-address bounds would hold to
+	// a quarter of the instance.
+	cfg := config{Addr: "127.0.0.1:0", Engine: "memory", DB: dsn, Dev: true, HTTP: httpLimits{}.withoutPerAddr()}
 	if _, err := cfg.secrets(); err != nil {
 		return err
 	}

@@ -219,6 +219,15 @@ func (l httpLimits) withDefaults() httpLimits {
 	return l
 }
 
+// withoutPerAddr is l with every per-address bound off (-1). For an instance whose whole crowd
+// comes from one address, as demo's and the tests' rushes do: a load test from one machine is
+// one client, and with the bounds on it would measure them (429s once it holds a quarter of the
+// instance) rather than the instance (docs/SECURITY.md "Per-client bounds").
+func (l httpLimits) withoutPerAddr() httpLimits {
+	l.MaxConnsPerAddr, l.MaxInFlightPerAddr, l.MaxStreamsPerAddr = -1, -1, -1
+	return l
+}
+
 // trusted is TrustedProxies parsed (it was checked when set; a config built in code with a
 // bad list trusts none).
 func (l httpLimits) trusted() clientaddr.Trusted {

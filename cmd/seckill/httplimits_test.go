@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -169,6 +170,36 @@ func TestPerAddrFlags(t *testing.T) {
 		t.Fatalf("trusted %v", tr)
 	}
 	wantRefused(t, "SECKILL_TRUSTED_PROXIES", "everyone", [][]string{{"--trusted-proxies", "10.0.0.0/33"}, {"--trusted-proxies", "proxy.local"}, {"--max-conns-per-addr", "-2"}})
+}
+
+// TestOneAddressOff: what the tests' crowds run with switches every per-address bound off and
+// keeps it off through the defaults: launchCluster's flags (oneAddressArgs) and the in-process
+// config (withoutPerAddr). Control: a test of the bounds that passes "0" after them, as
+// TestPerClientSlowBodiesRedis does, gets the defaults back.
+func TestOneAddressOff(t *testing.T) {
+	parse := func(args ...string) httpLimits {
+		t.Helper()
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		var c config
+		bindConfig(fs, noEnv, &c)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return c.HTTP.withDefaults()
+	}
+	off := func(l httpLimits) bool {
+		return l.MaxConnsPerAddr == -1 && l.MaxInFlightPerAddr == -1 && l.MaxStreamsPerAddr == -1
+	}
+	if l := parse(oneAddressArgs...); !off(l) {
+		t.Errorf("serve %v: %+v; want every per-address bound -1", oneAddressArgs, l)
+	}
+	if l := (httpLimits{}).withoutPerAddr().withDefaults(); !off(l) {
+		t.Errorf("withoutPerAddr: %+v; want every per-address bound -1", l)
+	}
+	on := parse(append(slices.Clone(oneAddressArgs), "--max-conns", "64", "--max-inflight", "16", "--max-conns-per-addr", "0", "--max-inflight-per-addr", "0")...)
+	if on.MaxConnsPerAddr != 16 || on.MaxInFlightPerAddr != 4 {
+		t.Errorf("control: \"0\" after oneAddressArgs gives %+v; want the quarters back (16 connections, 4 requests)", on)
+	}
 }
 
 // wantRefused checks that each of the flag lists bad is refused, and that variable key set to

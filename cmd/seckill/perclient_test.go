@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -167,10 +168,11 @@ func TestPerClientSlowBodies(t *testing.T) {
 
 // TestPerClientSlowBodiesRedis: the same attack on two Redis-engine instances at once (where
 // another address used to get 1 of 78 sale reads and /readyz answered): each instance keeps
-// the attacker to its share, and another address's reads of both answer 200.
+// the attacker to its share, and another address's reads of both answer 200. The per-address
+// bounds are switched back on (0: the defaults), over launchCluster's oneAddressArgs.
 func TestPerClientSlowBodiesRedis(t *testing.T) {
 	const attack = 80
-	c := startCluster(t, 2, perClientArgs...)
+	c := startCluster(t, 2, append(slices.Clone(perClientArgs), "--max-conns-per-addr", "0", "--max-inflight-per-addr", "0")...)
 	c.admin("create the sale", func(a *client.Client) error {
 		_, err := a.CreateSale(context.Background(), client.NewSale{ID: "s", PriceCents: 1, Stock: 10})
 		return err

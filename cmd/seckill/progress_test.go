@@ -107,7 +107,8 @@ func TestCrowdMovesInTheSamples(t *testing.T) {
 		t.Skip("runs a flash sale over HTTP")
 	}
 	ctx := context.Background()
-	cfg := config{Addr: "127.0.0.1:0", Engine: "memory", DB: "sqlite://" + filepath.Join(t.TempDir(), "p.db"), Dev: true}
+	cfg := config{Addr: "127.0.0.1:0", Engine: "memory", DB: "sqlite://" + filepath.Join(t.TempDir(), "p.db"), Dev: true,
+		HTTP: httpLimits{}.withoutPerAddr()} // the crowd: one address
 	if _, err := cfg.secrets(); err != nil {
 		t.Fatal(err)
 	}
