@@ -1,15 +1,18 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -671,5 +674,105 @@ func TestRoomEventsFollowTicket(t *testing.T) {
 	}
 	if rv := e.roomView(t, "live"); rv.Closed == nil || *rv.Closed != seckill.TicketSoldOut || rv.Waiting != 0 {
 		t.Fatalf("room after the sell-out: %+v", rv)
+	}
+}
+
+// countingRooms counts the engine's room calls the live streams make.
+type countingRooms struct {
+	seckill.WaitingRooms
+	tickets, rooms atomic.Int64
+}
+
+func (c *countingRooms) Ticket(ctx context.Context, saleID, entrant string) (seckill.Ticket, error) {
+	c.tickets.Add(1)
+	return c.WaitingRooms.Ticket(ctx, saleID, entrant)
+}
+
+func (c *countingRooms) Room(ctx context.Context, saleID string) (seckill.RoomState, error) {
+	c.rooms.Add(1)
+	return c.WaitingRooms.Room(ctx, saleID)
+}
+
+// TestRoomStreamsShareOneRead: many live tickets of one sale cost one read of the room's
+// counts per tick on the instance, and no read of their tickets while nobody's turn comes.
+// The detector is the call counts; its control is the per-stream reads on connect, which it
+// does count (one ticket read per stream).
+func TestRoomStreamsShareOneRead(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	counted := &countingRooms{WaitingRooms: e.engine}
+	svc := service.New(service.Config{Inventory: e.engine, Store: e.store, Clock: e.clock, AuthSecret: []byte(authSecret), Rooms: counted})
+	const interval = 5 * time.Millisecond
+	api := httpapi.New(httpapi.Config{Service: svc, AuthSecret: []byte(authSecret), AdminToken: adminToken, Clock: e.clock,
+		EventInterval: interval, MaxStreamsPerUser: 2})
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(func() { _ = api.Close(); srv.Close() })
+
+	start := t0.Add(time.Minute)
+	// max_active 1 and the first admitted never buys: nobody else's turn comes.
+	roomSale(t, e, "many", start, map[string]any{"admit_per_second": nil, "max_active": 1}, nil)
+	const streams = 20
+	for i := range streams + 1 {
+		e.join(t, fmt.Sprintf("s%02d", i), "many")
+	}
+	e.clock.Set(start)
+	if _, err := e.engine.Admit(context.Background(), e.sale(t, "many").Sale); err != nil {
+		t.Fatal(err)
+	}
+	var open []*sse
+	for i := range streams + 1 {
+		user := fmt.Sprintf("s%02d", i)
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/v1/sales/many/waiting-room/events", nil)
+		req.Header.Set("Authorization", e.user(t, user))
+		res, err := srv.Client().Do(req)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		s := &sse{events: make(chan sseMsg, 64), cancel: cancel, done: make(chan struct{})}
+		go func() {
+			defer close(s.done)
+			defer close(s.events)
+			defer res.Body.Close()
+			sc := bufio.NewScanner(res.Body)
+			var m sseMsg
+			for sc.Scan() {
+				switch line := sc.Text(); {
+				case line == "":
+					if m.name != "" {
+						s.events <- m
+					}
+					m = sseMsg{}
+				case strings.HasPrefix(line, "event: "):
+					m.name = line[len("event: "):]
+				case strings.HasPrefix(line, "data: "):
+					m.data = line[len("data: "):]
+				}
+			}
+		}()
+		t.Cleanup(s.close)
+		s.next(t, "ticket", func(string) bool { return true })
+		open = append(open, s)
+	}
+	connectTickets := counted.tickets.Load()
+	if connectTickets != streams+1 {
+		t.Fatalf("%d ticket reads on connect, want one per stream (%d)", connectTickets, streams+1)
+	}
+	// Let the feed tick a while (the test clock stands still; the feed's ticker is real).
+	before := counted.rooms.Load()
+	began := time.Now()
+	for counted.rooms.Load()-before < 40 {
+		time.Sleep(interval)
+		if time.Since(began) > roomWait {
+			t.Fatalf("the room feed read the counts %d times in %v", counted.rooms.Load()-before, roomWait)
+		}
+	}
+	ticks := time.Since(began)/interval + 2
+	if got := counted.rooms.Load() - before; got > int64(ticks) {
+		t.Fatalf("%d reads of the room's counts in %d ticks with %d streams: more than one per tick", got, ticks, len(open))
+	}
+	if got := counted.tickets.Load() - connectTickets; got != 0 {
+		t.Fatalf("%d ticket reads while nobody's turn came, want 0", got)
 	}
 }
