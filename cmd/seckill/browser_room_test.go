@@ -12,6 +12,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/pow"
+	"github.com/seckill-go/seckill/service"
 )
 
 // createRoomSale creates a sale with a waiting room through the API (raw JSON: the client's
@@ -31,11 +33,21 @@ func createRoomSale(t *testing.T, a *app, cfg config, sale map[string]any) {
 	}
 }
 
-// joinAs puts users in the sale's room through the service (the crowd ahead of the browser).
+// joinAs puts users in the sale's room through the service (the crowd ahead of the browser),
+// solving its proof of work when it has one.
 func joinAs(t *testing.T, a *app, sale string, users ...string) {
 	t.Helper()
+	ctx := context.Background()
 	for _, u := range users {
-		if _, err := a.svc.JoinRoom(context.Background(), sale, u, nil); err != nil {
+		var proof *service.RoomProof
+		if c, err := a.svc.Challenge(ctx, sale, u); err == nil {
+			sol, err := pow.Solve(ctx, c.Challenge, c.Bits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			proof = &service.RoomProof{Challenge: c.Challenge, Solution: sol}
+		}
+		if _, err := a.svc.JoinRoom(ctx, sale, u, proof); err != nil {
 			t.Fatalf("%s joins %s: %v", u, sale, err)
 		}
 	}
@@ -43,8 +55,9 @@ func joinAs(t *testing.T, a *app, sale string, users ...string) {
 
 // TestBrowserWaitingRoom: a buyer behind several others in a room that admits one a second
 // goes from the sale page to the waiting room, sees their place fall, is let in when admitted,
-// and buys (the purchase path needs the admission the page got). Then, in another room whose
-// only unit is sold while the buyer waits, the page says sold out.
+// and buys (the purchase path needs the admission the page got). Then, in another room (with a
+// proof of work to join, solved by the page) whose only unit is sold while the buyer waits,
+// the page says sold out.
 func TestBrowserWaitingRoom(t *testing.T) {
 	b := startBrowser(t)
 	a, cfg := startDevApp(t, nil)
@@ -63,8 +76,9 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	}
 	room("console", 10, map[string]any{"admit_per_second": 1})
 	// One admitted at a time, its place held until its outcome: the buyer waits behind it
-	// however long the first part takes.
-	room("last", 1, map[string]any{"max_active": 1})
+	// however long the first part takes. Joining it costs a proof of work, which the page
+	// solves with /assets/pow.js.
+	room("last", 1, map[string]any{"max_active": 1, "pow_bits": 10})
 	ahead := make([]string, 6)
 	for i := range ahead {
 		ahead[i] = "crowd" + strconv.Itoa(i)
@@ -112,7 +126,7 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	// The second room: its only unit is sold (bought and paid by the first admitted) while the
 	// buyer waits behind.
 	tb.do("open the second room", chromedp.Evaluate[chromedp.Void](`location.hash = '#/sale/last/room'`))
-	tb.wait("the buyer is in line", state+`.dataset.state === 'waiting'`)
+	tb.wait("the buyer is in line (the proof of work solved)", state+`.dataset.state === 'waiting'`)
 	var buyer string
 	for deadline := time.Now().Add(20 * time.Second); buyer == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		for _, u := range ahead[:3] {
