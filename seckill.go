@@ -233,9 +233,9 @@ type OrderStore interface {
 	// sold): it undoes a CreateSale whose engine load failed. A sale with anything recorded
 	// is a conflict; an unknown one is not_found.
 	DeleteSale(ctx context.Context, id string) error
-	// UpdateSale stores a changed definition (stock, ends_at). The currency and
-	// preheat_seconds stay as created (the definition may come from an engine that does not
-	// keep preheat_seconds).
+	// UpdateSale stores a changed definition (stock, ends_at). The currency, preheat_seconds
+	// and the waiting room stay as created (the definition may come from an engine that does
+	// not keep them).
 	UpdateSale(ctx context.Context, s Sale) error
 	// Sale returns one sale and its sold units.
 	Sale(ctx context.Context, id string) (Sale, int, error)

@@ -84,6 +84,36 @@ func contractJourney(t *testing.T, admin *client.Client) {
 	}
 	_, err = admin.CreateSale(ctx, client.NewSale{ID: "contract-a", PriceCents: 1, Stock: 1})
 	refused("create again", err, seckill.CodeConflict)
+	// A waiting room: every field sent (order, opens_seconds 0, pow_bits) reads back as sent, in
+	// the create's answer and in a read; one with the fields left out reads back with the
+	// server's defaults; one the server refuses is invalid_argument.
+	room := client.WaitingRoom{Order: seckill.RoomFIFO, OpensSeconds: client.Ptr(0), AdmitPerSecond: 7, MaxActive: 3,
+		TokenSeconds: 30, PowBits: 2}
+	wantRoom := seckill.RoomPolicy{Order: seckill.RoomFIFO, AdmitPerSecond: 7, MaxActive: 3, TokenSeconds: 30, PowBits: 2}
+	created, err = admin.CreateSale(ctx, client.NewSale{ID: "contract-room", PriceCents: 1, Stock: 1, Listed: client.Ptr(false),
+		StartsAt: time.Now().Add(time.Hour), WaitingRoom: &room})
+	must("create with a waiting room", err)
+	if created.Room == nil || *created.Room != wantRoom {
+		t.Errorf("created with waiting_room %+v: answered %+v", wantRoom, created.Room)
+	}
+	read, err := admin.Sale(ctx, "contract-room")
+	must("read the sale with a waiting room", err)
+	if read.Room == nil || *read.Room != wantRoom {
+		t.Errorf("created with waiting_room %+v: read %+v", wantRoom, read.Room)
+	}
+	created, err = admin.CreateSale(ctx, client.NewSale{ID: "contract-room-defaults", PriceCents: 1, Stock: 1,
+		Listed: client.Ptr(false), StartsAt: time.Now().Add(time.Hour), WaitingRoom: &client.WaitingRoom{MaxActive: 1}})
+	must("create with a waiting room of defaults", err)
+	if want := (seckill.RoomPolicy{Order: seckill.RoomDraw, OpensSeconds: seckill.DefaultPreheatSeconds, MaxActive: 1,
+		TokenSeconds: seckill.DefaultTokenSeconds}); created.Room == nil || *created.Room != want {
+		t.Errorf("created with waiting_room {max_active: 1}: answered %+v, want %+v", created.Room, want)
+	}
+	_, err = admin.CreateSale(offDocument(ctx), client.NewSale{ID: "contract-room-bad", PriceCents: 1, Stock: 1,
+		WaitingRoom: &client.WaitingRoom{Order: seckill.RoomDraw}})
+	refused("a waiting room without a bound", err, seckill.CodeInvalidArgument)
+	if read, err := admin.Sale(ctx, "contract-a"); err != nil || read.Room != nil {
+		t.Errorf("a sale created without a waiting room reads %+v, %v", read.Room, err)
+	}
 	page, err := admin.ListSales(ctx, client.ListOptions{All: true, Limit: 1})
 	must("list all", err)
 	if page.NextCursor != "" {

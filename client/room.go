@@ -13,8 +13,9 @@ import (
 // A sale's waiting room (docs/API.md "The waiting room"): its public view and entrant list,
 // and a buyer's join, proof-of-work challenge, ticket and live ticket.
 
-// WaitingRoom is GET /api/v1/sales/{id}/waiting-room.
-type WaitingRoom struct {
+// RoomView is GET /api/v1/sales/{id}/waiting-room: the room's policy, commitment (and seed
+// from the start on) and counts. (WaitingRoom is NewSale's room.)
+type RoomView struct {
 	SaleID         string    `json:"sale_id"`
 	Order          string    `json:"order"`
 	OpensAt        time.Time `json:"opens_at"`
@@ -74,8 +75,8 @@ type EntrantPage struct {
 func roomPath(saleID string) string { return salePath(saleID) + "/waiting-room" }
 
 // WaitingRoom reads the sale's room.
-func (c *Client) WaitingRoom(ctx context.Context, saleID string) (WaitingRoom, error) {
-	var out WaitingRoom
+func (c *Client) WaitingRoom(ctx context.Context, saleID string) (RoomView, error) {
+	var out RoomView
 	_, err := c.do(ctx, call{method: "GET", path: roomPath(saleID), out: &out})
 	return out, err
 }

@@ -40,9 +40,27 @@ type NewSale struct {
 	// PreheatSeconds is how long before StartsAt the sale becomes hot (0 … 86 400; 0: from
 	// StartsAt); default 300.
 	PreheatSeconds *int `json:"preheat_seconds,omitempty"`
+	// WaitingRoom puts the sale's crowd in a waiting room before the purchase path
+	// (docs/API.md "The waiting room"); nil: none. A sale's room never changes, and it is read
+	// back as Sale.Room.
+	WaitingRoom *WaitingRoom `json:"waiting_room,omitempty"`
 }
 
-// Ptr returns a pointer to v: for NewSale's QueueLimit, Listed and PreheatSeconds.
+// WaitingRoom is NewSale's waiting_room, with the field names of the API (seckill.RoomPolicy is
+// what a Sale reads back, defaults filled). AdmitPerSecond or MaxActive (or both) must be above
+// 0; a field left at its zero value takes the server's default, except OpensSeconds, a pointer
+// since 0 (joining opens at the start) is a value of its own.
+type WaitingRoom struct {
+	Order          string `json:"order,omitempty"`           // seckill.RoomDraw (default) or seckill.RoomFIFO
+	OpensSeconds   *int   `json:"opens_seconds,omitempty"`   // 0 … the sale's preheat_seconds; default: preheat_seconds
+	AdmitPerSecond int    `json:"admit_per_second,omitzero"` // 0 … 1 000 000; 0: no bound on rate
+	MaxActive      int    `json:"max_active,omitzero"`       // 0 … 10⁹; 0: no bound
+	TokenSeconds   int    `json:"token_seconds,omitzero"`    // 10 … 3 600; default 120
+	PowBits        int    `json:"pow_bits,omitzero"`         // 0 … 28; 0: no proof of work
+}
+
+// Ptr returns a pointer to v: for NewSale's QueueLimit, Listed and PreheatSeconds, and
+// WaitingRoom's OpensSeconds.
 func Ptr[T any](v T) *T { return &v }
 
 // SaleList is the answer of ListSales: one page of sales by starts_at then id, where the next

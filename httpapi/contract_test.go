@@ -699,6 +699,8 @@ func (m *model) createSale(open bool) {
 		}
 	case !b.valid && adminOK && !large && x.Status != http.StatusBadRequest:
 		m.rt.Fatalf("[%s engine] an invalid sale was answered %d, want 400: %s", m.h.st.name, x.Status, x)
+	case b.valid && !b.create && adminOK && !large && x.Status != http.StatusBadRequest:
+		m.rt.Fatalf("[%s engine] a sale within the document but breaking a rule across fields was answered %d, want 400: %s", m.h.st.name, x.Status, x)
 	}
 	if x.Status == http.StatusCreated {
 		var v struct {
@@ -777,6 +779,15 @@ func (m *model) drawSale() saleBody {
 	if rapid.Bool().Draw(rt, "hasPreheat") {
 		f["preheat_seconds"] = rapid.OneOf(rapid.SampledFrom([]int{0, seckill.MaxPreheatSeconds}), rapid.IntRange(0, seckill.MaxPreheatSeconds)).Draw(rt, "preheat")
 	}
+	if rapid.IntRange(0, 3).Draw(rt, "hasRoom") == 0 {
+		preheat := seckill.DefaultPreheatSeconds
+		if p, ok := f["preheat_seconds"].(int); ok {
+			preheat = p
+		}
+		room, consistent := m.drawRoom(preheat)
+		f["waiting_room"] = room
+		b.create = consistent // opens_seconds past preheat_seconds: within the document, refused by the server
+	}
 	if rapid.IntRange(0, 2).Draw(rt, "breakIt") > 0 {
 		return b.withFields(f)
 	}
@@ -805,6 +816,35 @@ func (m *model) drawSale() saleBody {
 		func() {
 			f["preheat_seconds"] = rapid.SampledFrom([]any{-1, seckill.MaxPreheatSeconds + 1, "abc", 1.5}).Draw(rt, "badPreheat")
 		},
+		func() {
+			room, _ := m.drawRoom(0)
+			room["opens_seconds"] = 0
+			breakRoom := []func(){
+				func() { room["order"] = rapid.SampledFrom([]any{"random", "FIFO", 1}).Draw(rt, "badOrder") },
+				func() {
+					room["opens_seconds"] = rapid.SampledFrom([]any{-1, seckill.MaxPreheatSeconds + 1, "0", 0.5}).Draw(rt, "badOpens")
+				},
+				func() {
+					room["admit_per_second"] = rapid.SampledFrom([]any{-1, seckill.MaxAdmitPerSecond + 1, 1.5}).Draw(rt, "badAdmit")
+				},
+				func() {
+					room["max_active"] = rapid.SampledFrom([]any{-1, seckill.MaxQuantity + 1, "1"}).Draw(rt, "badActive")
+				},
+				func() {
+					room["token_seconds"] = rapid.SampledFrom([]any{0, seckill.MinTokenSeconds - 1, seckill.MaxTokenSeconds + 1}).Draw(rt, "badToken")
+				},
+				func() { room["pow_bits"] = rapid.SampledFrom([]any{-1, seckill.MaxPowBits + 1}).Draw(rt, "badPow") },
+				func() { // neither bound above 0
+					delete(room, "admit_per_second")
+					room["max_active"] = 0
+				},
+				func() { room["surprise"] = 1 },
+				func() { f["segments"] = 2 }, // a sale with a waiting room has one segment
+			}
+			breakRoom[rapid.IntRange(0, len(breakRoom)-1).Draw(rt, "breakRoom")]()
+			f["waiting_room"] = room
+		},
+		func() { f["waiting_room"] = rapid.SampledFrom([]any{"yes", true, []any{}, 5}).Draw(rt, "badRoomType") },
 		func() { f["stock"] = "10" },
 		func() { delete(f, "price_cents") },
 		func() {
@@ -819,6 +859,38 @@ func (m *model) drawSale() saleBody {
 	breaks[rapid.IntRange(0, len(breaks)-1).Draw(rt, "break")]()
 	b.id = ""
 	return b.withFields(f)
+}
+
+// drawRoom draws a waiting_room object within the document, for a sale whose preheat_seconds
+// is preheat: consistent unless opens_seconds is past preheat (which the document cannot say).
+// admit_per_second is always sent (above 0 or not), so that a break can take it away.
+func (m *model) drawRoom(preheat int) (room map[string]any, consistent bool) {
+	rt := m.rt
+	room = map[string]any{}
+	if rapid.Bool().Draw(rt, "hasOrder") {
+		room["order"] = rapid.SampledFrom([]string{seckill.RoomDraw, seckill.RoomFIFO}).Draw(rt, "order")
+	}
+	consistent = true
+	if rapid.Bool().Draw(rt, "hasOpens") {
+		opens := rapid.OneOf(rapid.SampledFrom([]int{0, preheat}), rapid.IntRange(0, preheat)).Draw(rt, "opens")
+		if preheat < seckill.MaxPreheatSeconds && rapid.IntRange(0, 4).Draw(rt, "opensPastPreheat") == 0 {
+			opens, consistent = preheat+1, false
+		}
+		room["opens_seconds"] = opens
+	}
+	admit := rapid.OneOf(rapid.SampledFrom([]int{0, 1, seckill.MaxAdmitPerSecond}), rapid.IntRange(0, 1000)).Draw(rt, "admit")
+	room["admit_per_second"] = admit
+	if admit == 0 || rapid.Bool().Draw(rt, "hasActive") {
+		room["max_active"] = rapid.OneOf(rapid.SampledFrom([]int{1, seckill.MaxQuantity}), rapid.IntRange(1, 100)).Draw(rt, "active")
+	}
+	if rapid.Bool().Draw(rt, "hasToken") {
+		room["token_seconds"] = rapid.OneOf(rapid.SampledFrom([]int{seckill.MinTokenSeconds, seckill.MaxTokenSeconds}),
+			rapid.IntRange(seckill.MinTokenSeconds, seckill.MaxTokenSeconds)).Draw(rt, "token")
+	}
+	if rapid.Bool().Draw(rt, "hasPow") {
+		room["pow_bits"] = rapid.IntRange(0, seckill.MaxPowBits).Draw(rt, "pow")
+	}
+	return room, consistent
 }
 
 func (b saleBody) withFields(f map[string]any) saleBody {
@@ -1334,6 +1406,7 @@ func TestContractCheckerCatchesDrift(t *testing.T) {
 	sale := `{"id":"s","name":"s","price_cents":1,"stock":1,"holdback":0,"starts_at":"2030-01-01T00:00:00Z",` +
 		`"ends_at":"2030-01-01T01:00:00Z","per_user_limit":1,"hold_seconds":60,"queue_limit":10,"currency":"usd","listed":true,"segments":1,"preheat_seconds":300,"status":"active",` +
 		`"stock_state":{"sellable":1,"available":1,"held":0,"sold":0,"queued":0},"server_time":"2030-01-01T00:00:00Z"}`
+	room := `{"order":"draw","opens_seconds":300,"admit_per_second":5,"max_active":0,"token_seconds":120,"pow_bits":0}`
 	type answer struct {
 		status int
 		ct     string
@@ -1348,6 +1421,14 @@ func TestContractCheckerCatchesDrift(t *testing.T) {
 	}{
 		{"a documented answer", exchange{Method: "GET", Target: "/api/v1/sales/s"},
 			answer{200, "application/json", []byte(sale), false}, false},
+		{"a sale with its waiting room", exchange{Method: "GET", Target: "/api/v1/sales/s"},
+			answer{200, "application/json", []byte(strings.Replace(sale, `"status"`, `"waiting_room":`+room+`,"status"`, 1)), false}, false},
+		{"a waiting room without a field", exchange{Method: "GET", Target: "/api/v1/sales/s"},
+			answer{200, "application/json", []byte(strings.Replace(sale, `"status"`,
+				`"waiting_room":`+strings.Replace(room, `,"pow_bits":0`, "", 1)+`,"status"`, 1)), false}, true},
+		{"a waiting room out of bounds", exchange{Method: "GET", Target: "/api/v1/sales/s"},
+			answer{200, "application/json", []byte(strings.Replace(sale, `"status"`,
+				`"waiting_room":`+strings.Replace(room, `"token_seconds":120`, `"token_seconds":3601`, 1)+`,"status"`, 1)), false}, true},
 		{"an undocumented status", exchange{Method: "GET", Target: "/api/v1/sales/s"},
 			answer{418, "application/problem+json", problem(418, "internal"), false}, true},
 		{"a 500", exchange{Method: "GET", Target: "/api/v1/sales"},

@@ -96,8 +96,12 @@ func (e *Engine) execRaw(ctx context.Context, s *script, saleID string, args ...
 	argv := make([]string, 0, 1+len(args))
 	argv = append(argv, e.clockArg())
 	argv = append(argv, args...)
-	floor := e.versions.mark(saleID)                 // version.go
-	msgs, err := e.run(ctx, s, e.keys(saleID), argv) // replicas.go
+	keys := e.keys(saleID)
+	if (s.name == "cool" || s.name == "sale_admin") && !strings.Contains(saleID, "#") {
+		keys = append(keys, e.roomKeys(saleID)[1:]...) // room.go: removed with the sale's
+	}
+	floor := e.versions.mark(saleID)       // version.go
+	msgs, err := e.run(ctx, s, keys, argv) // replicas.go
 	if err != nil {
 		wrapped := fmt.Errorf("redisinv: %s script for sale %s: %w", s.name, saleID, err)
 		if transient(err) {
@@ -251,6 +255,7 @@ func saleOf(id string, r reply) (seckill.Sale, seckill.StockState) {
 		Currency: r.str(15), Listed: r.str(16) != "0", Segments: max(int(r.int(17)), 1),
 	}
 	s.PreheatSeconds, _ = strconv.Atoi(r.str(21)) // '0' for a sale loaded before it was kept
+	s.Room = parseRoom(r.str(22))                 // room.go; '' (nil) for none
 	st := seckill.StockState{
 		Sellable: s.Sellable(), Available: int(r.int(11)), Held: int(r.int(12)), Sold: int(r.int(13)),
 		Queued: int(r.int(14)),

@@ -80,6 +80,8 @@ type Engine struct {
 
 	randMu  sync.Mutex
 	randBuf []byte
+
+	roomScripts *roomScriptSet // nil: defaultRoomScripts (room.go); tests swap in broken ones
 }
 
 // Option configures an Engine.

@@ -105,15 +105,15 @@ func loadArgs(def seckill.Sale, sold int, mode, token string) []string {
 // loadDefaults are load.lua's defaults for its optional ARGV [17] to [21].
 var loadDefaults = []string{"1", "0", "1", "0", "0"}
 
-// withIncarnation appends load.lua's ARGV [22] and [23], the sale's incarnation and preheat
-// seconds, to args (its ARGV after the clock), giving the optional arguments before them their
-// defaults.
+// withIncarnation appends load.lua's ARGV [22], [23] and [24], the sale's incarnation, preheat
+// seconds and waiting room (room.go roomField), to args (its ARGV after the clock), giving the
+// optional arguments before them their defaults.
 func withIncarnation(args []string, def seckill.Sale) []string {
 	const before = 20 // ARGV [2] to [21]
 	for len(args) < before {
 		args = append(args, loadDefaults[len(args)-15])
 	}
-	return append(args, def.Incarnation, itoa(min(max(def.PreheatSeconds, 0), seckill.MaxPreheatSeconds)))
+	return append(args, def.Incarnation, itoa(min(max(def.PreheatSeconds, 0), seckill.MaxPreheatSeconds)), roomField(def.Room))
 }
 
 // Sale returns the definition and live counts, after reclaiming expired holds.

@@ -224,7 +224,9 @@ func (l *localAnswers) window(id string) (seckill.Sale, bool) {
 	if w == nil || w.gen != sl.windowGen.Load() || mono()-w.read > int64(localWindowAge) {
 		return seckill.Sale{}, false
 	}
-	return w.s, true
+	s := w.s
+	s.Room = cloneRoom(s.Room) // the copy is shared: each caller gets its own policy
+	return s, true
 }
 
 // windowRead starts a read of a sale's definition for keepWindow (nil without local answers).
@@ -239,6 +241,7 @@ func (l *localAnswers) windowRead(id string) *windowCopy {
 func (l *localAnswers) keepWindow(id string, w *windowCopy, s seckill.Sale) {
 	if w != nil {
 		w.s = s
+		w.s.Room = cloneRoom(s.Room) // the caller keeps s's own
 		l.sale(id).window.Store(w)
 	}
 }
@@ -263,6 +266,7 @@ type saleView struct {
 	name, currency string
 	listed         bool
 	preheat        int
+	room           *seckill.RoomPolicy // nil without a waiting room; handed out as copies
 }
 
 var monoBase = time.Now()
@@ -421,7 +425,7 @@ func (l *localAnswers) saleState(id string) (seckill.Sale, seckill.StockState, b
 		StartsAt: fromMillis(s.starts), EndsAt: fromMillis(s.ends), PerUserLimit: int(s.limit),
 		HoldSeconds: int(s.hold), QueueLimit: int(s.qlimit), CreatedAt: fromMillis(s.created),
 		Currency: v.currency, Listed: v.listed, Segments: 1, // views are kept of one-segment sales only
-		PreheatSeconds: v.preheat,
+		PreheatSeconds: v.preheat, Room: cloneRoom(v.room),
 	}
 	st := seckill.StockState{Sellable: sale.Sellable(), Available: int(s.avail), Held: int(s.held), Sold: int(s.sold),
 		Queued: int(s.qunits)}
@@ -497,7 +501,7 @@ func (l *localAnswers) maybeRefresh(saleID string, sl *saleLocal, now int64) {
 
 // viewScript reads a sale's snapshot: KEYS sale, users, idem; ARGV[1] the most users and keys
 // to return (0: none). It returns {st, TIME seconds, TIME microseconds, {st's values}, {name,
-// currency, listed, pre}, flag, users (field, value, …), idem fields}; flag 1 when the two hashes
+// currency, listed, pre, room}, flag, users (field, value, …), idem fields}; flag 1 when the two hashes
 // were read, 0 when they hold more entries than ARGV[1]. st is false for a sale not loaded.
 var viewScript = rueidis.NewLuaScriptReadOnly(`
 local st = redis.call('HGET', KEYS[1], 'st')
@@ -511,7 +515,7 @@ for i = 1, 20 do
   v[i] = v[i] or 0
 end
 v[21] = n
-local meta = redis.call('HMGET', KEYS[1], 'name', 'currency', 'listed', 'pre')
+local meta = redis.call('HMGET', KEYS[1], 'name', 'currency', 'listed', 'pre', 'room')
 local cap = tonumber(ARGV[1])
 local nu, ni = redis.call('HLEN', KEYS[2]), redis.call('HLEN', KEYS[3])
 if nu + ni > cap then
@@ -566,13 +570,15 @@ func (l *localAnswers) read(saleID string, sl *saleLocal) (*saleView, error) {
 	if uint64(max(v.s.ver, 0)) < max(l.host.versionFloor(saleID).floor, sl.seen.Load()) {
 		return nil, nil // Redis went back in time: the engine's calls find it and rebuild
 	}
-	if meta, err := msgs[4].ToArray(); err == nil && len(meta) == 4 {
+	if meta, err := msgs[4].ToArray(); err == nil && len(meta) == 5 {
 		v.name, _ = meta[0].ToString()
 		v.currency, _ = meta[1].ToString() // a sale loaded before currency existed: ''
 		listed, err := meta[2].ToString()
 		v.listed = err != nil || listed != "0" // and before listed: '1'
 		pre, _ := meta[3].ToString()
 		v.preheat, _ = strconv.Atoi(pre) // and before pre: 0
+		room, _ := meta[4].ToString()
+		v.room = parseRoom(room) // room.go; nil without a room
 	}
 	if flag, _ := msgs[5].AsInt64(); flag == 1 && len(msgs) == 8 {
 		kv, err := msgs[6].AsStrSlice()

@@ -48,7 +48,8 @@ type script struct {
 	lua  *rueidis.Lua
 }
 
-// scriptSource returns the full text of lua/name with prelude.lua and common.lua spliced in.
+// scriptSource returns the full text of lua/name with prelude.lua and common.lua spliced in (or,
+// for a room script marked "-- @room", prelude.lua and room_common.lua).
 func scriptSource(name string) string {
 	read := func(file string) string {
 		b, err := luaFS.ReadFile("lua/" + file)
@@ -57,8 +58,13 @@ func scriptSource(name string) string {
 		}
 		return string(b)
 	}
-	prelude, common, body := read("prelude.lua"), read("common.lua"), read(name)
-	const marker = "\n-- @common\n"
+	prelude, body := read("prelude.lua"), read(name)
+	const marker, roomMarker = "\n-- @common\n", "\n-- @room\n"
+	if strings.Count(body, roomMarker) == 1 && !strings.Contains(body, marker) {
+		// A waiting room's script (room.go): room_common.lua in place of common.lua.
+		return strings.Replace(body, roomMarker, "\n"+prelude+"\n"+read("room_common.lua")+"\n", 1)
+	}
+	common := read("common.lua")
 	if strings.Count(body, marker) != 1 {
 		panic("redisinv: lua/" + name + " must have exactly one \"-- @common\" line")
 	}

@@ -26,6 +26,7 @@ func TestOrderStore(t *testing.T, open func(t *testing.T) seckill.OrderStore) {
 		{"Sales/DeleteOnlyUnused", osDeleteSale},
 		{"Sales/ListedAndCurrency", osSaleListedCurrency},
 		{"Sales/PreheatSeconds", osSalePreheat},
+		{"Sales/WaitingRoom", osSaleRoom},
 		{"Sales/BoundsRefused", osSaleBounds},
 		{"NotFound", osNotFound},
 		{"Payments/Applied", osPaymentApplied},
@@ -261,6 +262,9 @@ func osSameSale(t *testing.T, got, want seckill.Sale) {
 		!got.CreatedAt.Equal(want.CreatedAt) || got.Listed != want.Listed || got.Currency != want.Currency ||
 		got.PreheatSeconds != want.PreheatSeconds {
 		t.Fatalf("sale = %+v\nwant %+v", got, want)
+	}
+	if (got.Room == nil) != (want.Room == nil) || got.Room != nil && *got.Room != *want.Room {
+		t.Fatalf("sale %s: waiting room = %+v, want %+v", want.ID, got.Room, want.Room)
 	}
 	if got.StartsAt.Location() != time.UTC || got.EndsAt.Location() != time.UTC {
 		t.Fatalf("sale times are not UTC: %v, %v", got.StartsAt, got.EndsAt)

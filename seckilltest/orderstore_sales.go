@@ -118,6 +118,66 @@ func osSalePreheat(t *testing.T, s seckill.OrderStore) {
 	osSameSale(t, got, changed)
 }
 
+// osSaleRoom: the waiting room (seckill.Sale.Room) is kept as created, by Sale and by Sales:
+// none, one with the defaults NewSale fills, and one with every field away from its default and
+// at a bound. UpdateSale keeps the stored one whatever it is given (none, or another policy):
+// the room never changes once the sale exists, and the definitions passed to UpdateSale come
+// from the engine, whose answer may not carry it.
+func osSaleRoom(t *testing.T, s seckill.OrderStore) {
+	ctx := t.Context()
+	rooms := []*seckill.RoomPolicy{
+		nil,
+		{Order: seckill.RoomDraw, OpensSeconds: seckill.DefaultPreheatSeconds, AdmitPerSecond: 500,
+			TokenSeconds: seckill.DefaultTokenSeconds},
+		{Order: seckill.RoomFIFO, OpensSeconds: 0, AdmitPerSecond: seckill.MaxAdmitPerSecond,
+			MaxActive: seckill.MaxQuantity, TokenSeconds: seckill.MaxTokenSeconds, PowBits: seckill.MaxPowBits},
+		{Order: seckill.RoomDraw, OpensSeconds: seckill.MaxPreheatSeconds, MaxActive: 1,
+			TokenSeconds: seckill.MinTokenSeconds, PowBits: 1},
+	}
+	var want []seckill.Sale
+	for i, room := range rooms {
+		sale := osSale(fmt.Sprintf("room%d", i), 5, 0)
+		sale.PreheatSeconds, sale.CreatedAt = seckill.MaxPreheatSeconds, osT0.Add(time.Duration(i)*time.Second)
+		if room != nil {
+			r := *room // the store must not keep the caller's pointer
+			sale.Room = &r
+		}
+		osCreate(t, s, sale)
+		if sale.Room != nil {
+			sale.Room.PowBits += 100 // a store that kept the pointer would now read this
+			sale.Room = room
+		}
+		got, _, err := s.Sale(ctx, sale.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		osSameSale(t, got, sale)
+		want = append(want, sale)
+	}
+	sales, _, err := s.Sales(ctx)
+	if err != nil || len(sales) != len(want) {
+		t.Fatalf("Sales = %v, %v; want %d sales", sales, err, len(want))
+	}
+	for i := range want {
+		osSameSale(t, sales[i], want[i])
+	}
+
+	for i, w := range want {
+		changed := w
+		changed.Stock = 9
+		changed.Room = rooms[(i+1)%len(rooms)] // none for a sale with one, another for the others
+		if err := s.UpdateSale(ctx, changed); err != nil {
+			t.Fatalf("UpdateSale(%s): %v", w.ID, err)
+		}
+		changed.Room = w.Room
+		got, _, err := s.Sale(ctx, w.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		osSameSale(t, got, changed)
+	}
+}
+
 func osSalesOldestFirst(t *testing.T, s seckill.OrderStore) {
 	sales, sold, err := s.Sales(t.Context())
 	if err != nil || len(sales) != 0 || len(sold) != 0 {
@@ -228,6 +288,13 @@ func osSaleBounds(t *testing.T, s seckill.OrderStore) {
 		"ends <= starts": func(x *seckill.Sale) { x.EndsAt = x.StartsAt },
 		"preheat < 0":    func(x *seckill.Sale) { x.PreheatSeconds = -1 },
 		"preheat > day":  func(x *seckill.Sale) { x.PreheatSeconds = seckill.MaxPreheatSeconds + 1 },
+		"room without a bound": func(x *seckill.Sale) {
+			x.Room = &seckill.RoomPolicy{Order: seckill.RoomDraw, TokenSeconds: seckill.DefaultTokenSeconds}
+		},
+		"room opens before preheat": func(x *seckill.Sale) {
+			x.PreheatSeconds = 10
+			x.Room = &seckill.RoomPolicy{Order: seckill.RoomFIFO, OpensSeconds: 11, MaxActive: 1, TokenSeconds: seckill.DefaultTokenSeconds}
+		},
 	}
 	for what, mutate := range bad {
 		sale := osSale("bounds", 5, 0)

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -10,7 +11,7 @@ import (
 )
 
 const saleColumns = `id, name, price_cents, stock, holdback, starts_at, ends_at,
-	per_user_limit, hold_seconds, queue_limit, created_at, sold, listed, currency, incarnation, preheat_seconds`
+	per_user_limit, hold_seconds, queue_limit, created_at, sold, listed, currency, incarnation, preheat_seconds, waiting_room`
 
 // CreateSale inserts a sale with nothing sold. An existing id is a conflict, detected from the
 // driver's unique-violation code so that two concurrent creates cannot both succeed. A zero
@@ -19,13 +20,18 @@ func (s *Store) CreateSale(ctx context.Context, sale seckill.Sale) error {
 	if err := sale.Validate(); err != nil {
 		return err
 	}
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO sales (id, name, price_cents, stock, holdback,
-		starts_at, ends_at, per_user_limit, hold_seconds, queue_limit, created_at, sold, listed, currency, incarnation, segments, preheat_seconds)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?)`),
+	room, err := roomColumn(sale.Room)
+	if err != nil {
+		return fmt.Errorf("sqlstore: create sale %s: %w", sale.ID, err)
+	}
+	_, err = s.db.ExecContext(ctx, s.q(`INSERT INTO sales (id, name, price_cents, stock, holdback,
+		starts_at, ends_at, per_user_limit, hold_seconds, queue_limit, created_at, sold, listed, currency, incarnation, segments, preheat_seconds,
+		waiting_room)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)`),
 		sale.ID, sale.Name, sale.PriceCents, sale.Stock, sale.Holdback,
 		toMillis(sale.StartsAt), toMillis(sale.EndsAt), sale.PerUserLimit, sale.HoldSeconds,
 		sale.QueueLimit, toMillis(s.stamp(sale.CreatedAt)), sale.Listed, sale.Currency, sale.Incarnation, sale.SegmentCount(),
-		sale.PreheatSeconds)
+		sale.PreheatSeconds, room)
 	switch s.d.classify(err) {
 	case noViolation:
 	case uniqueViolation:
@@ -62,9 +68,9 @@ func (s *Store) DeleteSale(ctx context.Context, id string) error {
 }
 
 // UpdateSale stores a changed definition (name, price, stock, holdback, window, limits,
-// listed; not the currency nor preheat_seconds, which never change once the sale exists:
-// the definitions passed here come from the engine, and the Redis engine's answer does not
-// carry preheat_seconds, so writing it would reset it to 0). It
+// listed; not the currency, preheat_seconds nor the waiting room, which never change once the
+// sale exists: the definitions passed here come from the engine, whose answer may not carry
+// them, so writing them would reset them). It
 // never touches sold, which only the payment transaction moves. A change that would leave
 // sold above the new sellable is refused as a conflict by the CHECK on sales.
 func (s *Store) UpdateSale(ctx context.Context, sale seckill.Sale) error {
@@ -152,13 +158,47 @@ func scanSale(row scanner) (seckill.Sale, int, error) {
 	var (
 		sale                            seckill.Sale
 		startsAt, endsAt, createdAt, sd int64
+		room                            sql.NullString
 	)
 	err := row.Scan(&sale.ID, &sale.Name, &sale.PriceCents, &sale.Stock, &sale.Holdback, &startsAt, &endsAt,
 		&sale.PerUserLimit, &sale.HoldSeconds, &sale.QueueLimit, &createdAt, &sd, &sale.Listed, &sale.Currency, &sale.Incarnation,
-		&sale.PreheatSeconds)
+		&sale.PreheatSeconds, &room)
 	if err != nil {
 		return seckill.Sale{}, 0, err
 	}
 	sale.StartsAt, sale.EndsAt, sale.CreatedAt = fromMillis(startsAt), fromMillis(endsAt), fromMillis(createdAt)
+	if sale.Room, err = roomOf(room); err != nil {
+		return seckill.Sale{}, 0, fmt.Errorf("sale %s: %w", sale.ID, err)
+	}
 	return sale, int(sd), nil
+}
+
+// roomColumn is the sales.waiting_room value of a policy: its JSON (the API's waiting_room
+// object, every field written), or NULL for a sale without a room (docs/DECISIONS.md "A
+// sale's waiting room in the database"). One column rather than one per field: the policy is
+// written once and read whole, never searched or changed by SQL, and a field added to it later
+// needs no migration.
+func roomColumn(p *seckill.RoomPolicy) (any, error) {
+	if p == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("waiting_room: %w", err)
+	}
+	return string(b), nil
+}
+
+// roomOf reads sales.waiting_room back: NULL (a sale without a room, or stored before the
+// column existed) is nil. A value that is not a policy's JSON is an error rather than no room:
+// reading a sale that has a room as one without would let its crowd past the room.
+func roomOf(col sql.NullString) (*seckill.RoomPolicy, error) {
+	if !col.Valid {
+		return nil, nil
+	}
+	var p seckill.RoomPolicy
+	if err := json.Unmarshal([]byte(col.String), &p); err != nil {
+		return nil, fmt.Errorf("waiting_room %q: %w", col.String, err)
+	}
+	return &p, nil
 }

@@ -519,6 +519,26 @@ func TestBrowserDashboard(t *testing.T) {
 		t.Fatalf("after restock and close: stock %d, status %s", sale.Stock, sale.Status)
 	}
 	tb.shot("closed")
+
+	// A sale with a waiting room, from the same form (its other fields as they were left).
+	tb.do("create a sale with a waiting room",
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=create-id]`), "dash-room"),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=create-starts-in]`), "3600"),
+		chromedp.Click(chromedp.CSS(`[data-testid=create-room]`)),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=create-room-order]`), "fifo"),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=create-room-admit]`), "50"),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=create-room-active]`), "20"),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=create-room-pow]`), "4"),
+		chromedp.Click(chromedp.CSS(`[data-testid=create-button]`)))
+	tb.wait("the sale with a waiting room is shown", `location.hash === '#/sale/dash-room'`)
+	if sale, err = client.New(a.url).Sale(context.Background(), "dash-room"); err != nil {
+		t.Fatal(err)
+	}
+	want := seckill.RoomPolicy{Order: seckill.RoomFIFO, OpensSeconds: 120, AdmitPerSecond: 50, MaxActive: 20,
+		TokenSeconds: seckill.DefaultTokenSeconds, PowBits: 4}
+	if sale.Room == nil || *sale.Room != want {
+		t.Fatalf("the form created a waiting room %+v, want %+v", sale.Room, want)
+	}
 }
 
 // crowd sends n buyers to a sale at about rate per second, conc at a time; every other buyer

@@ -727,6 +727,17 @@ byId('create-form').addEventListener('submit', async (ev) => {
     holdback: intField('c-holdback'),
     preheat_seconds: intField('c-preheat'),
   };
+  if (byId('c-room').checked) {
+    // The room's other fields (opens_seconds, token_seconds) take the server's defaults; the
+    // server says what is wrong with the rest (a room needs an admission rate or a max active).
+    body.waiting_room = {
+      order: byId('c-room-order').value,
+      admit_per_second: intField('c-room-admit'),
+      max_active: intField('c-room-active'),
+      pow_bits: intField('c-room-pow'),
+    };
+    for (const k of Object.keys(body.waiting_room)) if (body.waiting_room[k] === undefined) delete body.waiting_room[k];
+  }
   const id = byId('c-id').value.trim();
   const name = byId('c-name').value.trim();
   if (id) body.id = id;

@@ -343,15 +343,15 @@ local function res_reply(flag, r)
 end
 
 -- sale_reply is {'ok', name, price, stock, holdback, starts, ends, limit, hold, qlimit,
--- created, avail, held, sold, qunits, currency, listed, segs, mode, lent, got, pre} (segs to
--- got: this segment's, see the header). currency, listed and pre (preheat seconds) are fields
--- of their own in the sale's hash; a sale loaded before they existed has none, and reads as
--- currency '', listed '1' and pre '0'.
+-- created, avail, held, sold, qunits, currency, listed, segs, mode, lent, got, pre, room} (segs
+-- to got: this segment's, see the header). currency, listed, pre (preheat seconds) and room (the
+-- waiting room, load.lua ARGV[24]) are fields of their own in the sale's hash; a sale loaded
+-- before they existed has none, and reads as currency '', listed '1', pre '0' and room ''.
 local function sale_reply()
-  local meta = redis.call('HMGET', KEYS[1], 'name', 'currency', 'listed', 'pre')
+  local meta = redis.call('HMGET', KEYS[1], 'name', 'currency', 'listed', 'pre', 'room')
   return {'ok', meta[1], S.price, S.stock, S.holdback, S.starts, S.ends,
     S.limit, S.hold, S.qlimit, S.created, S.avail, S.held, S.sold, S.qunits, meta[2] or '', meta[3] or '1',
-    S.segs, S.mode, S.lent, S.got, meta[4] or '0'}
+    S.segs, S.mode, S.lent, S.got, meta[4] or '0', meta[5] or ''}
 end
 
 -- begin validates the keys and reads the clock; ready loads the sale and refuses a sale that is

@@ -2,7 +2,8 @@
 -- so that the database is its only record, once nothing can change it by itself and every
 -- reader of its stream has finished with it. The sweeper calls it for the sales that leave
 -- their hot window (sweeper.go); a call that finds the sale not yet settled changes nothing.
--- KEYS: the sale's seven keys (common.lua).
+-- KEYS: the sale's seven keys (common.lua), optionally followed by its waiting room's five
+-- (room_common.lua), removed with them.
 -- ARGV: [1] clock (common.lua); [2] margin: ms after ends + hold that the sale stays hot
 -- (seckill.CoolMargin), 0 to 86400000.
 -- Returns: {'ok', 'cooled'}; {'ok', 'wait', ms} when the sale's window has ms to go (ends + hold
@@ -63,6 +64,9 @@ local function main()
     return {'ok', 'busy', 'stream'}
   end
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+  if #KEYS > 7 then -- the sale's waiting room: the sale is past its hot window, the room over
+    redis.call('DEL', unpack(KEYS, 8))
+  end
   return {'ok', 'cooled'}
 end
 

@@ -22,7 +22,10 @@
 --       field inc, which tells the engine a sale made again under a deleted sale's id from an
 --       older state of the same sale (docs/MODEL.md "The state's version"); [23] its preheat seconds
 --       (optional, default 0; 0 to 86400: seckill.Sale.PreheatSeconds), kept in the field pre
---       and answered with the definition. Mode 'segment' loads segment
+--       and answered with the definition; [24] its waiting room (optional, default '': none;
+--       seckill.Sale.Room as "<order>,<opens s>,<admit/s>,<max active>,<token s>,<pow bits>",
+--       room.go roomField), kept in the field room (absent without one) and answered with the
+--       definition. Mode 'segment' loads segment
 --       1 or more and replaces whatever is there (the engine loads them before segment 0, whose
 --       'new' load is the one that can conflict).
 -- Returns: {'ok'}, {'conflict'}, or {'fenced'} (a rebuild with a newer token is under way);
@@ -70,6 +73,18 @@ local function main()
   local share = int_arg(ARGV[21] or '0', 'share', 0, MAX_QUANTITY)
   local inc = str_arg(ARGV[22] or '', 'incarnation', 32)
   local pre = int_arg(ARGV[23] or '0', 'preheat seconds', 0, 86400)
+  local room = ARGV[24] or ''
+  if room ~= '' then
+    local order, o, r, m, tk, pw = string.match(str_arg(room, 'room', 80), '^(%l+),(%d+),(%d+),(%d+),(%d+),(%d+)$')
+    if not (order == 'draw' or order == 'fifo') then
+      fail("room must be '' or <draw|fifo>,<opens s>,<admit/s>,<max active>,<token s>,<pow bits>")
+    end
+    int_arg(o, 'room opens seconds', 0, pre)
+    int_arg(r, 'room admit per second', 0, 1000000)
+    int_arg(m, 'room max active', 0, MAX_QUANTITY)
+    int_arg(tk, 'room token seconds', 10, 3600)
+    int_arg(pw, 'room pow bits', 0, 28)
+  end
   if (mode == 'segment') ~= (seg > 0) or (mode == 'rebuild' and segs > 1) then
     fail("mode 'segment' loads segment 1 or more of a segmented sale, which is not rebuilt")
   end
@@ -106,6 +121,9 @@ local function main()
   redis.call('DEL', KEYS[1])
   redis.call('HSET', KEYS[1], 'name', name, 'loader', token, 'st', pack_state(), 'currency', currency,
     'listed', listed, 'inc', inc, 'pre', num(pre))
+  if room ~= '' then
+    redis.call('HSET', KEYS[1], 'room', room)
+  end
   return {'ok'}
 end
 

@@ -14,9 +14,12 @@ end
 -- hash tag lets a Redis Cluster put it on another node, and a salt of 1 to 5 digits that
 -- places that tag's slot: segment.go segTag; '#' is outside the id alphabet).
 -- It runs on every call, so it matches in place and creates one string, the base.
+-- cool.lua and sale_admin.lua, which remove a sale's keys, may be given the five keys of the
+-- sale's waiting room after the seven (ROOM_PARTS; room_common.lua), to remove them too.
+local ROOM_PARTS = {':room', ':rwait', ':rpre', ':rent', ':ract'}
 local function check_keys()
-  if #KEYS ~= 7 then
-    fail('want the 7 keys of one sale, got ' .. #KEYS)
+  if #KEYS ~= 7 and #KEYS ~= 7 + #ROOM_PARTS then
+    fail('want the 7 keys of one sale, or 12 with its room keys, got ' .. #KEYS)
   end
   local k = KEYS[1]
   local n = #k - 5 -- the length of the base, before ':sale'
@@ -33,6 +36,11 @@ local function check_keys()
     local ki, part = KEYS[i + 1], parts[i]
     if #ki ~= n + #part or string.find(ki, base, 1, true) ~= 1 or string.find(ki, part, n + 1, true) ~= n + 1 then
       fail('KEYS[' .. (i + 1) .. '] must be ' .. base .. part)
+    end
+  end
+  for i = 8, #KEYS do
+    if KEYS[i] ~= base .. ROOM_PARTS[i - 7] then
+      fail('KEYS[' .. i .. '] must be ' .. base .. ROOM_PARTS[i - 7])
     end
   end
 end

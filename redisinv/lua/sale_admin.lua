@@ -1,5 +1,6 @@
 -- sale_admin.lua: SetListed, CloseUnreserved and DropSale (seckill.SaleAdmin).
--- KEYS: the sale's seven keys (common.lua).
+-- KEYS: the sale's seven keys (common.lua), optionally followed by its waiting room's five
+-- (room_common.lua), which 'drop' removes too.
 -- ARGV: [1] clock (common.lua); [2] op:
 --       'list' / 'unlist': sets the sale's listed field;
 --       'close_unreserved': closes the sale as close.lua does, if no reservation was ever made in
@@ -37,6 +38,9 @@ local function main()
       return {'conflict'}
     end
     redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+    if #KEYS > 7 then -- the sale's waiting room
+      redis.call('DEL', unpack(KEYS, 8))
+    end
     return {'ok'}
   end
   S.closed = 1
