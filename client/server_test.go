@@ -84,7 +84,7 @@ func startServer() (url string, stop func(), err error) {
 	admitted := make(chan struct{})
 	go func() { // the waiting rooms' admitter, as every instance runs it
 		defer close(admitted)
-		_ = svc.Admitter(10*time.Millisecond).Run(admitting)
+		_ = svc.Admitter(10 * time.Millisecond).Run(admitting)
 	}()
 	return srv.URL, func() {
 		stopAdmitting()
