@@ -526,9 +526,9 @@ func (a *admitter) pass(ctx context.Context) {
 		return
 	}
 	now := a.s.clock.Now()
-	// The rooms are the stored definitions' and those this instance read from the engine
-	// (roomDefs): a sale's room is known to every instance from the database, and to this one
-	// as soon as a buyer joined here.
+	// The rooms are the stored definitions' (the cached list, at most ListTTL old) and those
+	// this instance read from the engine since (roomDefs): a sale created on another instance
+	// a moment ago is admitted from as soon as a buyer joined or looked here.
 	rooms := make([]seckill.Sale, 0, 8)
 	stored := map[string]bool{} // the sales whose stored definition has a room
 	for _, sale := range sales {
