@@ -28,6 +28,14 @@ const (
 	CodeTooLarge         Code = "too_large"
 	CodeUnavailable      Code = "unavailable"
 	CodeInvalidSignature Code = "invalid_signature"
+	// CodeAdmissionRequired: a sale with a waiting room hands its purchase path only with a
+	// valid admission token (docs/API.md "The waiting room").
+	CodeAdmissionRequired Code = "admission_required"
+	// CodePowRequired: joining this waiting room needs a proof of work, and none was sent.
+	CodePowRequired Code = "pow_required"
+	// CodeInvalidPow: the proof of work sent is not a solution of a challenge issued to this
+	// user for this sale, or its challenge expired.
+	CodeInvalidPow Code = "invalid_pow"
 )
 
 // Error is the one domain error type: a code and a message meant for the client.

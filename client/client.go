@@ -114,6 +114,7 @@ type call struct {
 	method, path string
 	body         []byte
 	idemKey      string
+	header       []string // name, value pairs
 	out          any
 }
 
@@ -134,6 +135,9 @@ func (c *Client) do(ctx context.Context, cl call) (int, error) {
 		}
 		if cl.idemKey != "" {
 			req.Header["Idempotency-Key"] = []string{cl.idemKey}
+		}
+		for i := 0; i+1 < len(cl.header); i += 2 {
+			req.Header.Set(cl.header[i], cl.header[i+1])
 		}
 		return req, nil
 	}

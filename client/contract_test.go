@@ -23,6 +23,7 @@ import (
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/payment"
+	"github.com/seckill-go/seckill/pow"
 )
 
 // TestClientFollowsTheDocument runs every operation of the client through a transport that
@@ -216,6 +217,65 @@ func contractJourney(t *testing.T, admin *client.Client) {
 	_, err = a.Path(ctx, "contract-b")
 	refused("path of an upcoming sale", err, seckill.CodeNotStarted)
 	must("delete", admin.DeleteSale(ctx, "contract-b"))
+
+	// A started sale with a waiting room and a proof of work: challenge, join, ticket, the live
+	// ticket, admission, the admitted path and a buy, the room and its entrants.
+	_, err = admin.CreateSale(ctx, client.NewSale{ID: "contract-open-room", PriceCents: 100, Stock: 2, PerUserLimit: 1,
+		Listed: client.Ptr(false), StartsAt: time.Now().Add(-time.Second), EndsAt: time.Now().Add(time.Hour),
+		WaitingRoom: &client.WaitingRoom{AdmitPerSecond: 100, PowBits: 2}})
+	must("create an open room", err)
+	_, err = b.JoinRoom(ctx, "contract-open-room", nil)
+	refused("join without proof", err, seckill.CodePowRequired)
+	ch, err := b.RoomChallenge(ctx, "contract-open-room")
+	must("challenge", err)
+	sol, err := pow.Solve(ctx, ch.Challenge, ch.Bits)
+	must("solve", err)
+	_, err = b.JoinRoom(ctx, "contract-open-room", &client.Proof{Challenge: ch.Challenge, Solution: sol})
+	must("join", err)
+	_, err = b.AdmittedPath(ctx, "contract-open-room", "")
+	refused("path without admission", err, seckill.CodeAdmissionRequired)
+	for tk, err := range b.RoomEvents(ctx, "contract-open-room") {
+		must("room events", err)
+		if tk.State == seckill.TicketAdmitted {
+			break
+		}
+	}
+	tk, err := b.Ticket(ctx, "contract-open-room")
+	must("ticket", err)
+	if tk.State != seckill.TicketAdmitted || tk.AdmissionToken == "" {
+		t.Fatalf("admitted ticket: %+v", tk)
+	}
+	rp, err := b.AdmittedPath(ctx, "contract-open-room", tk.AdmissionToken)
+	must("admitted path", err)
+	_, err = b.Buy(ctx, rp.Path, 1, "")
+	must("buy after admission", err)
+	rv, err := admin.WaitingRoom(ctx, "contract-open-room")
+	must("room", err)
+	if rv.Seed == nil || rv.Admitted != 1 {
+		t.Errorf("room after the start: %+v", rv)
+	}
+	_, err = admin.Entrants(ctx, "contract-open-room", "", 0)
+	must("entrants", err)
+
+	// The waiting room's operations on a sale without a room: each answers its documented 404.
+	_, err = admin.WaitingRoom(ctx, "contract-a")
+	refused("room of a sale without one", err, seckill.CodeNotFound)
+	_, err = a.JoinRoom(ctx, "contract-a", nil)
+	refused("join a sale without a room", err, seckill.CodeNotFound)
+	_, err = a.JoinRoom(ctx, "contract-a", &client.Proof{Challenge: "c", Solution: "1"})
+	refused("join with a proof", err, seckill.CodeNotFound)
+	_, err = a.RoomChallenge(ctx, "contract-a")
+	refused("challenge", err, seckill.CodeNotFound)
+	_, err = a.Ticket(ctx, "contract-a")
+	refused("ticket", err, seckill.CodeNotFound)
+	_, err = admin.Entrants(ctx, "contract-a", "", 10)
+	refused("entrants", err, seckill.CodeNotFound)
+	for _, err := range a.RoomEvents(ctx, "contract-a") {
+		refused("room events", err, seckill.CodeNotFound)
+		break
+	}
+	_, err = a.AdmittedPath(ctx, "contract-a", "x")
+	refused("admitted path of a closed sale", err, seckill.CodeEnded)
 }
 
 // offDocument marks the requests a test sends off the document on purpose (no token, a bad

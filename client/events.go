@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"net/http"
 	"net/url"
@@ -21,12 +22,14 @@ type Event struct {
 	Type        string               // EventSale or EventReservation
 	Sale        *Sale                // with EventSale
 	Reservation *seckill.Reservation // with EventReservation
+	Ticket      *Ticket              // with EventTicket (RoomEvents)
 }
 
 // Event types.
 const (
 	EventSale        = "sale"
 	EventReservation = "reservation"
+	EventTicket      = "ticket"
 )
 
 // maxEventBytes bounds one event's data: a sale or a reservation is well under 1 KiB.
@@ -62,7 +65,7 @@ func (c *Client) Events(ctx context.Context, saleID string, reservationIDs ...st
 			return
 		}
 		defer resp.Body.Close()
-		s := &sseReader{r: bufio.NewReaderSize(resp.Body, maxEventBytes)}
+		s := newSSEReader(resp.Body)
 		for {
 			ev, err := s.next()
 			if err != nil {
@@ -83,6 +86,10 @@ func (c *Client) Events(ctx context.Context, saleID string, reservationIDs ...st
 type sseReader struct {
 	r    *bufio.Reader
 	data bytes.Buffer
+}
+
+func newSSEReader(r io.Reader) *sseReader {
+	return &sseReader{r: bufio.NewReaderSize(r, maxEventBytes)}
 }
 
 // next returns the next event; its Type is "" for an event of another kind.
@@ -129,6 +136,9 @@ func (s *sseReader) decode(kind string) (Event, error) {
 	case EventReservation:
 		ev.Reservation = new(seckill.Reservation)
 		err = json.Unmarshal(s.data.Bytes(), ev.Reservation)
+	case EventTicket:
+		ev.Ticket = new(Ticket)
+		err = json.Unmarshal(s.data.Bytes(), ev.Ticket)
 	default:
 		return Event{}, nil
 	}

@@ -80,7 +80,15 @@ func startServer() (url string, stop func(), err error) {
 		EventInterval: 20 * time.Millisecond,
 	})
 	api = server.Handler()
+	admitting, stopAdmitting := context.WithCancel(context.Background())
+	admitted := make(chan struct{})
+	go func() { // the waiting rooms' admitter, as every instance runs it
+		defer close(admitted)
+		_ = svc.Admitter(10 * time.Millisecond).Run(admitting)
+	}()
 	return srv.URL, func() {
+		stopAdmitting()
+		<-admitted
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = gw.Shutdown(ctx)

@@ -336,7 +336,7 @@ func runContract(t *testing.T, engine string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{st: st, c: c, seen: map[string]map[int]int{}}
+	h := &harness{st: st, c: c, seen: map[string]map[int]int{}, saleHasRoom: bytes.Contains(raw, []byte(`"waiting_room"`))}
 	defer withDefaultChecks(contractChecks)()
 	start := time.Now()
 	rapid.Check(t, h.run)
@@ -389,6 +389,9 @@ type harness struct {
 	runs, exchanges atomic.Int64
 	mu              sync.Mutex
 	seen            map[string]map[int]int // operationId → status → count
+	// saleHasRoom: the document's Sale has waiting_room, so a run may make a sale with a room
+	// (whose reads, in the list too, must then match the document).
+	saleHasRoom bool
 }
 
 // model is what one run knows: its sales, paths, reservations and payments.
@@ -402,6 +405,7 @@ type model struct {
 	res     []reservationRef
 	payIDs  []string
 	users   []string
+	rooms   []string // sales with a waiting room (driven by the room operations only)
 }
 
 type reservationRef struct {
@@ -417,6 +421,9 @@ func (h *harness) run(rt *rapid.T) {
 	}
 	// Every run starts with one open sale, so that buying has something to act on.
 	m.createSale(true)
+	if h.saleHasRoom {
+		m.createRoomSale()
+	}
 	actions := map[string]func(){
 		"createSale": func() { m.createSale(false) }, "listSales": m.listSales, "getSale": m.getSale,
 		"purchasePath": m.purchasePath, "buy": m.buy, "getReservation": m.getReservation,
@@ -425,7 +432,7 @@ func (h *harness) run(rt *rapid.T) {
 		"updateSale": m.updateSale, "deleteSale": m.deleteSale,
 		"devToken": m.devToken, "signIn": m.simple("signIn", "/api/v1/signin"), "healthz": m.simple("healthz", "/healthz"), "readyz": m.simple("readyz", "/readyz"),
 		"openapi": m.simple("openapi", "/openapi.json"), "saleEvents": m.events, "saleActivity": m.activity,
-		"advanceClock": m.advance,
+		"advanceClock": m.advance, "waitingRoom": m.room,
 		"rush": func() { // a burst of buys: sell-outs, queues, per-user limits and the rate limit
 			for range 6 {
 				m.buy()
@@ -1257,6 +1264,99 @@ func (m *model) events() {
 	if n > 8 && x.Status != http.StatusBadRequest {
 		rt.Fatalf("[%s engine] %d reservation parameters were answered %d, want 400: %s", m.h.st.name, n, x.Status, x)
 	}
+}
+
+// room drives one of the waiting room's operations, on a sale of the run (with or without a
+// room), an unknown one or an id the document refuses.
+func (m *model) room() {
+	rt := m.rt
+	id, ok := m.saleRef()
+	if len(m.rooms) > 0 && rapid.Bool().Draw(rt, "roomSale") {
+		id, ok = rapid.SampledFrom(m.rooms).Draw(rt, "room"), true
+	}
+	base := "/api/v1/sales/" + url.PathEscape(id) + "/waiting-room"
+	auth, present := m.userAuth(m.user())
+	switch rapid.IntRange(0, 5).Draw(rt, "roomOp") {
+	case 0:
+		m.send(call{op: "getWaitingRoom", method: "GET", target: base, valid: verdict(ok)})
+	case 1:
+		body, valid := []byte(rapid.SampledFrom([]string{``, `{}`, `{"pow":{"challenge":"c","solution":"s"}}`}).Draw(rt, "joinBody")), true
+		if rapid.IntRange(0, 3).Draw(rt, "badJoin") == 0 {
+			body, valid = []byte(rapid.SampledFrom([]string{`null`, `{"pow":1}`, `{"other":true}`, `{"pow":{"challenge":"c"}}`,
+				`{"pow":{"challenge":"` + strings.Repeat("c", 300) + `","solution":"s"}}`}).Draw(rt, "badJoinBody")), false
+		}
+		m.send(call{op: "joinWaitingRoom", method: "POST", target: base + "/join", auth: auth, body: body, hasBody: len(body) > 0,
+			valid: verdict(ok && present && valid)})
+	case 2:
+		m.send(call{op: "waitingRoomChallenge", method: "GET", target: base + "/challenge", auth: auth, valid: verdict(ok && present)})
+	case 3:
+		m.send(call{op: "waitingRoomTicket", method: "GET", target: base + "/ticket", auth: auth, valid: verdict(ok && present)})
+	case 4:
+		q, valid := "", ok
+		switch rapid.IntRange(0, 4).Draw(rt, "entrantsQuery") {
+		case 1:
+			q = "?limit=" + strconv.Itoa(rapid.IntRange(1, 1000).Draw(rt, "limit"))
+		case 2:
+			q, valid = "?limit="+rapid.SampledFrom([]string{"0", "1001", "-1", "x"}).Draw(rt, "badLimit"), false
+		case 3:
+			q = "?after=" + strings.Repeat("0", 32)
+		case 4:
+			q, valid = "?after=nothex", false
+		}
+		m.send(call{op: "waitingRoomEntrants", method: "GET", target: base + "/entrants" + q, valid: verdict(valid)})
+	default:
+		m.roomEvents(base+"/events", auth, ok && present)
+	}
+}
+
+// createRoomSale makes a sale with a waiting room, open for joining and started, outside the
+// judged exchanges: the room operations act on it (with a room, so their 200s are seen).
+func (m *model) createRoomSale() {
+	now := m.h.st.clock.Now()
+	id := m.prefix + "-room"
+	body := mustMarshal(map[string]any{"id": id, "price_cents": 100, "stock": 2, "per_user_limit": 1, "hold_seconds": 30,
+		"starts_at": now.Format(time.RFC3339Nano), "ends_at": now.Add(time.Hour).Format(time.RFC3339Nano),
+		"waiting_room": map[string]any{"order": "draw", "admit_per_second": 5}})
+	req, err := http.NewRequest("POST", m.h.st.url+"/api/v1/sales", bytes.NewReader(body))
+	if err != nil {
+		m.rt.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	res, err := m.h.st.client.Do(req)
+	if err != nil {
+		m.rt.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusCreated {
+		m.rt.Fatalf("create a room sale: %d", res.StatusCode)
+	}
+	m.rooms = append(m.rooms, id)
+}
+
+// roomEvents opens a live ticket stream, judges its status and headers, and hangs up.
+func (m *model) roomEvents(target, auth string, valid bool) {
+	rt := m.rt
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", m.h.st.url+target, nil)
+	if err != nil {
+		rt.Fatal(err)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	res, err := m.h.st.client.Do(req)
+	if err != nil {
+		rt.Fatalf("GET %s: %v", target, err)
+	}
+	x := exchange{Op: "waitingRoomEvents", Method: "GET", Target: target, Header: req.Header, Valid: verdict(valid),
+		Status: res.StatusCode, RespHeader: res.Header}
+	if res.StatusCode != http.StatusOK {
+		x.RespBody, _ = io.ReadAll(res.Body)
+	}
+	cancel()
+	res.Body.Close()
+	m.judge(x)
 }
 
 // advance moves the test clock: holds expire, sales start and end.

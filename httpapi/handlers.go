@@ -65,7 +65,8 @@ func (s *Server) purchasePath(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.rates.spend(r, scopePath, user, s.now()); err != nil {
 		return err
 	}
-	p, err := s.svc.PurchasePath(r.Context(), r.PathValue("id"), user)
+	// A sale with a waiting room needs the admission its room gave this user (room.go).
+	p, err := s.svc.PurchasePathAdmitted(r.Context(), r.PathValue("id"), user, r.Header.Get(AdmissionHeader))
 	if err != nil {
 		return err
 	}

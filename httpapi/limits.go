@@ -379,5 +379,5 @@ func PerAddrShare(n int) int { return max(n/4, 1) }
 // saw 503s under a flood would pull every instance at once. /readyz is kept cheap instead
 // (readyFlight: concurrent probes share one run of the checks).
 func unbounded(pattern string) bool {
-	return pattern == "/api/v1/sales/{id}/events" || pattern == "/healthz" || pattern == "/readyz"
+	return pattern == "/api/v1/sales/{id}/events" || pattern == "/api/v1/sales/{id}/waiting-room/events" || pattern == "/healthz" || pattern == "/readyz"
 }

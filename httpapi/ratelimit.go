@@ -24,6 +24,7 @@ const (
 	scopePath = "path" // GET /api/v1/sales/{id}/path
 	scopeBuy  = "buy"  // POST /api/v1/sales/{id}/buy/{token}; its shared check is the engine's
 	scopePay  = "pay"  // POST /api/v1/reservations/{rid}/pay
+	scopeJoin = "join" // POST /api/v1/sales/{id}/waiting-room/join
 )
 
 // Per-address budget defaults (Config.AddrRate, AddrBurst): generous, because a carrier-grade
@@ -104,7 +105,7 @@ func (rs *rates) spend(r *http.Request, scope, user string, now time.Time) (stri
 }
 
 // scopeNoun names a scope's requests in a refusal.
-var scopeNoun = map[string]string{scopePath: "purchase path", scopeBuy: "buy", scopePay: "payment"}
+var scopeNoun = map[string]string{scopePath: "purchase path", scopeBuy: "buy", scopePay: "payment", scopeJoin: "waiting-room join"}
 
 // rateLimiter is one scope's buckets of one kind (users, or addresses) in this process: GCRA
 // (seckill.RateLimit.GCRA, in µs), a theoretical arrival time per key.

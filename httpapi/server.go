@@ -135,6 +135,7 @@ type Server struct {
 	rates    *rates                 // the request budgets of /path, buys and /pay (ratelimit.go)
 	metrics  *metrics
 	feeds    *feeds
+	rooms    *roomFeeds // the waiting rooms' live ticket streams (roomevents.go)
 	activity *activity
 	inFlight *inFlight
 	streams  *streamLimiter
@@ -183,6 +184,7 @@ func New(cfg Config) *Server {
 	}
 	s.activity = newActivity()
 	s.feeds = newFeeds(cfg.Service, cfg.EventInterval, s.metrics.streamsDropped.Inc)
+	s.rooms = newRoomFeeds(cfg.Service, cfg.EventInterval)
 	s.limits(cfg)
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
@@ -216,6 +218,7 @@ func New(cfg Config) *Server {
 // with RegisterOnShutdown, or call it first.
 func (s *Server) Close() error {
 	s.feeds.close()
+	s.rooms.close()
 	return nil
 }
 
@@ -232,6 +235,12 @@ func (s *Server) routes() []route {
 		{"PATCH", "/api/v1/sales/{id}", s.updateSale},
 		{"DELETE", "/api/v1/sales/{id}", s.deleteSale},
 		{"GET", "/api/v1/sales/{id}/path", s.purchasePath},
+		{"GET", "/api/v1/sales/{id}/waiting-room", s.roomView},
+		{"POST", "/api/v1/sales/{id}/waiting-room/join", s.joinRoom},
+		{"GET", "/api/v1/sales/{id}/waiting-room/challenge", s.roomChallenge},
+		{"GET", "/api/v1/sales/{id}/waiting-room/ticket", s.roomTicket},
+		{"GET", "/api/v1/sales/{id}/waiting-room/entrants", s.roomEntrants},
+		{"GET", "/api/v1/sales/{id}/waiting-room/events", s.roomEvents},
 		{"GET", "/api/v1/sales/{id}/events", s.saleEvents},
 		{"GET", "/api/v1/sales/{id}/activity", s.saleActivity},
 		{"POST", "/api/v1/sales/{id}/buy/{token}", s.buy},

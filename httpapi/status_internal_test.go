@@ -21,6 +21,7 @@ func TestErrorCodesMapToDocumentedStatuses(t *testing.T) {
 		seckill.CodeQueueFull: 409, seckill.CodeHoldExpired: 409, seckill.CodeEnded: 410,
 		seckill.CodeTooLarge: 413, seckill.CodeNotStarted: http.StatusTooEarly, seckill.CodeRateLimited: 429,
 		seckill.CodeUnavailable: 503, seckill.CodeInternal: 500, seckill.Code("bogus"): 500,
+		seckill.CodeAdmissionRequired: 403, seckill.CodePowRequired: 403, seckill.CodeInvalidPow: 400,
 	}
 	for code, status := range want {
 		if got := statusOf(code); got != status {

@@ -16,20 +16,10 @@ type PurchasePath struct {
 	ExpiresAt time.Time
 }
 
-// PurchasePath returns the user's secret purchase token, only once the sale is active.
+// PurchasePath returns the user's secret purchase token, only once the sale is active; a sale
+// with a waiting room needs an admission (PurchasePathAdmitted).
 func (s *Service) PurchasePath(ctx context.Context, saleID, userID string) (PurchasePath, error) {
-	sale, err := s.saleWindow(ctx, saleID)
-	if err != nil {
-		return PurchasePath{}, err
-	}
-	if err := sale.WindowError(s.clock.Now()); err != nil {
-		return PurchasePath{}, err
-	}
-	return PurchasePath{
-		SaleID:    sale.ID,
-		Token:     s.purchaseToken(sale, userID),
-		ExpiresAt: sale.EndsAt,
-	}, nil
+	return s.PurchasePathAdmitted(ctx, saleID, userID, "")
 }
 
 // saleWindow is the sale's definition for a caller that needs no counts: Config.Windows when
@@ -53,25 +43,48 @@ func (s *Service) purchaseToken(sale seckill.Sale, userID string) string {
 // The sale's starts_at is cached after the first lookup, so that a buy costs one engine call
 // (the buy itself) rather than two: on the Redis engine each is a round trip and a script.
 func (s *Service) CheckPurchaseToken(ctx context.Context, saleID, token, userID string) error {
-	var sale seckill.Sale
-	if v, ok := s.starts.Load(saleID); ok {
-		sale = seckill.Sale{ID: saleID, StartsAt: v.(time.Time)}
-	} else {
-		var err error
-		if sale, _, err = s.inv.Sale(ctx, saleID); err != nil {
-			return err
-		}
-		s.starts.Store(saleID, sale.StartsAt)
+	f, err := s.facts(ctx, saleID)
+	if err != nil {
+		return err
 	}
-	if !purchasetoken.Valid(s.pathKey, saleID, userID, sale.StartsAt, token) {
+	if !purchasetoken.Valid(s.pathKey, saleID, userID, f.startsAt, token) {
 		return seckill.Errorf(seckill.CodeInvalidToken, "purchase token is not valid for this user and sale")
 	}
 	return nil
 }
 
-// Buy reserves units for a user whose purchase token has been checked.
+// saleFacts are what the buy path needs of a sale and never changes once it exists: its
+// start (the purchase token), whether it has a waiting room and its hold (releaseRoom).
+type saleFacts struct {
+	startsAt time.Time
+	room     bool
+	hold     time.Duration
+}
+
+// facts are the sale's saleFacts, cached after the first lookup (Service.starts).
+func (s *Service) facts(ctx context.Context, saleID string) (saleFacts, error) {
+	if v, ok := s.starts.Load(saleID); ok {
+		return v.(saleFacts), nil
+	}
+	sale, _, err := s.inv.Sale(ctx, saleID)
+	if err != nil {
+		return saleFacts{}, err
+	}
+	f := saleFacts{startsAt: sale.StartsAt, room: sale.Room != nil, hold: sale.HoldDuration()}
+	s.starts.Store(saleID, f)
+	return f, nil
+}
+
+// Buy reserves units for a user whose purchase token has been checked. In a sale with a
+// waiting room the buyer's outcome is then told to the room (releaseRoom).
 func (s *Service) Buy(ctx context.Context, req seckill.BuyRequest) (seckill.BuyResult, error) {
-	return s.inv.Buy(ctx, req)
+	res, err := s.inv.Buy(ctx, req)
+	if s.rooms != nil {
+		if f, ferr := s.facts(ctx, req.SaleID); ferr == nil && f.room {
+			s.releaseRoom(ctx, req, res, err)
+		}
+	}
+	return res, err
 }
 
 // Reservation returns the user's reservation; another user's reads as not found.
@@ -98,5 +111,6 @@ func (s *Service) Cancel(ctx context.Context, id, userID string) (seckill.Reserv
 		return r, err
 	}
 	_ = s.store.CloseSoon(ctx, id, s.clock.Now())
+	s.releaseOutcome(ctx, r)
 	return r, nil
 }

@@ -121,6 +121,9 @@ func (s *Service) ApplyPayment(ctx context.Context, p seckill.PaymentConfirmatio
 	if err != nil {
 		return "", err
 	}
+	if result == seckill.PaymentApplied {
+		s.releaseOutcome(ctx, r)
+	}
 	if result == seckill.PaymentDuplicate {
 		// The engine applied this payment before but the database has no record of it: an
 		// earlier delivery reached the engine while the database was down or failed (and the

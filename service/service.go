@@ -8,11 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/admission"
+	"github.com/seckill-go/seckill/internal/logsummary"
 	"github.com/seckill-go/seckill/internal/purchasetoken"
 	"github.com/seckill-go/seckill/internal/wait"
 	"golang.org/x/sync/singleflight"
@@ -28,7 +31,8 @@ type Service struct {
 	settled  seckill.SettledSales // nil: every sale restored whole
 	clock    seckill.Clock
 	pathKey  []byte
-	// starts caches each known sale's starts_at (sale id → time.Time) for the purchase-token
+	// starts caches each known sale's saleFacts (sale id → saleFacts: starts_at, whether it
+	// has a waiting room, its hold) for the purchase-token
 	// check on the buy path. starts_at never changes once a sale exists (restock and close
 	// change stock and ends_at only), so the cache is never stale, and it holds one entry per
 	// sale that exists.
@@ -40,6 +44,17 @@ type Service struct {
 	onDemand bool
 	// list caches the sale list's pages (salelist.go), and the definitions LiveSaleIDs reads.
 	list *saleList
+	// rooms is the engine's waiting rooms (nil: it has none); seedKey derives their seeds and
+	// admitKey signs their admission tokens (room.go); rates observes their admissions.
+	rooms    seckill.WaitingRooms
+	seedKey  []byte
+	admitKey []byte
+	rates    *roomRates
+	roomDefs sync.Map // sale id → seckill.Sale: the room sales this instance read (room.go)
+	// powKey signs the rooms' proof-of-work challenges (room.go); troubles summarises what
+	// the service logs.
+	powKey   []byte
+	troubles *logsummary.Summarizer
 }
 
 // Config wires a Service. Inventory and Store are required; Payments may be nil (POST /pay then
@@ -68,6 +83,11 @@ type Config struct {
 	AuthSecret []byte
 	// ListTTL bounds how stale the sale list may be (default DefaultListTTL): salelist.go.
 	ListTTL time.Duration
+	// Rooms keeps the sales' waiting rooms; nil: the Inventory's, when it has them (both
+	// engines do). Their seeds and admission tokens are keyed from AuthSecret (room.go).
+	Rooms seckill.WaitingRooms
+	// Logger receives what the service logs: failed room releases (default: discarded).
+	Logger *slog.Logger
 }
 
 // New returns a Service. Clock defaults to seckill.SystemClock.
@@ -76,8 +96,16 @@ func New(cfg Config) *Service {
 		cfg.Clock = seckill.SystemClock{}
 	}
 	list := newSaleList(cfg.ListTTL)
+	if cfg.Rooms == nil {
+		cfg.Rooms, _ = cfg.Inventory.(seckill.WaitingRooms)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	return &Service{inv: cfg.Inventory, store: listStore{cfg.Store, list}, payments: cfg.Payments, windows: cfg.Windows, settled: cfg.Settled,
-		onDemand: cfg.LoadOnDemand, clock: cfg.Clock, pathKey: purchasetoken.Key(cfg.AuthSecret), list: list}
+		onDemand: cfg.LoadOnDemand, clock: cfg.Clock, pathKey: purchasetoken.Key(cfg.AuthSecret), list: list,
+		rooms: cfg.Rooms, seedKey: roomSeedKey(cfg.AuthSecret), admitKey: admission.Key(cfg.AuthSecret), rates: newRoomRates(),
+		powKey: powKey(cfg.AuthSecret), troubles: logsummary.New(cfg.Logger, 0)}
 }
 
 // Now is the service's clock.

@@ -117,6 +117,10 @@ type engine struct {
 // sweepEvery is the sweepers' period (invariant 8 of docs/MODEL.md).
 const sweepEvery = 250 * time.Millisecond
 
+// admitEvery is the admitter's period: a room admits at most a tenth of a second's worth at
+// once (seckill.RoomPolicy.RoomBurst), so it is asked ten times a second.
+const admitEvery = 100 * time.Millisecond
+
 // appOptions are knobs that serve and demo set differently.
 type appOptions struct {
 	gatewayDelay func(seckill.Reservation) time.Duration // dev gateway's delay per payment
@@ -251,7 +255,8 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 // (nil: a worker, which starts none).
 func (a *app) newService(cfg config, payments seckill.Payments) *service.Service {
 	return service.New(service.Config{Inventory: a.inv, Store: a.store, Payments: payments,
-		Windows: a.engine.windows, Settled: a.engine.settled, LoadOnDemand: a.engine.onDemand, AuthSecret: []byte(cfg.AuthSecret)})
+		Windows: a.engine.windows, Settled: a.engine.settled, LoadOnDemand: a.engine.onDemand, AuthSecret: []byte(cfg.AuthSecret),
+		Logger: a.log})
 }
 
 // newGateway builds the configured payment gateway (docs/PAYMENTS.md): the mock posts our signed
@@ -377,7 +382,9 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 // the engine's, then the closer and the refunders (with a gateway). More services go at the
 // end of the list: the runner stops the last one first.
 func (a *app) services(cfg config) []background.Service {
-	list := a.engine.services(a.svc)
+	// Every instance admits in the waiting rooms (the engine's Admit is atomic and bounded by
+	// each room's policy, so admitters side by side admit no more than one).
+	list := append(a.engine.services(a.svc), a.svc.Admitter(admitEvery))
 	if a.payGW != nil {
 		// Payments whose hold ended unpaid are closed at the gateway that started them
 		// (package closer); refund_required payments are paid back through the gateway that

@@ -7,6 +7,7 @@ import {
   listPages, plural, randomKey, ServerClock, setText, sleep, store,
 } from 'seckill/common';
 import { SaleFeed } from 'seckill/sse';
+import { joinRoom, TicketFeed } from 'seckill/room';
 
 const TOKEN_KEY = 'seckill.token';
 // SIGNIN_KEY (sessionStorage) holds the state and nonce of a sign-in at the shop's login page,
@@ -50,6 +51,10 @@ const S = {
   noDevTokens: false, // the server answered 404 to /dev/token: sign in by pasting a JWT
   signin: null, // GET /api/v1/signin: the shop's login page, if any, and the user id's claim
   claim: 'sub', // the claim of a user token that holds the user id
+  roomId: '', // the sale whose waiting room is shown, or ''
+  roomFeed: null,
+  admissions: new Map(), // user + sale id → {token, expires} given by a waiting room
+  buyAfterRoom: '', // the sale to buy as soon as its page has read it (the room let the buyer in)
 };
 S.user = jwtSubject(S.token); // the claim is `sub` until loadSignIn knows better
 
@@ -236,6 +241,12 @@ function userError(e) {
 // ---- routing ------------------------------------------------------------------------------
 
 function route() {
+  const r = /^#\/sale\/([^/]+)\/room$/.exec(location.hash);
+  if (r) {
+    let rid = '';
+    try { rid = decodeURIComponent(r[1]); } catch { rid = ''; }
+    if (rid) { showRoom(rid); return; }
+  }
   const m = /^#\/sale\/(.+)$/.exec(location.hash);
   let id = '';
   if (m) {
@@ -248,6 +259,10 @@ function route() {
 function leave() {
   S.feed?.stop();
   S.feed = null;
+  S.roomFeed?.stop();
+  S.roomFeed = null;
+  S.roomId = '';
+  byId('view-room').hidden = true;
   clearInterval(S.listTimer);
   S.listTimer = 0;
 }
@@ -418,8 +433,11 @@ function onSale(sale) {
   setGauge(g, [...g.children], st);
   const terms = [`${st.sellable} for sale`, `at most ${sale.per_user_limit} per buyer`, `a held unit must be paid within ${fmtSeconds(sale.hold_seconds)}`];
   setText(byId('sale-terms'), terms.join(' · '));
-  if (was === 'upcoming' && sale.status === 'active') announce('The sale has started: you can buy now.');
+  if (was === 'upcoming' && sale.status === 'active') {
+    announce(sale.waiting_room ? 'The sale has started: join the waiting room to buy.' : 'The sale has started: you can buy now.');
+  }
   updateBuyButton();
+  if (S.buyAfterRoom === sale.id) { S.buyAfterRoom = ''; if (admitted(sale.id)) buy(); }
   tickSale();
 }
 
@@ -434,7 +452,18 @@ function updateBuyButton() {
   else if (sale.status === 'upcoming') text = 'The button unlocks when the sale starts.';
   else if (sale.status === 'sold_out') text = 'Every unit has been sold.';
   else if (sale.status === 'ended') text = 'This sale has ended.';
-  else if (!S.token) text = 'Sign in to buy.';
+  else if (!S.token) text = sale.waiting_room ? 'Sign in to join the waiting room.' : 'Sign in to buy.';
+  else if (sale.waiting_room && !admitted(sale.id)) {
+    // A sale with a waiting room: the buyer waits for their turn there first.
+    const opens = S.clock.until(sale.starts_at) - (sale.waiting_room.opens_seconds || 0) * 1000;
+    ok = opens <= 0;
+    text = ok ? 'This sale has a waiting room: join it, and buy when your turn comes.' : 'The waiting room opens before the sale starts.';
+    btn.disabled = !ok;
+    btn.dataset.room = 'true';
+    setText(btn, 'Join the waiting room');
+    setText(hint, text);
+    return;
+  }
   else if (S.buying) text = 'Buying…';
   else if (wait > 0) text = `Too many attempts: wait ${Math.ceil(wait / 1000)} s.`;
   else if (unitsTaken() >= sale.per_user_limit) {
@@ -449,6 +478,7 @@ function updateBuyButton() {
     if (st.available === 0 || st.queued > 0) text = 'Every unit is held right now: buying puts you in line for the next one freed.';
   }
   btn.disabled = !ok;
+  btn.dataset.room = '';
   setText(btn, S.buying ? 'Buying…' : sale ? `Buy now · ${fmtPrice(sale.price_cents, sale.currency)}` : 'Buy now');
   setText(hint, text);
 }
@@ -464,6 +494,7 @@ function unitsTaken() {
 
 function tickSale() {
   const sale = S.sale;
+  if (sale?.waiting_room) updateBuyButton(); // the room opens, an admission runs out
   const cd = byId('sale-countdown');
   if (!sale) { setText(cd, ''); return; }
   if (sale.status === 'upcoming') {
@@ -491,7 +522,9 @@ async function purchasePath(saleId) {
   const k = `${S.user}\n${saleId}`;
   let p = S.paths.get(k);
   if (!p) {
-    const r = await api('GET', `/api/v1/sales/${encodeURIComponent(saleId)}/path`, { token: S.token });
+    const a = admitted(saleId);
+    const headers = a ? { 'Seckill-Admission': a.token } : {};
+    const r = await api('GET', `/api/v1/sales/${encodeURIComponent(saleId)}/path`, { token: S.token, headers });
     if (typeof r.path !== 'string' || !r.path.startsWith('/api/')) throw new Error('unexpected purchase path');
     p = r.path;
     S.paths.set(k, p);
@@ -547,7 +580,132 @@ async function buy() {
   }
 }
 
-byId('buy-button').addEventListener('click', buy);
+byId('buy-button').addEventListener('click', () => {
+  if (byId('buy-button').dataset.room === 'true') location.hash = `#/sale/${encodeURIComponent(S.saleId)}/room`;
+  else buy();
+});
+
+// ---- waiting room ---------------------------------------------------------------------------
+
+// admitted is the admission a waiting room gave this buyer for the sale, while it lasts.
+function admitted(saleId) {
+  const a = S.admissions.get(`${S.user}\n${saleId}`);
+  return a && S.clock.until(a.expires) > 0 ? a : null;
+}
+
+const ROOM_STATE = {
+  pre_queue: 'You are in the pre-queue. At the start a draw puts everyone who joined before it in a random order; then the line moves.',
+  waiting: 'You are in line. Keep this page open: it lets you in when your turn comes.',
+  admitted: 'It is your turn: buy now.',
+  sold_out: 'Sold out: every unit has been sold.',
+  ended: 'This sale has ended.',
+};
+
+function showRoom(id) {
+  leave();
+  S.saleId = '';
+  S.sale = null;
+  S.roomId = id;
+  byId('view-list').hidden = true;
+  byId('view-missing').hidden = true;
+  byId('view-sale').hidden = true;
+  byId('view-room').hidden = false;
+  byId('feed-mode').hidden = true;
+  announce('', 'info'); // the sale page's last word is not the room's
+  byId('room-back').href = `#/sale/${encodeURIComponent(id)}`;
+  byId('room-enter').hidden = true;
+  for (const k of ['room-position', 'room-ahead', 'room-wait']) setText(byId(k), '–');
+  for (const k of ['room-hint', 'room-fair']) setText(byId(k), '');
+  setText(byId('room-sale-name'), id);
+  const state = byId('room-state');
+  state.dataset.state = '';
+  if (!S.token) { setText(state, 'Sign in to join the waiting room.'); return; }
+  setText(state, 'Joining the waiting room…');
+  enterRoom(id);
+}
+
+// enterRoom reads the sale and its room, joins (again: joining is idempotent) and follows the
+// ticket. A room that has not opened yet is tried again when it opens.
+async function enterRoom(id) {
+  let sale, room;
+  try {
+    sale = await api('GET', `/api/v1/sales/${encodeURIComponent(id)}`);
+    room = await api('GET', `/api/v1/sales/${encodeURIComponent(id)}/waiting-room`);
+  } catch (e) {
+    if (S.roomId !== id) return;
+    if (e.code === 'not_found') { location.hash = `#/sale/${encodeURIComponent(id)}`; return; }
+    announce(messageFor(e, 'sale'), 'error');
+    return;
+  }
+  if (S.roomId !== id) return;
+  S.clock.sample(room.server_time);
+  setText(byId('room-sale-name'), sale.name);
+  document.title = `${sale.name} · waiting room — seckill`;
+  setText(byId('room-fair'), room.order === 'draw'
+    ? `Fair start: the order of everyone who joins before the start is drawn from a seed the shop committed to in advance (SHA-256 ${room.commitment.slice(0, 16)}…) and reveals at the start, so anyone can check it.`
+    : 'First come, first served.');
+  let t;
+  for (;;) {
+    try {
+      t = await joinRoom(id, S.token, room.pow_bits, (solving) => setText(byId('room-hint'), solving ? 'Your browser is doing a quick check before joining…' : ''));
+      break;
+    } catch (e) {
+      if (S.roomId !== id) return;
+      if (userError(e)) return;
+      if (e.code === 'not_started') {
+        const ms = S.clock.until(room.opens_at);
+        setText(byId('room-state'), `The waiting room opens in ${fmtCountdown(ms)}.`);
+        await sleep(Math.min(Math.max(ms, 500), 5000));
+      } else if (e.retryable) {
+        setText(byId('room-hint'), messageFor(e));
+        await sleep((e.retryAfter ?? 1) * 1000);
+      } else {
+        setText(byId('room-state'), messageFor(e));
+        return;
+      }
+      if (S.roomId !== id) return;
+    }
+  }
+  onRoomTicket(t);
+  if (['sold_out', 'ended'].includes(t.state)) return;
+  S.roomFeed = new TicketFeed({
+    saleId: id,
+    token: () => S.token,
+    onTicket: onRoomTicket,
+    onError: (e) => { userError(e); },
+  });
+  S.roomFeed.start();
+}
+
+function onRoomTicket(t) {
+  if (!t || t.sale_id !== S.roomId) return;
+  S.clock.sample(t.server_time);
+  const state = byId('room-state');
+  setText(state, ROOM_STATE[t.state] || t.state);
+  state.dataset.state = t.state;
+  setText(byId('room-position'), t.state === 'waiting' ? t.position : '–');
+  setText(byId('room-ahead'), t.state === 'waiting' ? t.ahead : '–');
+  const p50 = t.wait_p50_seconds, p90 = t.wait_p90_seconds;
+  setText(byId('room-wait'), p50 == null || !['waiting', 'pre_queue'].includes(t.state)
+    ? '–' : `about ${fmtSeconds(Math.ceil(p50))} (9 in 10 within ${fmtSeconds(Math.ceil(p90))})`);
+  const enter = byId('room-enter');
+  if (t.state === 'admitted' && t.admission_token) {
+    S.admissions.set(`${S.user}\n${t.sale_id}`, { token: t.admission_token, expires: t.admission_expires_at });
+    setText(byId('room-hint'), `Your turn lasts until ${fmtDateTime(t.admission_expires_at)}.`);
+    enter.hidden = false;
+    setText(enter, 'Buy now');
+  } else {
+    enter.hidden = true;
+    if (t.state === 'admitted') setText(byId('room-hint'), 'Your turn has passed.');
+  }
+  if (['sold_out', 'ended'].includes(t.state)) { S.roomFeed?.stop(); setText(byId('room-hint'), ''); }
+}
+
+// The room lets the buyer in: the sale page, where the buy goes through with the admission.
+byId('room-enter').addEventListener('click', () => {
+  S.buyAfterRoom = S.roomId; // the sale page buys once it has read the sale
+  location.hash = `#/sale/${encodeURIComponent(S.roomId)}`;
+});
 
 // ---- reservations -------------------------------------------------------------------------
 

@@ -220,6 +220,9 @@ export function messageFor(err, context = '') {
     case 'too_large': return 'The request is too large.';
     case 'invalid_argument': return admin ? `Invalid input${detail || ': check the fields'}.` : 'That request was not valid. Reload the page and try again.';
     case 'invalid_signature': return 'The payment notice could not be verified.';
+    case 'admission_required': return 'This sale has a waiting room: wait for your turn there, then buy within the time it gives you.';
+    case 'pow_required': return 'Joining this waiting room needs a quick check by your browser. Reload the page and try again.';
+    case 'invalid_pow': return 'Your browser\'s check did not pass (it may have taken too long). Try again.';
     case 'internal': return 'The shop hit an error. Try again in a moment.';
     default: return err.status ? `The shop could not do that (error ${err.status}). Try again in a moment.` : 'Something went wrong. Try again in a moment.';
   }

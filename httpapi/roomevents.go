@@ -1,0 +1,244 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/service"
+)
+
+// Live tickets: GET /api/v1/sales/{id}/waiting-room/events (buyer auth), a text/event-stream
+// of
+//
+//	event: ticket   the caller's ticket as GET .../waiting-room/ticket answers it, on connect
+//	                and whenever its state, position or admission changes.
+//
+// One room feed per sale and instance reads the room's counts every EventInterval while
+// anybody listens (one engine call per sale and tick however many streams follow it) and hands
+// the latest counts to every stream. A stream derives its ticket from them: its Index is fixed
+// once the sale has started, so its position is Index − admitted (service.TicketAt). It reads
+// its own ticket from the engine only when that cannot tell (service.Due): its turn has come
+// (it is admitted, with its token), the room closed (sold_out, ended), or the sale started
+// while it was in the pre-queue (the draw places it) — at most once per roomRefreshEvery. The
+// streams count against the same bounds as the sale's (per user, per address, per instance).
+
+// roomRefreshEvery bounds how often one stream re-reads its ticket while it is due.
+const roomRefreshEvery = time.Second
+
+// roomFeeds holds the room feed of every sale with live ticket streams on this instance.
+type roomFeeds struct {
+	svc      *service.Service
+	interval time.Duration
+
+	mu      sync.Mutex
+	rooms   map[string]*roomFeed
+	closed  bool
+	done    chan struct{}
+	running sync.WaitGroup
+}
+
+// roomFeed is one sale's: its listeners, each with a one-slot inbox of the latest counts.
+type roomFeed struct {
+	listeners map[chan seckill.RoomState]struct{}
+	stop      chan struct{}
+}
+
+func newRoomFeeds(svc *service.Service, interval time.Duration) *roomFeeds {
+	return &roomFeeds{svc: svc, interval: interval, rooms: map[string]*roomFeed{}, done: make(chan struct{})}
+}
+
+// subscribe adds a listener to the sale's room feed, starting it if it is the first; ok is
+// false once the server is closing.
+func (f *roomFeeds) subscribe(saleID string) (chan seckill.RoomState, bool) {
+	in := make(chan seckill.RoomState, 1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil, false
+	}
+	fd := f.rooms[saleID]
+	if fd == nil {
+		fd = &roomFeed{listeners: map[chan seckill.RoomState]struct{}{}, stop: make(chan struct{})}
+		f.rooms[saleID] = fd
+		f.running.Add(1)
+		go f.run(saleID, fd)
+	}
+	fd.listeners[in] = struct{}{}
+	return in, true
+}
+
+// unsubscribe removes a listener; the last one out stops the feed.
+func (f *roomFeeds) unsubscribe(saleID string, in chan seckill.RoomState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fd := f.rooms[saleID]
+	if fd == nil {
+		return
+	}
+	delete(fd.listeners, in)
+	if len(fd.listeners) == 0 {
+		delete(f.rooms, saleID)
+		close(fd.stop)
+	}
+}
+
+// close ends every feed (and so every stream, which watches done) and waits for the feeds.
+func (f *roomFeeds) close() {
+	f.mu.Lock()
+	if !f.closed {
+		f.closed = true
+		close(f.done)
+	}
+	f.mu.Unlock()
+	f.running.Wait()
+}
+
+// run reads the room's counts every interval and hands them, when they changed, to every
+// listener: a listener's inbox keeps only the latest, so the feed never waits for a stream.
+func (f *roomFeeds) run(saleID string, fd *roomFeed) {
+	defer f.running.Done()
+	t := time.NewTicker(f.interval)
+	defer t.Stop()
+	var last seckill.RoomState
+	first := true
+	for {
+		select {
+		case <-fd.stop:
+			return
+		case <-f.done:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), feedReadTimeout)
+		st, err := f.svc.RoomState(ctx, saleID)
+		cancel()
+		if err != nil || (!first && st == last) {
+			continue
+		}
+		first, last = false, st
+		f.mu.Lock()
+		for in := range fd.listeners {
+			select {
+			case <-in: // drop the older counts
+			default:
+			}
+			in <- st
+		}
+		f.mu.Unlock()
+	}
+}
+
+// roomEvents serves GET /api/v1/sales/{id}/waiting-room/events.
+func (s *Server) roomEvents(w http.ResponseWriter, r *http.Request) error {
+	user, err := s.userOf(r)
+	if err != nil {
+		return err
+	}
+	saleID, err := roomSaleID(r)
+	if err != nil {
+		return err
+	}
+	// The slot is taken before the engine is read: a refused stream costs no read.
+	addr, hasAddr := clientKey(s.cfg.TrustedProxies, r)
+	release, code, detail := s.streams.acquire(user, addr, hasAddr)
+	if release == nil {
+		refuse(w, code, streamRetryAfter, detail)
+		return nil
+	}
+	defer release()
+	follow, first, err := s.svc.FollowTicket(r.Context(), saleID, user)
+	if err != nil {
+		return err
+	}
+	in, ok := s.rooms.subscribe(saleID)
+	if !ok {
+		return seckill.Errorf(seckill.CodeUnavailable, "the server is shutting down")
+	}
+	defer s.rooms.unsubscribe(saleID, in)
+
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{}) // as saleEvents: a stream outlives the request timeouts
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	s.metrics.streams.Inc()
+	defer s.metrics.streams.Dec()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	st := &stream{w: w, rc: rc}
+	w.WriteHeader(http.StatusOK)
+	st.write([]byte(streamRetry))
+	st.write(sseEvent("ticket", first))
+	st.flush()
+	sent := shownTicket(first)
+
+	// check re-reads or derives the ticket from counts, and writes it when what it shows
+	// changed. A due ticket is re-read at most once per roomRefreshEvery.
+	var counts seckill.RoomState
+	var haveCounts bool
+	var refreshed time.Time
+	check := func() {
+		if !haveCounts {
+			return
+		}
+		var v service.TicketView
+		if s.svc.Due(follow, counts) {
+			if time.Since(refreshed) < roomRefreshEvery {
+				return
+			}
+			refreshed = time.Now()
+			ctx, cancel := context.WithTimeout(r.Context(), feedReadTimeout)
+			f, fresh, err := s.svc.Refresh(ctx, follow, counts)
+			cancel()
+			if err != nil {
+				return // the engine is down for a moment: the next tick tries again
+			}
+			follow, v = f, fresh
+		} else {
+			v = s.svc.TicketAt(follow, counts)
+		}
+		if shown := shownTicket(v); shown != sent {
+			sent = shown
+			st.write(sseEvent("ticket", v))
+			st.flush()
+		}
+	}
+	ping := time.NewTicker(streamPing)
+	defer ping.Stop()
+	tick := time.NewTicker(roomRefreshEvery) // a pre-queue ticket becomes due at the start, with or without new counts
+	defer tick.Stop()
+	for st.err == nil {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-s.rooms.done:
+			return nil
+		case counts = <-in:
+			haveCounts = true
+			check()
+		case <-tick.C:
+			check()
+		case <-ping.C:
+			st.write([]byte(": ping\n\n"))
+			st.flush()
+		}
+	}
+	return nil
+}
+
+// ticketShown is what makes a ticket event worth sending: its state, place and admission
+// (the estimate follows the place; a pre-queue's, which counts down to the start, is not
+// resent every second).
+type ticketShown struct {
+	state string
+	index int64
+	ahead int64
+	token string
+}
+
+func shownTicket(v service.TicketView) ticketShown {
+	return ticketShown{state: v.State, index: v.Index, ahead: v.Ahead, token: v.AdmissionToken}
+}
