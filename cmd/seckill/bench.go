@@ -116,7 +116,7 @@ func bench(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.DurationVar(&room.arrival, "arrival", 5*time.Second, "waiting room: the other buyers arrive evenly over this from the start")
 	fs.DurationVar(&room.lead, "lead", 5*time.Second, "waiting room: from the sale's creation to its start; the pre-queue joins in its first half")
 	fs.IntVar(&room.streams, "streams", 900, "waiting room: live ticket streams per target (keep under the targets' --max-streams); the other buyers poll their ticket")
-	fs.DurationVar(&room.poll, "poll", time.Second, "waiting room: longest pause between a polling buyer's reads of its ticket")
+	fs.DurationVar(&room.poll, "poll", 500*time.Millisecond, "waiting room: longest pause between a polling buyer's reads of its ticket")
 	fs.DurationVar(&room.toldWithin, "told-within", time.Second, "waiting room: every buyer left waiting must be told sold out within this of the last unit paid")
 	noRoomRun := fs.Bool("no-room-run", true, "waiting room: also run the same crowd at the same sale without a room, side by side")
 	cal := fs.Bool("calibrate", false, "compare the buy path's rate with a bare net/http handler instead (tuned by --duration, --rounds, --clients)")

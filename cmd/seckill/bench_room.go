@@ -97,7 +97,11 @@ func runRoomBench(ctx context.Context, o benchOptions, r roomOptions, stdout, st
 			shc: &http.Client{Transport: str}, streams: make([]atomic.Int64, len(o.targets))}
 	}
 	withRoom := mk(o.saleID, true)
-	fmt.Fprintf(stdout, "seckill bench --waiting-room: %d buyers (%d before the start, the rest over %s), %d units, admission %d/s (burst %d), max active %d, proof of work %d bits, against %s\n",
+	head := stdout
+	if o.asJSON {
+		head = stderr
+	}
+	fmt.Fprintf(head, "seckill bench --waiting-room: %d buyers (%d before the start, the rest over %s), %d units, admission %d/s (burst %d), max active %d, proof of work %d bits, against %s\n",
 		o.buyers, r.prequeue, r.arrival, o.units, r.admitRate, seckill.RoomPolicy{AdmitPerSecond: r.admitRate}.RoomBurst(), r.maxActive, r.powBits, strings.Join(o.targets, ", "))
 	obs, err := withRoom.run(ctx, stderr)
 	if err != nil {
@@ -210,6 +214,7 @@ func (rr *roomRun) run(ctx context.Context, stderr io.Writer) (roomObservation, 
 	if v.Seed != nil {
 		ob.seed = *v.Seed
 	}
+	ob.bypass = rr.probeBypass(ctx)
 	for after := ""; ; {
 		p, err := client.New(o.targets[0], client.WithHTTPClient(rr.hc), client.WithRetries(5, 0)).Entrants(ctx, rr.saleID, after, seckill.MaxDrawEntrantsPage)
 		if err != nil {
@@ -222,6 +227,38 @@ func (rr *roomRun) run(ctx context.Context, stderr io.Writer) (roomObservation, 
 		after = p.Next
 	}
 	return ob, nil
+}
+
+// probeBypass asks for the purchase path as a buyer who was never admitted: without a token,
+// and with an admitted buyer's token. Each answer that is not 403 admission_required is listed.
+func (rr *roomRun) probeBypass(ctx context.Context) []string {
+	var bad []string
+	outsider := &roomBuyer{user: rr.saleID + "-outsider"}
+	c, err := rr.client(0, outsider, rr.hc)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	if _, err := c.Path(ctx, rr.saleID); client.CodeOf(err) != seckill.CodeAdmissionRequired {
+		bad = append(bad, fmt.Sprintf("GET /path without an admission token answered %v", err))
+	}
+	for i, b := range rr.buyers {
+		if b.admittedAt.IsZero() {
+			continue
+		}
+		bc, err := rr.client(i, b, rr.hc)
+		if err != nil {
+			return append(bad, err.Error())
+		}
+		tk, err := bc.Ticket(ctx, rr.saleID)
+		if err != nil || tk.AdmissionToken == "" {
+			break // the token expired: nothing to borrow
+		}
+		if _, err := c.AdmittedPath(ctx, rr.saleID, tk.AdmissionToken); client.CodeOf(err) != seckill.CodeAdmissionRequired {
+			bad = append(bad, fmt.Sprintf("GET /path with another buyer's admission token answered %v", err))
+		}
+		break
+	}
+	return bad
 }
 
 func (rr *roomRun) progress(w io.Writer, side string, stop <-chan struct{}) {
@@ -480,6 +517,7 @@ type roomReportJSON struct {
 	PreQueue   int64     `json:"pre_queue"`
 	Streamed   int       `json:"told_by_stream"`
 	Polled     int       `json:"told_by_poll"`
+	AtJoin     int       `json:"told_at_join"` // joined after the close: the join answered sold_out
 	ToldP50Ms  float64   `json:"told_after_last_paid_p50_ms"`
 	ToldMaxMs  float64   `json:"told_after_last_paid_max_ms"`
 	Checks     []struct {
@@ -536,7 +574,11 @@ func roomReport(withRoom, plain *roomRun, ob roomObservation, checks []roomCheck
 		if b.solve > 0 {
 			solves = append(solves, b.solve)
 		}
-		if !b.told.IsZero() && ob.soldOut {
+		switch {
+		case b.told.IsZero() || !ob.soldOut:
+		case b.by == "join":
+			rp.AtJoin++
+		default:
 			told = append(told, max(0, b.told.Sub(ob.lastPaid)))
 			if b.by == "stream" {
 				rp.Streamed++
@@ -603,7 +645,8 @@ func (rp roomReportJSON) writeText(w io.Writer) {
 	if rp.VerifyUs > 0 {
 		fmt.Fprintf(w, "proof of work: solve p50 %.1f ms, p99 %.1f ms per join (client); verify %.2f µs per join (server, pow.Verify)\n", rp.SolveP50Ms, rp.SolveP99Ms, rp.VerifyUs)
 	}
-	fmt.Fprintf(w, "told sold out: %d by stream, %d by polling; after the last unit paid p50 %.0f ms, max %.0f ms\n", rp.Streamed, rp.Polled, rp.ToldP50Ms, rp.ToldMaxMs)
+	fmt.Fprintf(w, "told sold out while waiting: %d by stream, %d by polling, after the last unit paid p50 %.0f ms, max %.0f ms; %d more joined after the close and were told by the join\n",
+		rp.Streamed, rp.Polled, rp.ToldP50Ms, rp.ToldMaxMs, rp.AtJoin)
 	for _, c := range rp.Checks {
 		verdict := "ok"
 		if !c.OK {

@@ -34,7 +34,7 @@ type roomBuyer struct {
 
 	state string    // the last ticket state seen: admitted, sold_out, ended, or still waiting
 	told  time.Time // when the bench learned sold_out/ended (its clock)
-	by    string    // how it learned: "stream" or "poll"
+	by    string    // how it learned: "stream", "poll", or "join" (it joined after the close)
 
 	bought  bool      // a buy was answered (held or refused)
 	buyAt   time.Time // when the buy was sent (the bench's clock)
@@ -56,6 +56,10 @@ type roomObservation struct {
 	preQueue         int64    // the room's pre_queue count
 	admitted         int64    // the room's serving counter at the end
 
+	// bypass lists what the origin answered a buyer that asked for the purchase path without
+	// its admission (no token; another buyer's token): each must be 403 admission_required.
+	bypass []string
+
 	soldOut    bool          // every unit was paid: the room must close
 	lastPaid   time.Time     // when the bench saw the last unit paid (its clock)
 	toldWithin time.Duration // how soon a waiting buyer must be told after that
@@ -73,6 +77,7 @@ func checkRoom(o roomObservation) []roomCheck {
 		{"admitted_once", "no buyer admitted twice, no index given twice, the room's serving counter equals the buyers admitted", checkAdmittedOnce(o)},
 		{"draw", "the seed matches the commitment published before the start, the published entrants are the pre-queue, and the pre-queue's indexes are seckill.DrawOrder of them", checkDraw(o)},
 		{"admission_order", "admitted in index order (the prefix 1…admitted, admitted_at never decreasing with the index), and after the pre-queue in order of arrival (joined_at)", checkAdmissionOrder(o)},
+		{"no_bypass", "the purchase path refused without an admission token and with another buyer's (403 admission_required), and every buy came from an admitted buyer", checkBypass(o)},
 		{"told_sold_out", fmt.Sprintf("every buyer not admitted told sold out within %s of the last unit paid", o.toldWithin), checkTold(o)},
 	}
 }
@@ -234,11 +239,21 @@ func checkAdmissionOrder(o roomObservation) []string {
 	return bad
 }
 
+func checkBypass(o roomObservation) []string {
+	bad := slices.Clone(o.bypass)
+	for _, b := range o.buyers {
+		if b.bought && b.admittedAt.IsZero() {
+			bad = appendBad(bad, "buyer %s bought without an admission", b.user)
+		}
+	}
+	return bad
+}
+
 func checkTold(o roomObservation) []string {
 	var bad []string
 	for _, b := range o.buyers {
-		if !b.joined || !b.admittedAt.IsZero() {
-			continue
+		if !b.joined || !b.admittedAt.IsZero() || b.by == "join" {
+			continue // admitted, or joined after the close and told by the join's answer
 		}
 		switch {
 		case !o.soldOut:

@@ -29,7 +29,7 @@ func TestBenchWaitingRoom(t *testing.T) {
 	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):strings.LastIndex(out, "}")+1]), &rp); err != nil {
 		t.Fatalf("JSON report: %v\n%s", err, out)
 	}
-	if rp.WithRoom.Paid != 20 || rp.WithoutRm == nil || rp.WithoutRm.Paid != 20 || rp.PreQueue != 120 || len(rp.Checks) < 5 {
+	if rp.WithRoom.Paid != 20 || rp.WithoutRm == nil || rp.WithoutRm.Paid != 20 || rp.PreQueue != 120 || len(rp.Checks) < 6 {
 		t.Fatalf("report %+v: want 20 units paid on each side, a pre-queue of 120, every check\n%s", rp, out)
 	}
 	for _, c := range rp.Checks {
@@ -37,7 +37,7 @@ func TestBenchWaitingRoom(t *testing.T) {
 			t.Errorf("check %s failed: %v", c.Name, c.Violations)
 		}
 	}
-	if rp.Streamed+rp.Polled != 300-int(rp.Admitted) || rp.SolveP50Ms <= 0 || rp.VerifyUs <= 0 {
+	if rp.Streamed+rp.Polled+rp.AtJoin != 300-int(rp.Admitted) || rp.SolveP50Ms <= 0 || rp.VerifyUs <= 0 {
 		t.Errorf("told %d+%d of %d not admitted, solve %v ms, verify %v µs: want everyone told, the proof's costs",
 			rp.Streamed, rp.Polled, 300-rp.Admitted, rp.SolveP50Ms, rp.VerifyUs)
 	}
@@ -112,6 +112,8 @@ func TestRoomChecksCatch(t *testing.T) {
 		}},
 		{"arrival out of order", "admission_order", func(o *roomObservation) { o.buyers[5].joinedAt = o.buyers[4].joinedAt.Add(-time.Millisecond) }},
 		{"told late", "told_sold_out", func(o *roomObservation) { o.buyers[5].told = o.lastPaid.Add(1500 * time.Millisecond) }},
+		{"path without admission", "no_bypass", func(o *roomObservation) { o.bypass = []string{"GET /path answered 200"} }},
+		{"bought unadmitted", "no_bypass", func(o *roomObservation) { o.buyers[5].bought = true }},
 		{"never told", "told_sold_out", func(o *roomObservation) { o.buyers[5].told = time.Time{} }},
 	} {
 		o := goodRoom(t)
