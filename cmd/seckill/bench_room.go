@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,6 +71,7 @@ type roomRun struct {
 	room    bool
 	start   time.Time // the sale's starts_at
 	hc, shc *http.Client
+	webhook []byte         // the built-in webhook scheme's secret: the bench signs the payment (nil: POST /pay)
 	streams []atomic.Int64 // streams open per target
 	buyers  []*roomBuyer
 	mu      sync.Mutex
@@ -153,8 +155,14 @@ func (rr *roomRun) run(ctx context.Context, stderr io.Writer) (roomObservation, 
 	oo.saleID = rr.saleID
 	if a, err := fetchAudit(ctx, o.targets[0], rr.saleID, o.adminToken, time.Now().Add(o.auditWait)); err != nil {
 		return ob, fmt.Errorf("ask the target which payment gateway it runs (the sale's audit): %w", err)
-	} else if a.Gateway != payment.MockName {
-		return ob, fmt.Errorf("bench: --waiting-room pays through the targets' mock gateway (POST /pay); the targets run %q", a.Gateway)
+	} else {
+		switch {
+		case a.Gateway == payment.MockName:
+		case a.Gateway == payment.WebhookName && o.paymentSecret != "":
+			rr.webhook = []byte(o.paymentSecret)
+		default:
+			return ob, fmt.Errorf("bench: --waiting-room pays through the mock gateway (POST /pay) or the built-in webhook scheme (--payment-secret); the targets run %q", a.Gateway)
+		}
 	}
 	if rr.room {
 		v, err := o.admin(0).WaitingRoom(ctx, rr.saleID)
@@ -434,10 +442,28 @@ func (rr *roomRun) buy(ctx context.Context, c *client.Client, b *roomBuyer, path
 	if res.Reservation.Status != seckill.StatusHeld {
 		return fmt.Errorf("buy answered %s", res.Reservation.Status)
 	}
+	if rr.webhook != nil {
+		// The shop's payment service: the succeeded payment's signed webhook.
+		ev := payment.Event{PaymentID: "pay-" + res.Reservation.ID, ReservationID: res.Reservation.ID,
+			AmountCents: res.Reservation.AmountCents, Status: payment.StatusSucceeded}
+		sent := time.Now()
+		result, err := c.Webhook(ctx, rr.webhook, ev)
+		if err != nil {
+			return fmt.Errorf("webhook: %w", err)
+		}
+		if result == seckill.PaymentApplied || result == seckill.PaymentLateApplied {
+			rr.paidNow(b, sent)
+		}
+		return nil
+	}
 	if _, err := c.Pay(ctx, res.Reservation.ID); err != nil {
 		return fmt.Errorf("pay: %w", err)
 	}
-	for wait.Sleep(ctx, 50*time.Millisecond) {
+	for {
+		unpaid := time.Now() // the hold is read after this: if it reads paid, it was paid since
+		if !wait.Sleep(ctx, 50*time.Millisecond) {
+			return ctx.Err()
+		}
 		cur, err := c.Reservation(ctx, res.Reservation.ID)
 		if err != nil {
 			return fmt.Errorf("reservation: %w", err)
@@ -446,17 +472,23 @@ func (rr *roomRun) buy(ctx context.Context, c *client.Client, b *roomBuyer, path
 			continue
 		}
 		if cur.Status == seckill.StatusPaid {
-			b.got, b.paidAt = true, time.Now()
-			rr.mu.Lock()
-			rr.paid++
-			if b.paidAt.After(rr.lastPay) {
-				rr.lastPay = b.paidAt
-			}
-			rr.mu.Unlock()
+			rr.paidNow(b, unpaid)
 		}
 		return nil
 	}
-	return ctx.Err()
+}
+
+// paidNow records b's unit as paid, at some time after since (the webhook's sending, or the
+// read before the one that saw it paid). The room's close is timed from the latest since: no
+// later than the last unit's payment, so the time to tell a waiting buyer is never understated.
+func (rr *roomRun) paidNow(b *roomBuyer, since time.Time) {
+	b.got, b.paidAt = true, since
+	rr.mu.Lock()
+	rr.paid++
+	if since.After(rr.lastPay) {
+		rr.lastPay = since
+	}
+	rr.mu.Unlock()
 }
 
 // measureVerify is the server's cost of one proof's check (pow.Verify of an accepted proof), in
@@ -506,20 +538,21 @@ type roomSide struct {
 }
 
 type roomReportJSON struct {
-	WithRoom   roomSide  `json:"with_room"`
-	WithoutRm  *roomSide `json:"without_room,omitempty"`
-	JoinP50Ms  float64   `json:"join_p50_ms"`
-	JoinP99Ms  float64   `json:"join_p99_ms"`
-	SolveP50Ms float64   `json:"pow_solve_p50_ms,omitempty"`
-	SolveP99Ms float64   `json:"pow_solve_p99_ms,omitempty"`
-	VerifyUs   float64   `json:"pow_verify_us,omitempty"`
-	Admitted   int64     `json:"admitted"`
-	PreQueue   int64     `json:"pre_queue"`
-	Streamed   int       `json:"told_by_stream"`
-	Polled     int       `json:"told_by_poll"`
-	AtJoin     int       `json:"told_at_join"` // joined after the close: the join answered sold_out
-	ToldP50Ms  float64   `json:"told_after_last_paid_p50_ms"`
-	ToldMaxMs  float64   `json:"told_after_last_paid_max_ms"`
+	WithRoom   roomSide       `json:"with_room"`
+	WithoutRm  *roomSide      `json:"without_room,omitempty"`
+	JoinP50Ms  float64        `json:"join_p50_ms"`
+	JoinP99Ms  float64        `json:"join_p99_ms"`
+	SolveP50Ms float64        `json:"pow_solve_p50_ms,omitempty"`
+	SolveP99Ms float64        `json:"pow_solve_p99_ms,omitempty"`
+	VerifyUs   float64        `json:"pow_verify_us,omitempty"`
+	Admitted   int64          `json:"admitted"`
+	PreQueue   int64          `json:"pre_queue"`
+	Streamed   int            `json:"told_by_stream"`
+	Polled     int            `json:"told_by_poll"`
+	AtJoin     int            `json:"told_at_join"` // joined after the close: the join answered sold_out
+	States     map[string]int `json:"last_states"`  // the buyers' last ticket states
+	ToldP50Ms  float64        `json:"told_after_last_paid_p50_ms"`
+	ToldMaxMs  float64        `json:"told_after_last_paid_max_ms"`
 	Checks     []struct {
 		Name       string   `json:"name"`
 		What       string   `json:"what"`
@@ -567,7 +600,9 @@ func roomReport(withRoom, plain *roomRun, ob roomObservation, checks []roomCheck
 		rp.WithoutRm = &s
 	}
 	var joins, solves, told []time.Duration
+	rp.States = map[string]int{}
 	for _, b := range withRoom.buyers {
+		rp.States[cmp.Or(b.state, "none")]++
 		if b.joined {
 			joins = append(joins, b.joinLat)
 		}
@@ -641,7 +676,7 @@ func (rp roomReportJSON) writeText(w io.Writer) {
 	row("ρ(arrival, got a unit)", func(s roomSide) string { return fmt.Sprintf("%+.3f", s.RhoOutcome) })
 	row("ρ(arrival, order served)", func(s roomSide) string { return fmt.Sprintf("%+.3f", s.RhoServed) })
 	_ = tw.Flush()
-	fmt.Fprintf(w, "\nroom: %d in the pre-queue, %d admitted; join p50 %.1f ms, p99 %.1f ms\n", rp.PreQueue, rp.Admitted, rp.JoinP50Ms, rp.JoinP99Ms)
+	fmt.Fprintf(w, "\nroom: %d in the pre-queue, %d admitted; join p50 %.1f ms, p99 %.1f ms; the buyers' last ticket states %v\n", rp.PreQueue, rp.Admitted, rp.JoinP50Ms, rp.JoinP99Ms, rp.States)
 	if rp.VerifyUs > 0 {
 		fmt.Fprintf(w, "proof of work: solve p50 %.1f ms, p99 %.1f ms per join (client); verify %.2f µs per join (server, pow.Verify)\n", rp.SolveP50Ms, rp.SolveP99Ms, rp.VerifyUs)
 	}

@@ -61,7 +61,7 @@ type roomObservation struct {
 	bypass []string
 
 	soldOut    bool          // every unit was paid: the room must close
-	lastPaid   time.Time     // when the bench saw the last unit paid (its clock)
+	lastPaid   time.Time     // the bench's clock, no later than the last unit's payment (roomRun.paidNow)
 	toldWithin time.Duration // how soon a waiting buyer must be told after that
 }
 
