@@ -60,9 +60,10 @@ type roomObservation struct {
 	// its admission (no token; another buyer's token): each must be 403 admission_required.
 	bypass []string
 
-	soldOut    bool          // every unit was paid: the room must close
-	lastPaid   time.Time     // the bench's clock, no later than the last unit's payment (roomRun.paidNow)
-	toldWithin time.Duration // how soon a waiting buyer must be told after that
+	soldOut     bool          // every unit was paid: the room must close
+	lastPaid    time.Time     // the bench's clock, no later than the last unit's payment (roomRun.paidNow)
+	lastPaidAck time.Time     // when the bench learned of the last payment (after the close)
+	toldWithin  time.Duration // how soon a waiting buyer must be told after that
 }
 
 // roomChecks runs every check; each returns the violations it found (none: it held).
