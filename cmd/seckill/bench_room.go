@@ -65,18 +65,18 @@ func (r roomOptions) validate(o benchOptions) error {
 
 // roomRun is one side of the comparison in flight.
 type roomRun struct {
-	o       benchOptions
-	r       roomOptions
-	saleID  string
-	room    bool
-	start   time.Time // the sale's starts_at
-	hc, shc *http.Client
-	webhook []byte         // the built-in webhook scheme's secret: the bench signs the payment (nil: POST /pay)
-	streams []atomic.Int64 // streams open per target
-	buyers  []*roomBuyer
-	mu      sync.Mutex
-	paid    int
-	lastPay time.Time
+	o            benchOptions
+	r            roomOptions
+	saleID       string
+	room         bool
+	start        time.Time // the sale's starts_at
+	hc, phc, shc *http.Client
+	webhook      []byte         // the built-in webhook scheme's secret: the bench signs the payment (nil: POST /pay)
+	streams      []atomic.Int64 // streams open per target
+	buyers       []*roomBuyer
+	mu           sync.Mutex
+	paid         int
+	lastPay      time.Time
 	// lastPayAck is when the bench learned of the last payment: the close was before it.
 	lastPayAck time.Time
 	// lastOpen is the latest server_time (Unix ns) of a ticket still waiting: the room was
@@ -93,14 +93,18 @@ func runRoomBench(ctx context.Context, o benchOptions, r roomOptions, stdout, st
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.deadline)
 	defer cancel()
-	// Buys and joins share a bounded pool of connections per target; streams have their own,
-	// bounded by --streams.
+	// Joins and ticket reads share a bounded pool of connections per target; the purchase
+	// (path, buy, payment) has its own, so that a crowd polling its tickets does not hold an
+	// admitted buyer's purchase back; streams have theirs, bounded by --streams.
 	tr := &http.Transport{MaxConnsPerHost: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: 30 * time.Second}
+	ptr := &http.Transport{MaxConnsPerHost: 128, MaxIdleConnsPerHost: 128, IdleConnTimeout: 30 * time.Second}
 	str := &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second}
 	defer tr.CloseIdleConnections()
+	defer ptr.CloseIdleConnections()
 	defer str.CloseIdleConnections()
 	mk := func(id string, room bool) *roomRun {
 		return &roomRun{o: o, r: r, saleID: id, room: room, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second},
+			phc: &http.Client{Transport: ptr, Timeout: 30 * time.Second},
 			shc: &http.Client{Transport: str}, streams: make([]atomic.Int64, len(o.targets))}
 	}
 	withRoom := mk(o.saleID, true)
@@ -309,6 +313,10 @@ func (rr *roomRun) buyer(ctx context.Context, i int, b *roomBuyer) error {
 		return err
 	}
 	if !rr.room {
+		c, err := rr.client(i, b, rr.phc)
+		if err != nil {
+			return err
+		}
 		var p client.PurchasePath
 		for {
 			p, err = c.Path(ctx, rr.saleID)
@@ -350,13 +358,13 @@ func (rr *roomRun) buyer(ctx context.Context, i int, b *roomBuyer) error {
 	b.joinLat, b.joined, b.entrant = time.Since(t), true, tk.Entrant
 	rr.joins.Add(1)
 	if rr.observe(b, tk, "join") {
-		return rr.afterTurn(ctx, i, c, b)
+		return rr.afterTurn(ctx, i, b)
 	}
 	if n := &rr.streams[i%len(rr.streams)]; n.Add(1) <= int64(rr.r.streams) {
 		done, err := rr.stream(ctx, i, b)
 		n.Add(-1)
 		if err == nil && done {
-			return rr.afterTurn(ctx, i, c, b)
+			return rr.afterTurn(ctx, i, b)
 		}
 	} else {
 		n.Add(-1)
@@ -367,7 +375,7 @@ func (rr *roomRun) buyer(ctx context.Context, i int, b *roomBuyer) error {
 			return fmt.Errorf("ticket: %w", err)
 		}
 		if rr.observe(b, tk, "poll") {
-			return rr.afterTurn(ctx, i, c, b)
+			return rr.afterTurn(ctx, i, b)
 		}
 		pause := rr.r.poll
 		if tk.WaitP50 != nil {
@@ -423,6 +431,7 @@ func (rr *roomRun) observe(b *roomBuyer, tk client.Ticket, by string) bool {
 	}
 	switch tk.State {
 	case seckill.TicketAdmitted:
+		b.token = tk.AdmissionToken
 		return tk.AdmissionToken != ""
 	case seckill.TicketSoldOut, seckill.TicketEnded:
 		b.told, b.by = now, by
@@ -433,16 +442,15 @@ func (rr *roomRun) observe(b *roomBuyer, tk client.Ticket, by string) bool {
 }
 
 // afterTurn buys with the admission token, unless the room closed first.
-func (rr *roomRun) afterTurn(ctx context.Context, i int, c *client.Client, b *roomBuyer) error {
+func (rr *roomRun) afterTurn(ctx context.Context, i int, b *roomBuyer) error {
 	if b.state != seckill.TicketAdmitted {
 		return nil
 	}
-	tk, err := c.Ticket(ctx, rr.saleID) // the token of the admission the last ticket reported
+	c, err := rr.client(i, b, rr.phc)
 	if err != nil {
-		return fmt.Errorf("ticket: %w", err)
+		return err
 	}
-	rr.observe(b, tk, "poll")
-	p, err := c.AdmittedPath(ctx, rr.saleID, tk.AdmissionToken)
+	p, err := c.AdmittedPath(ctx, rr.saleID, b.token)
 	if err != nil {
 		return fmt.Errorf("admitted path: %w", err)
 	}

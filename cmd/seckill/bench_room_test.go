@@ -114,6 +114,9 @@ func TestRoomChecksCatch(t *testing.T) {
 		{"told late", "told_sold_out", func(o *roomObservation) { o.buyers[5].told = o.lastPaid.Add(1500 * time.Millisecond) }},
 		{"path without admission", "no_bypass", func(o *roomObservation) { o.bypass = []string{"GET /path answered 200"} }},
 		{"bought unadmitted", "no_bypass", func(o *roomObservation) { o.buyers[5].bought = true }},
+		{"counter above the failed", "admitted_once", func(o *roomObservation) {
+			o.buyers[5].failure, o.admitted = "ticket: timeout", 7
+		}},
 		{"never told", "told_sold_out", func(o *roomObservation) { o.buyers[5].told = time.Time{} }},
 	} {
 		o := goodRoom(t)
