@@ -57,6 +57,8 @@ func (r roomOptions) validate(o benchOptions) error {
 		return errors.New("bench: --prequeue must be 0 to --buyers")
 	case r.arrival < 0 || r.lead < time.Second || r.streams < 0 || r.poll < 100*time.Millisecond || r.toldWithin <= 0:
 		return errors.New("bench: --arrival must not be negative, --lead at least 1s, --streams not negative, --poll at least 100ms, --told-within above 0")
+	case o.report != "":
+		return errors.New("bench: --waiting-room writes no Markdown report; use --json")
 	case o.sales > 1 || o.segments > 1:
 		return errors.New("bench: --waiting-room runs one sale of one segment (a sale with a waiting room has one)")
 	}

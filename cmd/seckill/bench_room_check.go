@@ -121,7 +121,7 @@ func checkAdmissionRate(o roomObservation) []string {
 	slices.SortFunc(ts, time.Time.Compare)
 	var bad []string
 	j := 0
-	for i := range ts {
+	for i := 0; i < len(ts); i++ {
 		for j < len(ts) && ts[j].Sub(ts[i]) < time.Second {
 			j++
 		}
