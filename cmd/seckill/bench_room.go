@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -529,7 +528,7 @@ func (rr *roomRun) paidNow(b *roomBuyer, since time.Time) {
 }
 
 // measureVerify is the server's cost of one proof's check (pow.Verify of an accepted proof), in
-// ns, measured in this process: what the targets spend per join on it.
+// ns, measured in this process: what the targets spend per join on it (0: not measured).
 func measureVerify(bits int) float64 {
 	if bits == 0 {
 		return 0
@@ -538,18 +537,18 @@ func measureVerify(bits int) float64 {
 	now := time.Now()
 	ch, err := pow.Issue(secret, "bench-sale", "bench-user", bits, now)
 	if err != nil {
-		return math.NaN()
+		return 0
 	}
 	s := ch.String()
 	sol, err := pow.Solve(context.Background(), s, bits)
 	if err != nil {
-		return math.NaN()
+		return 0
 	}
 	const n = 20000
 	t := time.Now()
 	for range n {
 		if pow.Verify(secret, s, sol, "bench-sale", "bench-user", now, time.Minute) != nil {
-			return math.NaN()
+			return 0
 		}
 	}
 	return float64(time.Since(t).Nanoseconds()) / n
@@ -572,6 +571,9 @@ type roomSide struct {
 	// RhoServed is the rank correlation of arrival order and the order buys were sent, among
 	// the buyers who bought.
 	RhoServed float64 `json:"rho_arrival_served"`
+	// RhoPreQueue is RhoServed among the pre-queue's buyers only: with a room their order is
+	// the draw's (near 0), without one whoever sends first at the start.
+	RhoPreQueue float64 `json:"rho_arrival_served_prequeue"`
 }
 
 type roomReportJSON struct {
@@ -608,7 +610,7 @@ func sideOf(rr *roomRun) roomSide {
 	s := roomSide{Sale: rr.saleID, Buyers: len(rr.buyers)}
 	var lats []time.Duration
 	var sends []time.Time
-	var arr, got, arrB, served []float64
+	var arr, got, arrB, served, arrP, servedP []float64
 	for _, b := range rr.buyers {
 		if b.failure != "" {
 			s.Failed++
@@ -626,11 +628,14 @@ func sideOf(rr *roomRun) roomSide {
 			s.Buys++
 			lats, sends = append(lats, b.buyLat), append(sends, b.buyAt)
 			arrB, served = append(arrB, float64(b.rank)), append(served, float64(b.buyAt.UnixNano()))
+			if b.prequeue {
+				arrP, servedP = append(arrP, float64(b.rank)), append(servedP, float64(b.buyAt.UnixNano()))
+			}
 		}
 	}
 	s.BuysPerSecMax = maxPerSecond(sends)
 	s.BuyP50Ms, s.BuyP99Ms = msOf(quantile(lats, .5)), msOf(quantile(lats, .99))
-	s.RhoOutcome, s.RhoServed = spearman(arr, got), spearman(arrB, served)
+	s.RhoOutcome, s.RhoServed, s.RhoPreQueue = spearman(arr, got), spearman(arrB, served), spearman(arrP, servedP)
 	return s
 }
 
@@ -718,6 +723,7 @@ func (rp roomReportJSON) writeText(w io.Writer) {
 	row("buy p50 / p99", func(s roomSide) string { return fmt.Sprintf("%.1f / %.1f ms", s.BuyP50Ms, s.BuyP99Ms) })
 	row("ρ(arrival, got a unit)", func(s roomSide) string { return fmt.Sprintf("%+.3f", s.RhoOutcome) })
 	row("ρ(arrival, order served)", func(s roomSide) string { return fmt.Sprintf("%+.3f", s.RhoServed) })
+	row("  the same, pre-queue only", func(s roomSide) string { return fmt.Sprintf("%+.3f", s.RhoPreQueue) })
 	_ = tw.Flush()
 	fmt.Fprintf(w, "\nroom: %d in the pre-queue, %d admitted; join p50 %.1f ms, p99 %.1f ms; the buyers' last ticket states %v\n", rp.PreQueue, rp.Admitted, rp.JoinP50Ms, rp.JoinP99Ms, rp.States)
 	if rp.VerifyUs > 0 {

@@ -274,7 +274,8 @@ func checkTold(o roomObservation) []string {
 }
 
 // spearman is the rank correlation of x and y (ties given their average rank): Pearson's
-// correlation of the ranks. NaN when either is constant.
+// correlation of the ranks. 0 when either is constant or empty (no order to correlate; and
+// JSON has no NaN).
 func spearman(x, y []float64) float64 {
 	rx, ry := ranks(x), ranks(y)
 	n := float64(len(x))
@@ -292,7 +293,7 @@ func spearman(x, y []float64) float64 {
 		syy += dy * dy
 	}
 	if sxx == 0 || syy == 0 {
-		return math.NaN()
+		return 0
 	}
 	return sxy / math.Sqrt(sxx*syy)
 }

@@ -146,4 +146,7 @@ func TestSpearman(t *testing.T) {
 	if r := spearman([]float64{1, 2, 3, 4}, []float64{10, 20, 30, 40}); r != 1 {
 		t.Errorf("same order: ρ = %v, want 1", r)
 	}
+	if r := spearman(nil, nil); r != 0 {
+		t.Errorf("nothing to correlate: ρ = %v, want 0 (JSON has no NaN)", r)
+	}
 }
