@@ -489,7 +489,9 @@ func (rr *roomRun) buy(ctx context.Context, c *client.Client, b *roomBuyer, path
 		}
 		return nil
 	}
-	if _, err := c.Pay(ctx, res.Reservation.ID); err != nil {
+	if _, err := c.Pay(ctx, res.Reservation.ID); client.CodeOf(err) == seckill.CodeHoldExpired {
+		return nil // too slow to pay: an outcome (the unit went back on sale), not a failure
+	} else if err != nil {
 		return fmt.Errorf("pay: %w", err)
 	}
 	for {

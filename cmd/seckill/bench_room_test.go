@@ -13,15 +13,15 @@ import (
 
 // TestBenchWaitingRoom: `seckill bench --waiting-room` against a --dev server (memory engine):
 // a pre-queue and later arrivals, a proof of work per join, every check ok, and the run without
-// a room side by side. --told-within is generous: the test checks the detectors run and hold,
-// not this machine's speed.
+// a room side by side. --told-within and --hold are generous: the test checks the detectors
+// run and hold, not this machine's speed.
 func TestBenchWaitingRoom(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a flash sale with a waiting room over HTTP")
 	}
 	a, cfg := startDevApp(t, nil)
 	out, err := benchAgainst(t, a, cfg, "--waiting-room", "--buyers", "300", "--prequeue", "120", "--arrival", "1s",
-		"--lead", "2s", "--admit-rate", "100", "--pow-bits", "4", "--streams", "100", "--told-within", "30s", "--json")
+		"--lead", "2s", "--admit-rate", "100", "--pow-bits", "4", "--streams", "100", "--told-within", "30s", "--hold", "30s", "--json")
 	if err != nil {
 		t.Fatalf("bench --waiting-room: %v\n%s", err, out)
 	}
@@ -29,8 +29,8 @@ func TestBenchWaitingRoom(t *testing.T) {
 	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):strings.LastIndex(out, "}")+1]), &rp); err != nil {
 		t.Fatalf("JSON report: %v\n%s", err, out)
 	}
-	if rp.WithRoom.Paid != 20 || rp.WithoutRm == nil || rp.WithoutRm.Paid != 20 || rp.PreQueue != 120 || len(rp.Checks) < 6 {
-		t.Fatalf("report %+v: want 20 units paid on each side, a pre-queue of 120, every check\n%s", rp, out)
+	if rp.WithRoom.Paid != 20 || rp.WithoutRm == nil || rp.WithoutRm.Paid != 20 || rp.PreQueue < 1 || rp.PreQueue > 120 || len(rp.Checks) < 6 {
+		t.Fatalf("report %+v: want 20 units paid on each side, a pre-queue (at most the 120 sent before the start: a slow join lands after it), every check\n%s", rp, out)
 	}
 	for _, c := range rp.Checks {
 		if !c.OK {
