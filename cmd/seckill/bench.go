@@ -107,6 +107,18 @@ func bench(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.IntVar(&o.sales, "sales", 1, "run this many sales at once, each with --units, their starts spread over --spread and the crowd (--buyers) over them by a Zipf law; a verdict per sale and overall")
 	fs.DurationVar(&o.spread, "spread", 10*time.Second, "with --sales: the sales' starts are spread evenly over this")
 	fs.Float64Var(&o.zipf, "zipf", 1.1, "with --sales: exponent of the Zipf law that shares the crowd over the sales (above 1; higher: hotter few)")
+	var room roomOptions
+	withRoom := fs.Bool("waiting-room", false, "run the start instant of a sale with a waiting room, then the same crowd at the same sale without one, side by side (tuned by --admit-rate, --max-active, --pow-bits, --prequeue, --arrival, --lead, --streams, --poll, --told-within, --no-room-run)")
+	fs.IntVar(&room.admitRate, "admit-rate", 500, "waiting room: admissions per second (0: none, then --max-active)")
+	fs.IntVar(&room.maxActive, "max-active", 0, "waiting room: most admitted buyers without an outcome (0: no bound)")
+	fs.IntVar(&room.powBits, "pow-bits", 0, "waiting room: proof of work per join, in bits (0: none)")
+	fs.IntVar(&room.prequeue, "prequeue", 1000, "waiting room: buyers that join before the start (the draw's)")
+	fs.DurationVar(&room.arrival, "arrival", 5*time.Second, "waiting room: the other buyers arrive evenly over this from the start")
+	fs.DurationVar(&room.lead, "lead", 5*time.Second, "waiting room: from the sale's creation to its start; the pre-queue joins in its first half")
+	fs.IntVar(&room.streams, "streams", 900, "waiting room: live ticket streams per target (keep under the targets' --max-streams); the other buyers poll their ticket")
+	fs.DurationVar(&room.poll, "poll", 500*time.Millisecond, "waiting room: longest pause between a polling buyer's reads of its ticket")
+	fs.DurationVar(&room.toldWithin, "told-within", time.Second, "waiting room: every buyer left waiting must be told sold out within this of the last unit paid")
+	noRoomRun := fs.Bool("no-room-run", true, "waiting room: also run the same crowd at the same sale without a room, side by side")
 	cal := fs.Bool("calibrate", false, "compare the buy path's rate with a bare net/http handler instead (tuned by --duration, --rounds, --clients)")
 	calDuration := fs.Duration("duration", 5*time.Second, "calibrate: length of each flood")
 	calRounds := fs.Int("rounds", 3, "calibrate: rounds, alternating target and reference")
@@ -128,6 +140,10 @@ func bench(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	if err := o.validate(); err != nil {
 		return err
+	}
+	if *withRoom {
+		room.noRoom = *noRoomRun
+		return runRoomBench(ctx, o, room, stdout, stderr)
 	}
 	if *cal {
 		return calibrate(ctx, o, *calDuration, *calRounds, *calClients, stdout, stderr)

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill-go/seckill"
+)
+
+// TestBenchWaitingRoom: `seckill bench --waiting-room` against a --dev server (memory engine):
+// a pre-queue and later arrivals, a proof of work per join, every check ok, and the run without
+// a room side by side. --told-within and --hold are generous: the test checks the detectors
+// run and hold, not this machine's speed.
+func TestBenchWaitingRoom(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a flash sale with a waiting room over HTTP")
+	}
+	a, cfg := startDevApp(t, nil)
+	out, err := benchAgainst(t, a, cfg, "--waiting-room", "--buyers", "300", "--prequeue", "120", "--arrival", "1s",
+		"--lead", "2s", "--admit-rate", "100", "--pow-bits", "4", "--streams", "100", "--told-within", "30s", "--hold", "30s", "--json")
+	if err != nil {
+		t.Fatalf("bench --waiting-room: %v\n%s", err, out)
+	}
+	var rp roomReportJSON
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):strings.LastIndex(out, "}")+1]), &rp); err != nil {
+		t.Fatalf("JSON report: %v\n%s", err, out)
+	}
+	if rp.WithRoom.Paid != 20 || rp.WithoutRm == nil || rp.WithoutRm.Paid != 20 || rp.PreQueue < 1 || rp.PreQueue > 120 || len(rp.Checks) < 6 {
+		t.Fatalf("report %+v: want 20 units paid on each side, a pre-queue (at most the 120 sent before the start: a slow join lands after it), every check\n%s", rp, out)
+	}
+	for _, c := range rp.Checks {
+		if !c.OK {
+			t.Errorf("check %s failed: %v", c.Name, c.Violations)
+		}
+	}
+	if rp.Streamed+rp.Polled+rp.AtJoin != 300-int(rp.Admitted) || rp.SolveP50Ms <= 0 || rp.VerifyUs <= 0 {
+		t.Errorf("told %d+%d of %d not admitted, solve %v ms, verify %v µs: want everyone told, the proof's costs",
+			rp.Streamed, rp.Polled, 300-rp.Admitted, rp.SolveP50Ms, rp.VerifyUs)
+	}
+}
+
+// goodRoom is a fabricated observation every check accepts: four drawn entrants admitted in
+// the draw's order, two later arrivals (one admitted), one buyer told sold out in time.
+func goodRoom(t *testing.T) roomObservation {
+	seed := make([]byte, 32)
+	for i := range seed {
+		seed[i] = byte(i)
+	}
+	t0 := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	var drawn []string
+	for i := range 4 {
+		drawn = append(drawn, seckill.EntrantID("s", fmt.Sprint("u", i)))
+	}
+	o := roomObservation{rate: 2, burst: 1, order: seckill.RoomDraw, commitmentBefore: seckill.RoomCommitment(seed),
+		commitment: seckill.RoomCommitment(seed), seed: hex.EncodeToString(seed), entrants: drawn, preQueue: 4,
+		soldOut: true, lastPaid: t0.Add(10 * time.Second), toldWithin: time.Second}
+	for i, e := range seckill.DrawOrder(seed, drawn) {
+		o.buyers = append(o.buyers, &roomBuyer{user: "d" + e[:4], entrant: e, joined: true, drawn: true, index: int64(i + 1),
+			admittedAt: t0.Add(time.Duration(i) * 600 * time.Millisecond), admissions: 1})
+	}
+	o.buyers = append(o.buyers,
+		&roomBuyer{user: "late1", entrant: seckill.EntrantID("s", "late1"), joined: true, index: 5, joinedAt: t0.Add(time.Second),
+			admittedAt: t0.Add(3 * time.Second), admissions: 1},
+		&roomBuyer{user: "late2", entrant: seckill.EntrantID("s", "late2"), joined: true, index: 6, joinedAt: t0.Add(2 * time.Second),
+			state: seckill.TicketSoldOut, told: t0.Add(10*time.Second + 300*time.Millisecond), by: "stream"})
+	o.admitted = 5
+	return o
+}
+
+func failedChecks(o roomObservation) map[string][]string {
+	out := map[string][]string{}
+	for _, c := range checkRoom(o) {
+		if len(c.bad) > 0 {
+			out[c.name] = c.bad
+		}
+	}
+	return out
+}
+
+// TestRoomChecksCatch: the checks accept a good observation, and each catches its violation
+// (the negative controls): an admission out of the draw's order, a double admission, a second
+// over the rate, a seed that is not the committed one, an arrival out of order, a buyer told
+// late and one never told.
+func TestRoomChecksCatch(t *testing.T) {
+	if bad := failedChecks(goodRoom(t)); len(bad) > 0 {
+		t.Fatalf("a good observation fails %v", bad)
+	}
+	for _, tc := range []struct {
+		name, check string
+		spoil       func(o *roomObservation)
+	}{
+		{"out of draw order", "draw", func(o *roomObservation) { o.buyers[0].index, o.buyers[1].index = o.buyers[1].index, o.buyers[0].index }},
+		{"admitted twice", "admitted_once", func(o *roomObservation) { o.buyers[2].admissions = 2 }},
+		{"an index twice", "admitted_once", func(o *roomObservation) { o.buyers[5].index = 5 }},
+		{"counter disagrees", "admitted_once", func(o *roomObservation) { o.admitted = 6 }},
+		{"over the rate", "admission_rate", func(o *roomObservation) {
+			for _, b := range o.buyers[:4] {
+				b.admittedAt = o.buyers[0].admittedAt.Add(time.Duration(b.index) * time.Millisecond)
+			}
+		}},
+		{"seed not committed", "draw", func(o *roomObservation) { o.commitmentBefore = strings.Repeat("0", 64) }},
+		{"entrant list short", "draw", func(o *roomObservation) { o.entrants = o.entrants[1:] }},
+		{"admitted past a waiting one", "admission_order", func(o *roomObservation) {
+			o.buyers[3].admittedAt, o.buyers[3].admissions, o.admitted = time.Time{}, 0, 4
+		}},
+		{"admitted earlier than the one ahead", "admission_order", func(o *roomObservation) {
+			o.buyers[2].admittedAt = o.buyers[0].admittedAt.Add(-time.Second)
+		}},
+		{"arrival out of order", "admission_order", func(o *roomObservation) { o.buyers[5].joinedAt = o.buyers[4].joinedAt.Add(-time.Millisecond) }},
+		{"told late", "told_sold_out", func(o *roomObservation) { o.buyers[5].told = o.lastPaid.Add(1500 * time.Millisecond) }},
+		{"path without admission", "no_bypass", func(o *roomObservation) { o.bypass = []string{"GET /path answered 200"} }},
+		{"bought unadmitted", "no_bypass", func(o *roomObservation) { o.buyers[5].bought = true }},
+		{"counter above the failed", "admitted_once", func(o *roomObservation) {
+			o.buyers[5].failure, o.admitted = "ticket: timeout", 7
+		}},
+		{"never told", "told_sold_out", func(o *roomObservation) { o.buyers[5].told = time.Time{} }},
+	} {
+		o := goodRoom(t)
+		tc.spoil(&o)
+		if bad := failedChecks(o); len(bad[tc.check]) == 0 {
+			t.Errorf("%s: check %s did not fail (failed: %v)", tc.name, tc.check, bad)
+		}
+	}
+}
+
+// TestBenchWaitingRoomFailsOnViolation: a failed check fails the run's report (which
+// runRoomBench turns into a non-zero exit).
+func TestBenchWaitingRoomFailsOnViolation(t *testing.T) {
+	o := goodRoom(t)
+	o.buyers[2].admissions = 2
+	rr := &roomRun{saleID: "s", room: true, buyers: o.buyers}
+	rp := roomReport(rr, nil, o, checkRoom(o), 0)
+	if f := rp.failed(); len(f) != 1 || f[0] != "admitted_once" {
+		t.Fatalf("failed = %v, want [admitted_once]", f)
+	}
+}
+
+func TestSpearman(t *testing.T) {
+	if r := spearman([]float64{1, 2, 3, 4}, []float64{1, 1, 0, 0}); !(r < -0.85) {
+		t.Errorf("first come first served: ρ = %v, want about −0.89", r)
+	}
+	if r := spearman([]float64{1, 2, 3, 4}, []float64{10, 20, 30, 40}); r != 1 {
+		t.Errorf("same order: ρ = %v, want 1", r)
+	}
+	if r := spearman(nil, nil); r != 0 {
+		t.Errorf("nothing to correlate: ρ = %v, want 0 (JSON has no NaN)", r)
+	}
+}
