@@ -44,6 +44,9 @@ const (
 	RoomAdmitBatch = 1000
 	// MaxDrawEntrantsPage bounds the limit of WaitingRooms.DrawEntrants (and its HTTP page).
 	MaxDrawEntrantsPage = 1000
+	// MaxRoomEntrants bounds the entrants of one room on every engine: a new join beyond it is
+	// refused queue_full (each entrant holds a few hundred bytes of the engine's memory).
+	MaxRoomEntrants = 2_000_000
 )
 
 // RoomPolicy is a sale's waiting room. A sale without one (nil) sends its crowd straight to

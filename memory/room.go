@@ -13,6 +13,9 @@ import (
 
 var _ seckill.WaitingRooms = (*Engine)(nil)
 
+// maxRoomEntrants is seckill.MaxRoomEntrants, a variable so that a test can lower it.
+var maxRoomEntrants = seckill.MaxRoomEntrants
+
 // room is a sale's waiting room (docs/MODEL.md "The waiting room"), guarded by the sale's mu.
 // Times are Unix milliseconds, as the Redis engine keeps them, so that both answer alike.
 type room struct {
@@ -99,6 +102,9 @@ func (e *Engine) Join(_ context.Context, def seckill.Sale, id string, drawKey ui
 		return seckill.Ticket{}, seckill.Errorf(seckill.CodeNotStarted, "the waiting room of sale %s opens at %s", s.def.ID, s.def.RoomOpensAt().Format(time.RFC3339))
 	case r.closed != "":
 		return seckill.Ticket{Entrant: id, State: r.closed, JoinedAt: time.UnixMilli(ms).UTC()}, nil
+	}
+	if len(r.entrants) >= maxRoomEntrants {
+		return seckill.Ticket{}, seckill.Errorf(seckill.CodeQueueFull, "sale %s: its waiting room is full (%d entrants)", s.def.ID, maxRoomEntrants)
 	}
 	x := &entrant{id: id, joined: ms}
 	if r.entrants == nil {

@@ -26,10 +26,10 @@ var _ seckill.WaitingRooms = (*Engine)(nil)
 // KEYS[2..6] (and prelude.lua's ROOM_PARTS).
 var roomParts = [...]string{"room", "rwait", "rpre", "rent", "ract"}
 
-// MaxRoomEntrants bounds the entrants of one room on this engine (each costs about 200 bytes of
-// Redis): a join beyond it is refused queue_full. One Admit admits at most seckill.RoomAdmitBatch
-// and a page of DrawEntrants holds at most seckill.MaxDrawEntrantsPage ids (bounded work).
-const MaxRoomEntrants = 2_000_000
+// MaxRoomEntrants is seckill.MaxRoomEntrants (each entrant costs about 200 bytes of Redis). One
+// Admit admits at most seckill.RoomAdmitBatch and a page of DrawEntrants holds at most
+// seckill.MaxDrawEntrantsPage ids (bounded work).
+const MaxRoomEntrants = seckill.MaxRoomEntrants
 
 // maxDrawAfter bounds DrawEntrants' after (an entrant id has 32 bytes).
 const maxDrawAfter = 1024
