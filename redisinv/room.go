@@ -198,7 +198,7 @@ func (e *Engine) execRoomRaw(ctx context.Context, s *script, saleID string, writ
 func ticketOf(entrant string, r reply) seckill.Ticket {
 	t := seckill.Ticket{
 		Entrant: entrant, State: r.str(1), Index: r.int(2), Ahead: r.int(3), Drawn: r.int(4) == 1,
-		JoinedAt: fromMillis(r.int(5)),
+		JoinedAt: fromMillis(r.int(5)), Arrival: r.int(8),
 	}
 	if t.State == seckill.TicketAdmitted {
 		t.AdmittedAt, t.ActiveUntil = fromMillis(r.int(6)), fromMillis(r.int(7))

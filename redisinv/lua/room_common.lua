@@ -18,8 +18,9 @@
 --                        when the room closes (those left were told)
 --   KEYS[4] rpre   ZSET  the draw's pre-queue, score 0, paged by id (DrawEntrants)
 --   KEYS[5] rent   HASH  entrant -> cmsgpack(joined ms, drawn 0/1, admitted ms, index, active
---                        ms): index 0 until admitted; active is when its place stops counting
---                        against max_active
+--                        ms, arrival): index 0 until admitted; active is when its place stops
+--                        counting against max_active; arrival its arrival number (seq when it
+--                        joined; absent, read 0, in entries written before it was kept)
 --   KEYS[6] ract   ZSET  admitted entrants scored by active ms; the admission drops those at or
 --                        before now (a place that ended never counts again)
 -- ARGV[1] is the clock, as common.lua's. The room's time is the latest of it, the sale's (st's
@@ -146,21 +147,22 @@ local function get_ticket(e)
   if not v then
     return nil
   end
-  local joined, drawn, admitted, index, active = cmsgpack.unpack(v)
-  return {joined = joined, drawn = drawn, admitted = admitted, index = index, active = active}
+  local joined, drawn, admitted, index, active, arrival = cmsgpack.unpack(v)
+  return {joined = joined, drawn = drawn, admitted = admitted, index = index, active = active,
+    arrival = arrival or 0}
 end
 
 local function put_ticket(e, t)
-  redis.call('HSET', KEYS[5], e, cmsgpack.pack(t.joined, t.drawn, t.admitted, t.index, t.active))
+  redis.call('HSET', KEYS[5], e, cmsgpack.pack(t.joined, t.drawn, t.admitted, t.index, t.active, t.arrival))
 end
 
--- ticket_reply is {'ok', state, index, ahead, drawn, joined ms, admitted ms, active ms} for
+-- ticket_reply is {'ok', state, index, ahead, drawn, joined ms, admitted ms, active ms, arrival} for
 -- entrant e with ticket t. An entrant waiting has, from the start, the index its place in rwait
 -- gives it (rank + admitted + 1: both change by one at each admission, so it is fixed); one in
 -- a closed room has none (0): it was told.
 local function ticket_reply(e, t)
   if t.index > 0 then
-    return {'ok', 'admitted', t.index, 0, t.drawn, t.joined, t.admitted, t.active}
+    return {'ok', 'admitted', t.index, 0, t.drawn, t.joined, t.admitted, t.active, t.arrival}
   end
   local state, index, ahead = 'pre_queue', 0, 0
   if R.closed ~= 0 then
@@ -172,7 +174,7 @@ local function ticket_reply(e, t)
       index, ahead = rank + R.admitted + 1, rank
     end
   end
-  return {'ok', state, index, ahead, t.drawn, t.joined, 0, 0}
+  return {'ok', state, index, ahead, t.drawn, t.joined, 0, 0, t.arrival}
 end
 
 -- room_counts is {'ok', entrants, pre, admitted, waiting, active, closed ('' while admitting,
