@@ -197,6 +197,7 @@ func (s *Service) JoinRoom(ctx context.Context, saleID, userID string, proof *Ro
 	if err != nil {
 		return TicketView{}, err
 	}
+	s.journalJoin(ctx, sale, t)
 	return s.ticketView(ctx, sale, userID, t, nil)
 }
 
@@ -564,8 +565,12 @@ func (a *admitter) pass(ctx context.Context) {
 			continue
 		}
 		a.s.rates.observe(sale.ID, st.Admitted, now)
+		if err := a.s.journalAdmitted(ctx, sale, st.Admitted, now); err != nil {
+			background.Report(ctx, err)
+		}
 		if st.Closed != "" {
 			a.closed[sale.ID] = sale.Incarnation
+			a.s.forgetAdmitted(sale)
 		}
 	}
 	for id := range a.closed {
