@@ -50,6 +50,13 @@ func (s *Service) roomSale(ctx context.Context, saleID string) (seckill.Sale, er
 	if sale.Room == nil {
 		return seckill.Sale{}, seckill.Errorf(seckill.CodeNotFound, "sale %q has no waiting room", saleID)
 	}
+	if sale.Incarnation == "" {
+		// The engine's definition may not carry it (the Redis engine's): the seed is keyed by
+		// the stored one, so that a sale made again under the id has a seed of its own.
+		if sale.Incarnation, err = s.incarnation(ctx, sale.ID); err != nil {
+			return seckill.Sale{}, unavailable(err)
+		}
+	}
 	s.roomDefs.Store(sale.ID, sale)
 	return sale, nil
 }

@@ -195,3 +195,34 @@ func (s *Service) RoomJournal(ctx context.Context, sale seckill.Sale) ([]seckill
 	}
 	return out, adm, nil
 }
+
+// incarnation is the stored sale's incarnation, cached per sale for the list's TTL (a sale
+// deleted and made again under its id is seen as new at most that late): from the cached list
+// of definitions, else from the store (a sale made a moment ago on another instance).
+func (s *Service) incarnation(ctx context.Context, saleID string) (string, error) {
+	type entry struct {
+		inc string
+		at  time.Time
+	}
+	if v, ok := s.incarnations.Load(saleID); ok && time.Since(v.(entry).at) < s.list.ttl {
+		return v.(entry).inc, nil
+	}
+	inc, found := "", false
+	if defs, err := s.list.definitions(ctx, s.store); err == nil {
+		for _, d := range defs {
+			if d.ID == saleID {
+				inc, found = d.Incarnation, true
+				break
+			}
+		}
+	}
+	if !found {
+		d, _, err := s.store.Sale(ctx, saleID)
+		if err != nil {
+			return "", err
+		}
+		inc = d.Incarnation
+	}
+	s.incarnations.Store(saleID, entry{inc, time.Now()})
+	return inc, nil
+}

@@ -10,7 +10,11 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/testkit/redistest"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
+	"github.com/seckill-go/seckill/lock"
 	"github.com/seckill-go/seckill/memory"
+	"github.com/seckill-go/seckill/redisinv"
 	"github.com/seckill-go/seckill/sqlstore"
 
 	_ "modernc.org/sqlite"
@@ -23,24 +27,50 @@ import (
 func TestRoomSurvivesRestart(t *testing.T) {
 	ctx := context.Background()
 	dsn := "sqlite://" + t.TempDir() + "/seckill.db"
-	t0 := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	clock := &testClock{now: t0}
-	start := t0.Add(time.Minute)
-	secret := []byte("restart-secret")
-
-	boot := func() (*Service, *sqlstore.Store) {
+	clock := &testClock{now: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
+	var store *sqlstore.Store
+	boot := func() *Service {
 		t.Helper()
-		store, err := sqlstore.Open(ctx, dsn)
-		if err != nil {
+		if store != nil {
+			if err := store.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var err error
+		if store, err = sqlstore.Open(ctx, dsn); err != nil {
 			t.Fatalf("open store: %v", err)
 		}
-		svc := New(Config{Inventory: memory.New(clock), Store: store, Clock: clock, AuthSecret: secret})
+		svc := New(Config{Inventory: memory.New(clock), Store: store, Clock: clock, AuthSecret: []byte("restart-secret")})
 		if err := svc.Recover(ctx); err != nil {
 			t.Fatalf("Recover: %v", err)
 		}
-		return svc, store
+		return svc
 	}
-	svc, store := boot()
+	t.Cleanup(func() { _ = store.Close() })
+	forget := func() {
+		t.Helper()
+		raw, err := sql.Open("sqlite", strings.TrimPrefix(dsn, "sqlite://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer raw.Close()
+		if _, err := raw.ExecContext(ctx, `DELETE FROM room_entrants`); err != nil {
+			t.Fatalf("delete the journal: %v", err)
+		}
+	}
+	roomLossScenario(t, clock, boot(), boot, forget)
+}
+
+// roomLossScenario runs a draw room through its pre-queue, the draw, later arrivals and two
+// admissions on svc, then lose (which returns the service after the loss: a restart, or the
+// same one after a FLUSHALL), and requires the same tickets and counts after, and admission
+// going on in the room's order, no one twice. Then, as a control, forget (which removes the
+// journal's entrants) and lose again: the room must come back empty (its tickets not found),
+// showing that the tickets came from the journal.
+func roomLossScenario(t *testing.T, clock *testClock, svc *Service, lose func() *Service, forget func()) {
+	ctx := context.Background()
+	t0 := clock.Now()
+	start := t0.Add(time.Minute)
 	stock, limit, hold, token, opens, preheat := 100, 1, 10, 10, 60, 60
 	in := seckill.SaleInput{ID: "restart1", PriceCents: ptrTo(int64(500)), Stock: &stock, PerUserLimit: &limit,
 		HoldSeconds: &hold, StartsAt: &start, PreheatSeconds: &preheat,
@@ -79,7 +109,7 @@ func TestRoomSurvivesRestart(t *testing.T) {
 		t.Helper()
 		m := map[string]TicketView{}
 		for _, u := range users {
-			v, err := svc.RoomTicket(ctx, "restart1", u)
+			v, err := roomTicket(svc, u)
 			if err != nil {
 				t.Fatalf("RoomTicket(%s): %v", u, err)
 			}
@@ -93,12 +123,7 @@ func TestRoomSurvivesRestart(t *testing.T) {
 	if err != nil || viewBefore.Admitted != 6 {
 		t.Fatalf("RoomView before the restart = %+v, %v; want 6 admitted", viewBefore, err)
 	}
-	if err := store.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	svc, store = boot()
-	defer store.Close()
+	svc = lose()
 	after := tickets(svc)
 	for _, u := range users {
 		if after[u] != before[u] {
@@ -119,7 +144,7 @@ func TestRoomSurvivesRestart(t *testing.T) {
 	}
 	seen := map[int64]string{}
 	for _, u := range users {
-		v, err := svc.RoomTicket(ctx, "restart1", u)
+		v, err := roomTicket(svc, u)
 		if err != nil || v.State != seckill.TicketAdmitted {
 			t.Fatalf("ticket of %s at the end = %+v, %v; want admitted", u, v, err)
 		}
@@ -132,22 +157,23 @@ func TestRoomSurvivesRestart(t *testing.T) {
 		}
 	}
 
-	// The control: the same restart with the journal's rows gone loses the room.
-	if err := store.Close(); err != nil {
-		t.Fatal(err)
+	// The control: the same loss with the journal's entrants gone loses the room.
+	forget()
+	svc = lose()
+	if _, err := roomTicket(svc, users[0]); seckill.ErrorCode(err) != seckill.CodeNotFound {
+		t.Fatalf("ticket after a loss without the journal = %v, want not_found (the control)", err)
 	}
-	raw, err := sql.Open("sqlite", strings.TrimPrefix(dsn, "sqlite://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := raw.ExecContext(ctx, `DELETE FROM room_entrants`); err != nil {
-		t.Fatalf("delete the journal: %v", err)
-	}
-	raw.Close()
-	svc, store = boot()
-	defer store.Close()
-	if _, err := svc.RoomTicket(ctx, "restart1", users[0]); seckill.ErrorCode(err) != seckill.CodeNotFound {
-		t.Fatalf("ticket after a restart without the journal = %v, want not_found (the control)", err)
+}
+
+// roomTicket reads u's ticket, waiting out a room being restored (unavailable: a rebuild
+// runs after a FLUSHALL) for up to a minute.
+func roomTicket(svc *Service, u string) (TicketView, error) {
+	for i := 0; ; i++ {
+		v, err := svc.RoomTicket(context.Background(), "restart1", u)
+		if seckill.ErrorCode(err) != seckill.CodeUnavailable || i == 1200 {
+			return v, err
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -175,4 +201,47 @@ func (c *testClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
 	c.mu.Unlock()
+}
+
+// TestRoomSurvivesFlush: the same scenario on the Redis engine, the loss a FLUSHALL of the
+// engine's keys (its own prefix on the shared Redis: only its keys are deleted). The rebuild
+// of the sale restores the room from the journal (redisinv SetRoomSource) before the sale
+// answers again.
+func TestRoomSurvivesFlush(t *testing.T) {
+	ctx := context.Background()
+	c, err := redisinv.Dial(ctx, testenv.Redis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	prefix := redistest.KeyPrefix()
+	t.Cleanup(func() { redistest.DropPrefix(t, c.Inventory, prefix) })
+	dsn := "sqlite://" + t.TempDir() + "/seckill.db"
+	store, err := sqlstore.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	locks := lock.New(c.Locks, &lock.Options{Lease: 5 * time.Second})
+	t.Cleanup(func() { _ = locks.Close() })
+	clock := &testClock{now: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
+	eng := redisinv.New(c.Inventory, redisinv.WithPrefix(prefix), redisinv.WithTestClock(clock), redisinv.WithRebuild(store, locks))
+	t.Cleanup(func() { _ = eng.Close() })
+	svc := New(Config{Inventory: eng, Windows: eng, Store: store, Clock: clock, LoadOnDemand: true, AuthSecret: []byte("flush-secret")})
+	eng.SetRoomSource(svc.RoomJournal)
+	lose := func() *Service {
+		redistest.DropPrefix(t, c.Inventory, prefix) // the FLUSHALL, of this test's keys only
+		return svc
+	}
+	forget := func() {
+		raw, err := sql.Open("sqlite", strings.TrimPrefix(dsn, "sqlite://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer raw.Close()
+		if _, err := raw.ExecContext(ctx, `DELETE FROM room_entrants`); err != nil {
+			t.Fatalf("delete the journal: %v", err)
+		}
+	}
+	roomLossScenario(t, clock, svc, lose, forget)
 }

@@ -52,6 +52,9 @@ type Service struct {
 	rates    *roomRates
 	roomDefs sync.Map // sale id → seckill.Sale: the room sales this instance read (room.go)
 	journal  *roomJournal // the rooms' journal (roomjournal.go); nil: not kept
+	// incarnations caches the stored incarnation of room sales whose engine definition lacks
+	// it (roomjournal.go incarnation): the draw's seed and the journal are keyed by it.
+	incarnations sync.Map
 	// powKey signs the rooms' proof-of-work challenges (room.go); troubles summarises what
 	// the service logs.
 	powKey   []byte

@@ -258,9 +258,16 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 // newService is the service over the engine and the store, starting payments with payments
 // (nil: a worker, which starts none).
 func (a *app) newService(cfg config, payments seckill.Payments) *service.Service {
-	return service.New(service.Config{Inventory: a.inv, Store: a.store, Payments: payments,
+	svc := service.New(service.Config{Inventory: a.inv, Store: a.store, Payments: payments,
 		Windows: a.engine.windows, Settled: a.engine.settled, LoadOnDemand: a.engine.onDemand, AuthSecret: []byte(cfg.AuthSecret),
 		Logger: a.log})
+	// The Redis engine's rebuild of a sale with a waiting room restores the room from the
+	// journal, whose draw keys only the service can compute (docs/DECISIONS.md "Rooms recover
+	// from the database"); the memory engine's rooms are restored by Recover.
+	if eng, ok := a.inv.(*redisinv.Engine); ok {
+		eng.SetRoomSource(svc.RoomJournal)
+	}
+	return svc
 }
 
 // newGateway builds the configured payment gateway (docs/PAYMENTS.md): the mock posts our signed

@@ -6,7 +6,7 @@
 -- a room's script runs on its sale's Cluster node, atomically with nothing else):
 --   KEYS[1] sale   HASH  the sale's hash (common.lua), read only: its window, stock and clock,
 --                        and its room policy (the field room: room_policy)
---   KEYS[2] room   HASH  field r = cmsgpack(entrants, pre, admitted, seq, closed, credit, refill,
+--   KEYS[2] room   HASH  field p while a restore runs (room_restore.lua); field r = cmsgpack(entrants, pre, admitted, seq, closed, credit, refill,
 --                        now): the entrants joined so far, those joined before the start, those
 --                        admitted so far (the serving counter), the last arrival's number,
 --                        closed (0 admitting, 1 sold out, 2 ended), the admission bucket's credit
@@ -27,7 +27,8 @@
 -- now) and the room's own, so that a room and its sale share a clock that never goes back.
 -- Every script validates its keys and arguments before its first write. Replies: 'ok' or a
 -- domain code first, as common.lua's ('not_loaded', 'loading', and 'segmented' for a sale split
--- in segments, which has no room); then the sale's version (as with_version).
+-- in segments, which has no room; 'restoring' while room_restore.lua rebuilds the room); then
+-- the sale's version (as with_version).
 
 local TWO48 = 281474976710656 -- 2^48: draw keys are below it, arrivals above it
 local CLOSED = {'sold_out', 'ended'}
@@ -93,9 +94,12 @@ local function room_policy(f)
 end
 
 -- room_ready reads the sale (S, its room policy P: nil without one) and the room (R): nil when
--- the room can be used, else the reply.
+-- the room can be used, else the reply. A room being restored (its hash's field p, set by
+-- room_restore.lua until it ends) answers {'restoring'}, as a sale being rebuilt answers
+-- {'loading'}; restoring is true for room_restore.lua itself, which reads the room whatever
+-- the sale's loading and the room's p (it checks them itself).
 local P
-local function room_ready()
+local function room_ready(restoring)
   local h = redis.call('HMGET', KEYS[1], 'st', 'room')
   local v = h[1]
   if not v then
@@ -106,7 +110,8 @@ local function room_ready()
     segs = cmsgpack.unpack(v)
   S = {sellable = stock - holdback, starts = starts, ends = ends, closed = closed, sold = sold, ver = ver or 0,
     segs = segs or 1}
-  if loading == 1 then
+  S.loading = loading
+  if loading == 1 and not restoring then
     return {'loading'}
   end
   if S.segs > 1 then
@@ -114,6 +119,9 @@ local function room_ready()
   end
   if last > now then
     now = last
+  end
+  if not restoring and redis.call('HEXISTS', KEYS[2], 'p') == 1 then
+    return {'restoring'}
   end
   local r = redis.call('HGET', KEYS[2], 'r')
   if r then
