@@ -141,4 +141,3 @@ func testRoomRestore(t *testing.T, newEngine NewRoomEngine) {
 		})
 	}
 }
-

@@ -50,7 +50,7 @@ type Service struct {
 	seedKey  []byte
 	admitKey []byte
 	rates    *roomRates
-	roomDefs sync.Map // sale id → seckill.Sale: the room sales this instance read (room.go)
+	roomDefs sync.Map     // sale id → seckill.Sale: the room sales this instance read (room.go)
 	journal  *roomJournal // the rooms' journal (roomjournal.go); nil: not kept
 	// incarnations caches the stored incarnation of room sales whose engine definition lacks
 	// it (roomjournal.go incarnation): the draw's seed and the journal are keyed by it.
