@@ -9,7 +9,7 @@ CREATE TABLE room_entrants (
     drawn       SMALLINT      NOT NULL,
     joined_at   BIGINT        NOT NULL,
     PRIMARY KEY (sale_id, incarnation, entrant)
-);
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 CREATE TABLE room_admissions (
     sale_id     VARBINARY(64) NOT NULL,
@@ -17,4 +17,4 @@ CREATE TABLE room_admissions (
     admitted    BIGINT        NOT NULL,
     admitted_at BIGINT        NOT NULL,
     PRIMARY KEY (sale_id, incarnation)
-);
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
