@@ -229,7 +229,10 @@ type Ticket struct {
 	// Ahead is how many entrants still wait before this one (0 unless waiting).
 	Ahead int64
 	// Drawn is whether the entrant joined before the start (its place is the draw's).
-	Drawn      bool
+	Drawn bool
+	// Arrival is the entrant's arrival number in the room: 1 for its first entrant, then one
+	// more for each (what orders those placed at arrival when the room is restored).
+	Arrival    int64
 	JoinedAt   time.Time
 	AdmittedAt time.Time // zero unless admitted
 	// ActiveUntil is when the admitted entrant's place stops counting against max_active
@@ -289,4 +292,68 @@ func ValidEntrant(s string) bool {
 		}
 	}
 	return true
+}
+
+// Recovering a room (docs/MODEL.md "The waiting room", docs/DECISIONS.md "Rooms recover from
+// the database"). A room's state lives in the engine; what rebuilds it after the engine lost it
+// (a restart of the memory engine, a FLUSHALL of Redis) is journaled in the order store
+// (RoomJournal) by the service: every entrant as it joined, and the room's count of admissions.
+// Admission is strictly from the head of an order that those facts and the seed determine, so
+// the first Admitted of the recomputed order are the admitted ones.
+
+// RoomEntrant is one entrant as the room journal keeps it: enough to put it back in its place.
+type RoomEntrant struct {
+	SaleID      string
+	Incarnation string // the sale's (Sale.Incarnation): a sale made again under the id starts empty
+	Entrant     string
+	// Arrival is the entrant's arrival number (Ticket.Arrival): the order of those placed at
+	// their arrival (after the start, or in a FIFO room).
+	Arrival int64
+	// Drawn: joined a draw room before the start; its place is the draw's (DrawKey).
+	Drawn    bool
+	JoinedAt time.Time
+}
+
+// RoomAdmissions is a room's journaled count of admissions: Count entrants were admitted by
+// At (the time the count was last raised).
+type RoomAdmissions struct {
+	Count int64
+	At    time.Time
+}
+
+// MaxRoomJournalBatch bounds the entrants of one RoomJournal.AddRoomEntrants call.
+const MaxRoomJournalBatch = 1000
+
+// RoomJournal is the order store's optional journal of the waiting rooms (sqlstore has it):
+// what RoomRestorer.RestoreRoom rebuilds a lost room from.
+type RoomJournal interface {
+	// AddRoomEntrants stores entrants (at most MaxRoomJournalBatch, of any sales): an entrant
+	// stored before (same sale, incarnation and entrant) is left as it is.
+	AddRoomEntrants(ctx context.Context, entrants []RoomEntrant) error
+	// RoomEntrants returns the entrants of the sale's incarnation, by arrival.
+	RoomEntrants(ctx context.Context, saleID, incarnation string) ([]RoomEntrant, error)
+	// SetRoomAdmitted raises the room's count of admissions to n, at: never lowers it (several
+	// admitters report it, in any order).
+	SetRoomAdmitted(ctx context.Context, saleID, incarnation string, n int64, at time.Time) error
+	// RoomAdmitted returns the room's count (zero when none was set).
+	RoomAdmitted(ctx context.Context, saleID, incarnation string) (RoomAdmissions, error)
+}
+
+// RestoredEntrant is a journaled entrant with its draw key (DrawKey from the seed, which only
+// the service knows; ignored unless Drawn).
+type RestoredEntrant struct {
+	RoomEntrant
+	DrawKey uint64
+}
+
+// RoomRestorer is the engines' restore of a room from its journal (both engines have it).
+type RoomRestorer interface {
+	// RestoreRoom replaces the sale's room (which must be loaded) with the one entrants (in
+	// any order) and admitted make: the drawn ones in the draw's order (from the start), the
+	// others after them by arrival, the first admitted.Count of that order admitted at
+	// admitted.At, their places active until At + token_seconds (the journal keeps no
+	// releases: conservative for max_active), the admission bucket empty at the restore
+	// (conservative for the rate). Arrivals after it are numbered after the largest restored.
+	// It closes nothing: the next Admit does, from the sale's stock and window.
+	RestoreRoom(ctx context.Context, sale Sale, entrants []RestoredEntrant, admitted RoomAdmissions) error
 }

@@ -11,7 +11,10 @@ import (
 	"github.com/seckill-go/seckill"
 )
 
-var _ seckill.WaitingRooms = (*Engine)(nil)
+var (
+	_ seckill.WaitingRooms = (*Engine)(nil)
+	_ seckill.RoomRestorer = (*Engine)(nil)
+)
 
 // maxRoomEntrants is seckill.MaxRoomEntrants, a variable so that a test can lower it.
 var maxRoomEntrants = seckill.MaxRoomEntrants
@@ -25,6 +28,7 @@ type room struct {
 	placed   bool       // the pre-queue is in order (the first call at or after the start)
 	byID     []string   // the draw's entrant ids in byte order, once placed (DrawEntrants)
 
+	seq      int64 // the last arrival's number (Ticket.Arrival)
 	admitted int64
 	credit   int64 // the rate's bucket, in thousandths of an admission
 	last     int64 // when credit was last filled (ms); 0 until the first admission call
@@ -38,6 +42,7 @@ type entrant struct {
 	id          string
 	key         uint64 // the draw key (draw rooms, before the start)
 	drawn       bool
+	arrival     int64 // the arrival number (Ticket.Arrival)
 	joined      int64
 	index       int64 // 1-based place in order; 0 until placed
 	admittedAt  int64 // 0 until admitted
@@ -106,7 +111,8 @@ func (e *Engine) Join(_ context.Context, def seckill.Sale, id string, drawKey ui
 	if len(r.entrants) >= maxRoomEntrants {
 		return seckill.Ticket{}, seckill.Errorf(seckill.CodeQueueFull, "sale %s: its waiting room is full (%d entrants)", s.def.ID, maxRoomEntrants)
 	}
-	x := &entrant{id: id, joined: ms}
+	r.seq++
+	x := &entrant{id: id, joined: ms, arrival: r.seq}
 	if r.entrants == nil {
 		r.entrants = make(map[string]*entrant)
 	}
@@ -159,7 +165,7 @@ func (r *room) place() {
 
 // ticket is x's ticket at ms. Call with s.mu held.
 func (r *room) ticket(x *entrant) seckill.Ticket {
-	t := seckill.Ticket{Entrant: x.id, Drawn: x.drawn, JoinedAt: time.UnixMilli(x.joined).UTC()}
+	t := seckill.Ticket{Entrant: x.id, Drawn: x.drawn, Arrival: x.arrival, JoinedAt: time.UnixMilli(x.joined).UTC()}
 	switch {
 	case x.admittedAt != 0:
 		t.State, t.Index = seckill.TicketAdmitted, x.index
@@ -341,4 +347,63 @@ func (e *Engine) DrawEntrants(_ context.Context, saleID, after string, limit int
 		i++
 	}
 	return slices.Clone(ids[i:min(len(ids), i+limit)]), nil
+}
+
+// RestoreRoom replaces the sale's room with the journaled one (seckill.RoomRestorer).
+func (e *Engine) RestoreRoom(_ context.Context, def seckill.Sale, es []seckill.RestoredEntrant, adm seckill.RoomAdmissions) error {
+	for _, x := range es {
+		if !seckill.ValidEntrant(x.Entrant) {
+			return seckill.Errorf(seckill.CodeInvalidArgument, "entrant must be 32 lower-case hex digits")
+		}
+	}
+	s, err := e.roomOf(def.ID)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	p := s.def.Room
+	if p == nil {
+		return seckill.Errorf(seckill.CodeInvalidArgument, "sale %s has no waiting room", s.def.ID)
+	}
+	ms := e.clock.Now().UnixMilli()
+	r := &room{entrants: make(map[string]*entrant, len(es))}
+	sorted := slices.Clone(es)
+	slices.SortFunc(sorted, func(a, b seckill.RestoredEntrant) int { return cmp.Compare(a.Arrival, b.Arrival) })
+	for _, y := range sorted {
+		if r.entrants[y.Entrant] != nil {
+			continue
+		}
+		x := &entrant{id: y.Entrant, arrival: y.Arrival, joined: y.JoinedAt.UnixMilli()}
+		r.entrants[x.id] = x
+		r.seq = max(r.seq, x.arrival)
+		if y.Drawn && p.Order == seckill.RoomDraw {
+			x.key, x.drawn = y.DrawKey, true
+			r.pre = append(r.pre, x)
+		} else {
+			r.order = append(r.order, x)
+			x.index = int64(len(r.order))
+		}
+	}
+	s.room = r
+	starts := s.def.StartsAt.UnixMilli()
+	if ms < starts {
+		return nil // nobody admitted before the start; the draw places the pre-queue then
+	}
+	r.place()
+	at := max(min(adm.At.UnixMilli(), ms), starts)
+	for r.admitted < min(adm.Count, int64(len(r.order))) {
+		x := r.order[r.admitted]
+		r.admitted++
+		x.admittedAt, x.activeUntil = at, at+int64(p.TokenSeconds)*1000
+		if x.activeUntil > ms {
+			r.active++
+			heap.Push(&r.places, place{x.activeUntil, x})
+		} else {
+			x.ended = true
+		}
+	}
+	if p.AdmitPerSecond > 0 {
+		r.last, r.credit = ms, 0 // an empty bucket: no burst on top of what was admitted before
+	}
+	return nil
 }

@@ -53,6 +53,7 @@ var _ seckill.Inventory = (*Engine)(nil)
 // Engine is the Redis inventory. It is safe for concurrent use; concurrent calls share round
 // trips through rueidis' automatic pipelining.
 type Engine struct {
+	roomSource   roomSourceBox // restores a rebuilt sale's room (roomrestore.go)
 	rdb          rueidis.Client
 	prefix       string
 	clock        seckill.Clock // nil: Redis TIME (production); set only by WithTestClock

@@ -68,6 +68,7 @@ type rebuildHost interface {
 	incarnationOf(ctx context.Context, id string) (string, bool)
 	now() time.Time
 	load(ctx context.Context, def seckill.Sale, sold int) error
+	rebuildRoom(ctx context.Context, def seckill.Sale, token string) error
 }
 
 // errFenced means a newer rebuild took over the sale (its token no longer matches).
@@ -551,6 +552,11 @@ func (rb *rebuilder) rebuild(ctx context.Context, saleID string, stale uint64, l
 	}
 	if err := rb.restoreAll(ctx, saleID, rs, token); err != nil {
 		return 0, false, err
+	}
+	// The room, from its journal, while the sale is still loading: no one joins an empty room
+	// in between (roomrestore.go).
+	if err := rb.e.rebuildRoom(ctx, def, token); err != nil {
+		return 0, false, fmt.Errorf("restore the waiting room: %w", err)
 	}
 	r, err = rb.e.execRaw(ctx, rb.e.scriptSet().ready, saleID, token)
 	if err != nil {

@@ -47,7 +47,7 @@ func (e *Engine) roomKeys(saleID string) []string {
 
 // roomScriptSet is the room's scripts.
 type roomScriptSet struct {
-	join, ticket, admit, release, state, draw *script
+	join, ticket, admit, release, state, draw, restore *script
 }
 
 var defaultRoomScripts = newRoomScriptSet(scriptSource)
@@ -61,6 +61,7 @@ func newRoomScriptSet(source func(name string) string) *roomScriptSet {
 	return &roomScriptSet{
 		join: load("room_join"), ticket: load("room_ticket"), admit: load("room_admit"),
 		release: load("room_release"), state: load("room_state"), draw: load("room_draw"),
+		restore: load("room_restore"),
 	}
 }
 
@@ -156,6 +157,9 @@ func (e *Engine) execRoom(ctx context.Context, s *script, saleID string, c roomC
 		}
 		return nil, seckill.Errorf(seckill.CodeUnavailable, "sale %q is being restored from the database; retry shortly", saleID)
 	}
+	if r.code() == "restoring" { // room_restore.lua is rebuilding the room: a moment
+		return nil, seckill.Errorf(seckill.CodeUnavailable, "the waiting room of sale %q is being restored from the database; retry shortly", saleID)
+	}
 	if r.code() == "segmented" {
 		return nil, seckill.Errorf(seckill.CodeInvalidArgument, "sale %q is split in segments and has no waiting room", saleID)
 	}
@@ -198,7 +202,7 @@ func (e *Engine) execRoomRaw(ctx context.Context, s *script, saleID string, writ
 func ticketOf(entrant string, r reply) seckill.Ticket {
 	t := seckill.Ticket{
 		Entrant: entrant, State: r.str(1), Index: r.int(2), Ahead: r.int(3), Drawn: r.int(4) == 1,
-		JoinedAt: fromMillis(r.int(5)),
+		JoinedAt: fromMillis(r.int(5)), Arrival: r.int(8),
 	}
 	if t.State == seckill.TicketAdmitted {
 		t.AdmittedAt, t.ActiveUntil = fromMillis(r.int(6)), fromMillis(r.int(7))

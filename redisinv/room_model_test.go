@@ -30,6 +30,7 @@ type modelTicket struct {
 	drawn                    bool
 	index                    int64
 	score                    int64
+	arrival                  int64
 }
 
 // roomModel is the room's semantics in plain Go, all times in ms.
@@ -70,7 +71,7 @@ func (m *roomModel) join(now int64, e string, key uint64) (seckill.Ticket, secki
 	}
 	m.seq++
 	m.entrants++
-	t := &modelTicket{joined: now, score: two48 + m.seq}
+	t := &modelTicket{joined: now, score: two48 + m.seq, arrival: m.seq}
 	if now < m.starts && m.p.Order == seckill.RoomDraw {
 		t.drawn = true
 		m.npre++
@@ -86,7 +87,7 @@ func (m *roomModel) join(now int64, e string, key uint64) (seckill.Ticket, secki
 
 func (m *roomModel) ticket(now int64, e string) seckill.Ticket {
 	t := m.tickets[e]
-	out := seckill.Ticket{Entrant: e, Drawn: t.drawn, JoinedAt: fromMillis(t.joined)}
+	out := seckill.Ticket{Entrant: e, Drawn: t.drawn, Arrival: t.arrival, JoinedAt: fromMillis(t.joined)}
 	switch {
 	case t.index > 0:
 		out.State, out.Index = seckill.TicketAdmitted, t.index

@@ -270,6 +270,8 @@ func roomSpecs() []roomSpec {
 		{"room_state", rs.state, func(f *roomFixture) []string { return []string{f.clockMS()} }, []argSpec{clock}},
 		{"room_draw", rs.draw, func(f *roomFixture) []string { return []string{f.clockMS(), "", "10"} },
 			[]argSpec{clock, {"after", badStr(1024, false)}, {"limit", digits("0", "1001")}}},
+		{"room_restore", rs.restore, func(f *roomFixture) []string { return []string{f.clockMS(), "begin", ""} },
+			[]argSpec{clock, {"step", bad("", "x", "Begin")}, {"token", badTokenSet}}},
 	}
 }
 
@@ -321,7 +323,7 @@ func TestRoomScriptsValidateBeforeFirstWrite(t *testing.T) {
 		covered = append(covered, sp.s.name)
 	}
 	v := defaultRoomScripts
-	for _, s := range []*script{v.join, v.ticket, v.admit, v.release, v.state, v.draw} {
+	for _, s := range []*script{v.join, v.ticket, v.admit, v.release, v.state, v.draw, v.restore} {
 		all = append(all, s.name)
 	}
 	if slices.Sort(covered); !slices.Equal(covered, slices.Sorted(slices.Values(all))) {
@@ -574,4 +576,49 @@ func TestRoomPolicyCarried(t *testing.T) {
 
 func equalRoom(a, b *seckill.RoomPolicy) bool {
 	return a == nil && b == nil || a != nil && b != nil && *a == *b
+}
+
+// TestRoomRestoreStepsGateTheRoom: from room_restore.lua's 'begin' to its 'end' the room
+// answers unavailable to every call (nobody joins or is admitted in a half-made room), an 'add'
+// or 'end' without the mark of its restore is refused, and a restore with a rebuild token is
+// fenced unless the sale is being rebuilt under it.
+func TestRoomRestoreStepsGateTheRoom(t *testing.T) {
+	c := dialT(t, testenv.Redis(t))
+	f := newRoomFixture(t, c, "rgate")
+	ctx := context.Background()
+	step := func(args ...string) string {
+		t.Helper()
+		msgs, err := f.e.run(ctx, f.e.rooms().restore, f.keys, append([]string{f.clockMS()}, args...))
+		if err != nil {
+			t.Fatalf("room_restore %v: %v", args, err)
+		}
+		r, _, err := splitVersion(msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.code()
+	}
+	if got := step("begin", "7-abcdef"); got != "fenced" {
+		t.Fatalf("begin with a rebuild token on a sale not being rebuilt = %s, want fenced", got)
+	}
+	if got := step("end", "", "0", "0", "0", "0"); got != "not_begun" {
+		t.Fatalf("end without begin = %s, want not_begun", got)
+	}
+	if got := step("begin", ""); got != "ok" {
+		t.Fatalf("begin = %s", got)
+	}
+	_, err := f.e.Join(ctx, f.sale, entrant(9), 9)
+	if seckill.ErrorCode(err) != seckill.CodeUnavailable {
+		t.Fatalf("Join while the room is restored = %v, want unavailable", err)
+	}
+	if _, err := f.e.Admit(ctx, f.sale); seckill.ErrorCode(err) != seckill.CodeUnavailable {
+		t.Fatalf("Admit while the room is restored = %v, want unavailable", err)
+	}
+	if got := step("end", "", "0", "0", "0", "0"); got != "ok" {
+		t.Fatalf("end = %s", got)
+	}
+	tk, err := f.e.Join(ctx, f.sale, entrant(9), 9)
+	if err != nil || tk.Arrival != 1 || tk.State != seckill.TicketWaiting {
+		t.Fatalf("Join after the restore (of an empty room) = %+v, %v; want the first arrival, waiting", tk, err)
+	}
 }

@@ -76,6 +76,9 @@ func TestOrderStore(t *testing.T, open func(t *testing.T) seckill.OrderStore) {
 		{"OpenPayments/ConcurrentClaims", osOpenPaymentConcurrentClaims},
 		{"OpenPayments/InvalidArgument", osOpenPaymentInvalid},
 		{"OpenPayments/PageOfReservation", osOpenPaymentPage},
+		// The waiting rooms' journal (seckill.RoomJournal, orderstore_rooms.go).
+		{"RoomJournal/EntrantsRoundTrip", osRoomEntrantsRoundTrip},
+		{"RoomJournal/AdmittedMonotonic", osRoomAdmittedMonotonic},
 	}
 	runStories(t, tests, nil, open)
 }

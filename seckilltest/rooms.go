@@ -15,10 +15,11 @@ import (
 	"github.com/seckill-go/seckill"
 )
 
-// RoomEngine is an engine with waiting rooms: every engine is one.
+// RoomEngine is an engine with waiting rooms: every engine is one, and restores them.
 type RoomEngine interface {
 	seckill.Inventory
 	seckill.WaitingRooms
+	seckill.RoomRestorer
 }
 
 // NewRoomEngine builds a fresh, empty engine that reads time from clock, for TestWaitingRooms.
@@ -32,12 +33,15 @@ type NewRoomEngine = func(t *testing.T, clock seckill.Clock) RoomEngine
 //   - Model: a pgregory.net/rapid state machine that drives the engine and a plain model of the
 //     room (roomModel) side by side with random joins, admissions, releases, clock steps and
 //     closes, and requires identical tickets, counts and entrant lists.
+//   - Restore: a room rebuilt in a fresh engine from what the journal keeps (RestoreRoom)
+//     answers the same tickets and counts, admits no one twice and goes on in the draw's order.
 //   - Concurrency: thousands of entrants joining on many goroutines before and after the start
 //     while several admitters and releasers run, checked by CheckRoom (whose negative controls
 //     are in this package's own tests).
 func TestWaitingRooms(t *testing.T, newEngine NewRoomEngine) {
 	t.Run("Rules", func(t *testing.T) { testRoomRules(t, newEngine) })
 	t.Run("Model", func(t *testing.T) { testRoomModel(t, newEngine) })
+	t.Run("Restore", func(t *testing.T) { testRoomRestore(t, newEngine) })
 	t.Run("Concurrency", func(t *testing.T) { testRoomConcurrency(t, newEngine) })
 }
 

@@ -63,7 +63,8 @@ func (m *roomModel) ticket(id string, now int64) (seckill.Ticket, bool) {
 	if !ok {
 		return seckill.Ticket{}, false
 	}
-	t := seckill.Ticket{Entrant: id, JoinedAt: time.UnixMilli(j.ms).UTC(),
+	arrival := int64(slices.IndexFunc(m.joins, func(x modelJoin) bool { return x.id == id }) + 1)
+	t := seckill.Ticket{Entrant: id, Arrival: arrival, JoinedAt: time.UnixMilli(j.ms).UTC(),
 		Drawn: j.before && m.sale.Room.Order == seckill.RoomDraw}
 	if i := slices.Index(m.admitted, id); i >= 0 {
 		t.State, t.Index = seckill.TicketAdmitted, int64(i+1)

@@ -50,6 +50,13 @@ func (s *Service) roomSale(ctx context.Context, saleID string) (seckill.Sale, er
 	if sale.Room == nil {
 		return seckill.Sale{}, seckill.Errorf(seckill.CodeNotFound, "sale %q has no waiting room", saleID)
 	}
+	if sale.Incarnation == "" {
+		// The engine's definition may not carry it (the Redis engine's): the seed is keyed by
+		// the stored one, so that a sale made again under the id has a seed of its own.
+		if sale.Incarnation, err = s.incarnation(ctx, sale.ID); err != nil {
+			return seckill.Sale{}, unavailable(err)
+		}
+	}
 	s.roomDefs.Store(sale.ID, sale)
 	return sale, nil
 }
@@ -197,6 +204,7 @@ func (s *Service) JoinRoom(ctx context.Context, saleID, userID string, proof *Ro
 	if err != nil {
 		return TicketView{}, err
 	}
+	s.journalJoin(ctx, sale, t)
 	return s.ticketView(ctx, sale, userID, t, nil)
 }
 
@@ -564,8 +572,12 @@ func (a *admitter) pass(ctx context.Context) {
 			continue
 		}
 		a.s.rates.observe(sale.ID, st.Admitted, now)
+		if err := a.s.journalAdmitted(ctx, sale, st.Admitted, now); err != nil {
+			background.Report(ctx, err)
+		}
 		if st.Closed != "" {
 			a.closed[sale.ID] = sale.Incarnation
+			a.s.forgetAdmitted(sale)
 		}
 	}
 	for id := range a.closed {

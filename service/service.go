@@ -50,7 +50,11 @@ type Service struct {
 	seedKey  []byte
 	admitKey []byte
 	rates    *roomRates
-	roomDefs sync.Map // sale id → seckill.Sale: the room sales this instance read (room.go)
+	roomDefs sync.Map     // sale id → seckill.Sale: the room sales this instance read (room.go)
+	journal  *roomJournal // the rooms' journal (roomjournal.go); nil: not kept
+	// incarnations caches the stored incarnation of room sales whose engine definition lacks
+	// it (roomjournal.go incarnation): the draw's seed and the journal are keyed by it.
+	incarnations sync.Map
 	// powKey signs the rooms' proof-of-work challenges (room.go); troubles summarises what
 	// the service logs.
 	powKey   []byte
@@ -86,6 +90,9 @@ type Config struct {
 	// Rooms keeps the sales' waiting rooms; nil: the Inventory's, when it has them (both
 	// engines do). Their seeds and admission tokens are keyed from AuthSecret (room.go).
 	Rooms seckill.WaitingRooms
+	// RoomJournal keeps the rooms' journal, what a lost room is restored from; nil: the
+	// Store's, when it keeps one (sqlstore does).
+	RoomJournal seckill.RoomJournal
 	// Logger receives what the service logs: failed room releases (default: discarded).
 	Logger *slog.Logger
 }
@@ -102,7 +109,14 @@ func New(cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{inv: cfg.Inventory, store: listStore{cfg.Store, list}, payments: cfg.Payments, windows: cfg.Windows, settled: cfg.Settled,
+	if cfg.RoomJournal == nil {
+		cfg.RoomJournal, _ = cfg.Store.(seckill.RoomJournal)
+	}
+	var journal *roomJournal
+	if cfg.RoomJournal != nil && cfg.Rooms != nil {
+		journal = &roomJournal{j: cfg.RoomJournal}
+	}
+	return &Service{journal: journal, inv: cfg.Inventory, store: listStore{cfg.Store, list}, payments: cfg.Payments, windows: cfg.Windows, settled: cfg.Settled,
 		onDemand: cfg.LoadOnDemand, clock: cfg.Clock, pathKey: purchasetoken.Key(cfg.AuthSecret), list: list,
 		rooms: cfg.Rooms, seedKey: roomSeedKey(cfg.AuthSecret), admitKey: admission.Key(cfg.AuthSecret), rates: newRoomRates(),
 		powKey: powKey(cfg.AuthSecret), troubles: logsummary.New(cfg.Logger, 0)}
@@ -167,6 +181,9 @@ func (s *Service) Recover(ctx context.Context) error {
 			if err := s.inv.RestoreReservation(ctx, r); err != nil {
 				return fmt.Errorf("recover: reservation %s: %w", r.ID, err)
 			}
+		}
+		if err := s.restoreRoom(ctx, sale); err != nil {
+			return fmt.Errorf("recover: waiting room of %s: %w", sale.ID, err)
 		}
 	}
 	return nil

@@ -27,7 +27,9 @@ var mysqlDialect = dialect{
 		// foreign key or CHECK violation would pass as "already present". This no-op update
 		// fires only on a duplicate key, and with CLIENT_FOUND_ROWS off (mysqlConfig) an
 		// update that changes nothing reports 0 rows affected, a fresh insert 1.
-		return insert + " ON DUPLICATE KEY UPDATE " + pk + " = " + pk
+		// A key of several columns ("a, b") needs only its first for the no-op.
+		first, _, _ := strings.Cut(pk, ",")
+		return insert + " ON DUPLICATE KEY UPDATE " + first + " = " + first
 	},
 	classify:  classifyMySQL,
 	retryable: retryableMySQL,

@@ -121,6 +121,10 @@ const sweepEvery = 250 * time.Millisecond
 // once (seckill.RoomPolicy.RoomBurst), so it is asked ten times a second.
 const admitEvery = 100 * time.Millisecond
 
+// roomJournalEvery is how often the joins buffered for the rooms' journal are written: what a
+// crash of an instance may lose of them.
+const roomJournalEvery = 200 * time.Millisecond
+
 // appOptions are knobs that serve and demo set differently.
 type appOptions struct {
 	gatewayDelay func(seckill.Reservation) time.Duration // dev gateway's delay per payment
@@ -254,9 +258,16 @@ func startApp(ctx context.Context, cfg config, opts appOptions, log *slog.Logger
 // newService is the service over the engine and the store, starting payments with payments
 // (nil: a worker, which starts none).
 func (a *app) newService(cfg config, payments seckill.Payments) *service.Service {
-	return service.New(service.Config{Inventory: a.inv, Store: a.store, Payments: payments,
+	svc := service.New(service.Config{Inventory: a.inv, Store: a.store, Payments: payments,
 		Windows: a.engine.windows, Settled: a.engine.settled, LoadOnDemand: a.engine.onDemand, AuthSecret: []byte(cfg.AuthSecret),
 		Logger: a.log})
+	// The Redis engine's rebuild of a sale with a waiting room restores the room from the
+	// journal, whose draw keys only the service can compute (docs/DECISIONS.md "Rooms recover
+	// from the database"); the memory engine's rooms are restored by Recover.
+	if eng, ok := a.inv.(*redisinv.Engine); ok {
+		eng.SetRoomSource(svc.RoomJournal)
+	}
+	return svc
 }
 
 // newGateway builds the configured payment gateway (docs/PAYMENTS.md): the mock posts our signed
@@ -384,7 +395,9 @@ func (a *app) openEngine(ctx context.Context, cfg config, log *slog.Logger) (eng
 func (a *app) services(cfg config) []background.Service {
 	// Every instance admits in the waiting rooms (the engine's Admit is atomic and bounded by
 	// each room's policy, so admitters side by side admit no more than one).
-	list := append(a.engine.services(a.svc), a.svc.Admitter(admitEvery))
+	// The rooms' journal writer goes before the admitter, so that it stops after it: its exit
+	// writes the joins still buffered (docs/DECISIONS.md "Rooms recover from the database").
+	list := append(a.engine.services(a.svc), a.svc.RoomJournaler(roomJournalEvery), a.svc.Admitter(admitEvery))
 	if a.payGW != nil {
 		// Payments whose hold ended unpaid are closed at the gateway that started them
 		// (package closer); refund_required payments are paid back through the gateway that

@@ -6,7 +6,7 @@
 -- a room's script runs on its sale's Cluster node, atomically with nothing else):
 --   KEYS[1] sale   HASH  the sale's hash (common.lua), read only: its window, stock and clock,
 --                        and its room policy (the field room: room_policy)
---   KEYS[2] room   HASH  field r = cmsgpack(entrants, pre, admitted, seq, closed, credit, refill,
+--   KEYS[2] room   HASH  field p while a restore runs (room_restore.lua); field r = cmsgpack(entrants, pre, admitted, seq, closed, credit, refill,
 --                        now): the entrants joined so far, those joined before the start, those
 --                        admitted so far (the serving counter), the last arrival's number,
 --                        closed (0 admitting, 1 sold out, 2 ended), the admission bucket's credit
@@ -18,15 +18,17 @@
 --                        when the room closes (those left were told)
 --   KEYS[4] rpre   ZSET  the draw's pre-queue, score 0, paged by id (DrawEntrants)
 --   KEYS[5] rent   HASH  entrant -> cmsgpack(joined ms, drawn 0/1, admitted ms, index, active
---                        ms): index 0 until admitted; active is when its place stops counting
---                        against max_active
+--                        ms, arrival): index 0 until admitted; active is when its place stops
+--                        counting against max_active; arrival its arrival number (seq when it
+--                        joined; absent, read 0, in entries written before it was kept)
 --   KEYS[6] ract   ZSET  admitted entrants scored by active ms; the admission drops those at or
 --                        before now (a place that ended never counts again)
 -- ARGV[1] is the clock, as common.lua's. The room's time is the latest of it, the sale's (st's
 -- now) and the room's own, so that a room and its sale share a clock that never goes back.
 -- Every script validates its keys and arguments before its first write. Replies: 'ok' or a
 -- domain code first, as common.lua's ('not_loaded', 'loading', and 'segmented' for a sale split
--- in segments, which has no room); then the sale's version (as with_version).
+-- in segments, which has no room; 'restoring' while room_restore.lua rebuilds the room); then
+-- the sale's version (as with_version).
 
 local TWO48 = 281474976710656 -- 2^48: draw keys are below it, arrivals above it
 local CLOSED = {'sold_out', 'ended'}
@@ -92,9 +94,12 @@ local function room_policy(f)
 end
 
 -- room_ready reads the sale (S, its room policy P: nil without one) and the room (R): nil when
--- the room can be used, else the reply.
+-- the room can be used, else the reply. A room being restored (its hash's field p, set by
+-- room_restore.lua until it ends) answers {'restoring'}, as a sale being rebuilt answers
+-- {'loading'}; restoring is true for room_restore.lua itself, which reads the room whatever
+-- the sale's loading and the room's p (it checks them itself).
 local P
-local function room_ready()
+local function room_ready(restoring)
   local h = redis.call('HMGET', KEYS[1], 'st', 'room')
   local v = h[1]
   if not v then
@@ -105,7 +110,8 @@ local function room_ready()
     segs = cmsgpack.unpack(v)
   S = {sellable = stock - holdback, starts = starts, ends = ends, closed = closed, sold = sold, ver = ver or 0,
     segs = segs or 1}
-  if loading == 1 then
+  S.loading = loading
+  if loading == 1 and not restoring then
     return {'loading'}
   end
   if S.segs > 1 then
@@ -113,6 +119,9 @@ local function room_ready()
   end
   if last > now then
     now = last
+  end
+  if not restoring and redis.call('HEXISTS', KEYS[2], 'p') == 1 then
+    return {'restoring'}
   end
   local r = redis.call('HGET', KEYS[2], 'r')
   if r then
@@ -146,21 +155,22 @@ local function get_ticket(e)
   if not v then
     return nil
   end
-  local joined, drawn, admitted, index, active = cmsgpack.unpack(v)
-  return {joined = joined, drawn = drawn, admitted = admitted, index = index, active = active}
+  local joined, drawn, admitted, index, active, arrival = cmsgpack.unpack(v)
+  return {joined = joined, drawn = drawn, admitted = admitted, index = index, active = active,
+    arrival = arrival or 0}
 end
 
 local function put_ticket(e, t)
-  redis.call('HSET', KEYS[5], e, cmsgpack.pack(t.joined, t.drawn, t.admitted, t.index, t.active))
+  redis.call('HSET', KEYS[5], e, cmsgpack.pack(t.joined, t.drawn, t.admitted, t.index, t.active, t.arrival))
 end
 
--- ticket_reply is {'ok', state, index, ahead, drawn, joined ms, admitted ms, active ms} for
+-- ticket_reply is {'ok', state, index, ahead, drawn, joined ms, admitted ms, active ms, arrival} for
 -- entrant e with ticket t. An entrant waiting has, from the start, the index its place in rwait
 -- gives it (rank + admitted + 1: both change by one at each admission, so it is fixed); one in
 -- a closed room has none (0): it was told.
 local function ticket_reply(e, t)
   if t.index > 0 then
-    return {'ok', 'admitted', t.index, 0, t.drawn, t.joined, t.admitted, t.active}
+    return {'ok', 'admitted', t.index, 0, t.drawn, t.joined, t.admitted, t.active, t.arrival}
   end
   local state, index, ahead = 'pre_queue', 0, 0
   if R.closed ~= 0 then
@@ -172,7 +182,7 @@ local function ticket_reply(e, t)
       index, ahead = rank + R.admitted + 1, rank
     end
   end
-  return {'ok', state, index, ahead, t.drawn, t.joined, 0, 0}
+  return {'ok', state, index, ahead, t.drawn, t.joined, 0, 0, t.arrival}
 end
 
 -- room_counts is {'ok', entrants, pre, admitted, waiting, active, closed ('' while admitting,

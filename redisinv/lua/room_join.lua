@@ -39,7 +39,7 @@ local function main()
     return {'not_started'}
   end
   if R.closed ~= 0 then
-    return {'ok', CLOSED[R.closed], 0, 0, 0, now, 0, 0}
+    return {'ok', CLOSED[R.closed], 0, 0, 0, now, 0, 0, 0}
   end
   local draw = P.order == 'draw' and now < S.starts
   if draw and key == '' then
@@ -55,7 +55,7 @@ local function main()
     redis.call('ZADD', KEYS[4], '0', e)
   end
   redis.call('ZADD', KEYS[3], num(score), e)
-  t = {joined = now, drawn = drawn, admitted = 0, index = 0, active = 0}
+  t = {joined = now, drawn = drawn, admitted = 0, index = 0, active = 0, arrival = R.seq}
   put_ticket(e, t)
   rchanged = true
   return ticket_reply(e, t)
