@@ -1,8 +1,7 @@
-// SaleFeed: live updates of one sale (and some of the caller's reservations) from
-// GET /api/v1/sales/{id}/events, read with fetch() because EventSource cannot send an
-// Authorization header. When the stream is unavailable or fails, it polls
-// GET /api/v1/sales/{id} and GET /api/v1/reservations/{rid} every second, and keeps trying to
-// reconnect the stream with a backoff.
+// LiveFeed, the shape of every live view; SaleFeed: live updates of one sale (and some of the
+// caller's reservations) from GET /api/v1/sales/{id}/events. When the stream is unavailable or
+// fails, it polls GET /api/v1/sales/{id} and GET /api/v1/reservations/{rid} every second, and
+// keeps trying to reconnect the stream with a backoff.
 
 import { api, sleep } from 'seckill/common';
 
@@ -44,12 +43,16 @@ export function sseParser(dispatch, onRetry = () => {}) {
   };
 }
 
-export class SaleFeed {
-  // opts: saleId, token() → user JWT or '', onSale(sale), onReservation(res),
-  // onMode('connecting'|'live'|'polling'), onError(err, rid) for failed polls.
+// LiveFeed is what every live view of the storefront shares: one stream of server-sent events
+// read with fetch() (EventSource cannot send an Authorization header), a poll every second
+// while the stream is unavailable, and a reconnection with a backoff (longer for a server
+// without the endpoint). A subclass says what to ask for (request), what an event means
+// (dispatch) and what one poll reads (pollOnce).
+export class LiveFeed {
+  // opts: onMode('connecting'|'live'|'polling'), onError(err, …) for failed polls, and the
+  // subclass's own.
   constructor(opts) {
-    this.o = { onReservation() {}, onMode() {}, onError() {}, token: () => '', ...opts };
-    this.rids = [];
+    this.o = { onMode() {}, onError() {}, token: () => '', ...opts };
     this.stopped = true;
     this.mode = '';
     this.retryMs = 2000;
@@ -71,22 +74,11 @@ export class SaleFeed {
     this.wake?.();
   }
 
-  // setReservations changes the reservations followed; a live stream reconnects with the new set.
-  setReservations(ids) {
-    const next = [...new Set(ids)].slice(0, MAX_RESERVATIONS).sort();
-    if (next.join('\n') === this.rids.join('\n')) return;
-    this.rids = next;
-    // A stream that is open, or still being opened, carries the old set in its URL: reconnect.
-    if (this.streaming) {
-      this.restart = true;
-      this.ctrl?.abort();
-    }
-    if (this.mode === 'polling') this.pollOnce();
-  }
-
-  // refresh asks for the current state now (e.g. when a countdown reaches zero).
-  refresh() {
-    if (this.mode !== 'live') this.pollOnce();
+  // reconnect opens the stream again at once, for a subclass whose request has changed.
+  reconnect() {
+    if (!this.streaming) return; // a stream that is open, or still being opened
+    this.restart = true;
+    this.ctrl?.abort();
   }
 
   setMode(mode) {
@@ -110,7 +102,7 @@ export class SaleFeed {
         this.streaming = false;
       }
       if (this.stopped) return;
-      if (this.restart) { // the reservation set changed: reconnect at once
+      if (this.restart) {
         this.restart = false;
         continue;
       }
@@ -128,11 +120,9 @@ export class SaleFeed {
   }
 
   async stream(signal) {
-    const q = this.rids.map((r) => `reservation=${encodeURIComponent(r)}`).join('&');
-    const url = `/api/v1/sales/${encodeURIComponent(this.o.saleId)}/events${q ? `?${q}` : ''}`;
+    const { url, token } = this.request();
     const headers = { Accept: 'text/event-stream' };
-    const token = this.o.token();
-    if (this.rids.length && token) headers.Authorization = `Bearer ${token}`;
+    if (token) headers.Authorization = `Bearer ${token}`;
     const resp = await fetch(url, { headers, signal, cache: 'no-store' });
     const type = resp.headers.get('Content-Type') || '';
     if (!resp.ok || !type.startsWith('text/event-stream') || !resp.body) {
@@ -146,7 +136,11 @@ export class SaleFeed {
     const idle = setInterval(() => {
       if (Date.now() - last > IDLE_TIMEOUT) this.ctrl.abort();
     }, 5000);
-    const feed = sseParser((ev) => this.dispatch(ev), (ms) => { this.retryMs = Math.max(500, ms); });
+    const feed = sseParser((ev) => {
+      let data;
+      try { data = JSON.parse(ev.data); } catch { return; } // a torn event: the next one comes
+      this.dispatch(ev.event, data);
+    }, (ms) => { this.retryMs = Math.max(500, ms); });
     try {
       for (;;) {
         const { value, done } = await reader.read();
@@ -158,13 +152,6 @@ export class SaleFeed {
       clearInterval(idle);
     }
     return { connected: true };
-  }
-
-  dispatch(ev) {
-    let data;
-    try { data = JSON.parse(ev.data); } catch { return; }
-    if (ev.event === 'sale') this.o.onSale(data);
-    else if (ev.event === 'reservation') this.o.onReservation(data);
   }
 
   startPolling() {
@@ -180,6 +167,42 @@ export class SaleFeed {
   }
 
   stopPolling() { this.pollGen++; }
+}
+
+export class SaleFeed extends LiveFeed {
+  // opts: saleId, token() → user JWT or '', onSale(sale), onReservation(res),
+  // onMode('connecting'|'live'|'polling'), onError(err, rid) for failed polls.
+  constructor(opts) {
+    super({ onReservation() {}, ...opts });
+    this.rids = [];
+  }
+
+  // setReservations changes the reservations followed; a live stream reconnects with the new set.
+  setReservations(ids) {
+    const next = [...new Set(ids)].slice(0, MAX_RESERVATIONS).sort();
+    if (next.join('\n') === this.rids.join('\n')) return;
+    this.rids = next;
+    this.reconnect(); // the open stream carries the old set in its URL
+    if (this.mode === 'polling') this.pollOnce();
+  }
+
+  // refresh asks for the current state now (e.g. when a countdown reaches zero).
+  refresh() {
+    if (this.mode !== 'live') this.pollOnce();
+  }
+
+  request() {
+    const q = this.rids.map((r) => `reservation=${encodeURIComponent(r)}`).join('&');
+    return {
+      url: `/api/v1/sales/${encodeURIComponent(this.o.saleId)}/events${q ? `?${q}` : ''}`,
+      token: this.rids.length ? this.o.token() : '',
+    };
+  }
+
+  dispatch(event, data) {
+    if (event === 'sale') this.o.onSale(data);
+    else if (event === 'reservation') this.o.onReservation(data);
+  }
 
   async pollOnce() {
     if (this.polling) return; // one poll at a time
