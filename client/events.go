@@ -50,6 +50,12 @@ func (c *Client) Events(ctx context.Context, saleID string, reservationIDs ...st
 	if len(reservationIDs) > 0 {
 		path += "?" + url.Values{"reservation": reservationIDs}.Encode()
 	}
+	return c.stream(ctx, path)
+}
+
+// stream is GET path as a stream of Server-Sent Events: the events of kinds this client knows,
+// then one error as Events says (none when ctx is done).
+func (c *Client) stream(ctx context.Context, path string) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		resp, err := c.send(ctx, func() (*http.Request, error) {
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"iter"
-	"net/http"
 	"net/url"
 	"strconv"
 	"time"
@@ -138,27 +137,9 @@ func (c *Client) AdmittedPath(ctx context.Context, saleID, admission string) (Pu
 // connect, then whenever its state, place or admission changes). It ends as Events does.
 func (c *Client) RoomEvents(ctx context.Context, saleID string) iter.Seq2[Ticket, error] {
 	return func(yield func(Ticket, error) bool) {
-		resp, err := c.send(ctx, func() (*http.Request, error) {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+roomPath(saleID)+"/events", nil)
-			if err == nil {
-				req.Header.Set("Accept", "text/event-stream")
-			}
-			return req, err
-		})
-		if err != nil {
-			if ctx.Err() == nil {
-				yield(Ticket{}, err)
-			}
-			return
-		}
-		defer resp.Body.Close()
-		s := newSSEReader(resp.Body)
-		for {
-			ev, err := s.next()
+		for ev, err := range c.stream(ctx, roomPath(saleID)+"/events") {
 			if err != nil {
-				if ctx.Err() == nil {
-					yield(Ticket{}, err)
-				}
+				yield(Ticket{}, err)
 				return
 			}
 			if ev.Ticket != nil && !yield(*ev.Ticket, nil) {
