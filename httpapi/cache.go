@@ -33,17 +33,37 @@ func (v validator) add(b []byte) { v.h.Write(b) }
 
 func (v validator) etag() string { return `W/"` + hex.EncodeToString(v.h.Sum(nil)[:12]) + `"` }
 
-// renderSale renders a sale as answered at now, and without its clock for the validator.
-func renderSale(v service.SaleView, now time.Time) (answer, unclocked []byte, err error) {
-	v.ServerTime = time.Time{}
-	if unclocked, err = json.Marshal(v); err != nil {
+// renderUnclocked renders v as answered (with its clock, *clock, as it is) and without its clock
+// (*clock zeroed for the moment), for the validator.
+func renderUnclocked[T any](v *T, clock *time.Time) (answer, unclocked []byte, err error) {
+	now := *clock
+	*clock = time.Time{}
+	unclocked, err = json.Marshal(v)
+	*clock = now
+	if err != nil {
 		return nil, nil, err
 	}
-	v.ServerTime = now
 	if answer, err = json.Marshal(v); err != nil {
 		return nil, nil, err
 	}
 	return answer, unclocked, nil
+}
+
+// renderSale renders a sale as answered at now, and without its clock for the validator.
+func renderSale(v service.SaleView, now time.Time) (answer, unclocked []byte, err error) {
+	v.ServerTime = now
+	return renderUnclocked(&v, &v.ServerTime)
+}
+
+// writeCacheable answers a public read that a cache may keep for a second: its ETag is of the
+// answer without its clock (unclocked), and a request naming that ETag gets 304.
+func writeCacheable(w http.ResponseWriter, r *http.Request, answer, unclocked []byte) {
+	tag := newValidator()
+	tag.add(unclocked)
+	if notModified(w, r, tag.etag(), cachePublic) {
+		return
+	}
+	writeJSONBody(w, http.StatusOK, append(answer, '\n'))
 }
 
 // notModified sets an answer's ETag and Cache-Control and, when the request's If-None-Match

@@ -57,26 +57,17 @@ const (
 	feedReadTimeout = 2 * time.Second
 )
 
-// feeds holds the live feed of every sale that has listeners on this instance.
+// feeds holds the live feed of every sale that has listeners on this instance (hub.go); a
+// feed's state is the reservations its listeners watch.
 type feeds struct {
+	*hub[*listener, map[string]*watch]
 	svc      *service.Service
 	interval time.Duration
-
-	mu      sync.Mutex
-	sales   map[string]*feed
-	closed  bool
-	done    chan struct{} // closed by close: every stream ends
-	running sync.WaitGroup
-	dropped func() // counts a listener disconnected for being slow
+	dropped  func() // counts a listener disconnected for being slow
 }
 
-// feed is one sale's: its listeners, the reservations they watch, and the last state sent.
-type feed struct {
-	id        string
-	listeners map[*listener]struct{}
-	watches   map[string]*watch // by reservation id
-	stop      chan struct{}
-}
+// feed is one sale's: its listeners, the reservations they watch (state, by reservation id).
+type feed = hubFeed[*listener, map[string]*watch]
 
 // watch is one reservation watched by one or more listeners of a feed (all of them its
 // owner's streams: each was checked on connect).
@@ -102,7 +93,7 @@ type event struct {
 }
 
 func newFeeds(svc *service.Service, interval time.Duration, dropped func()) *feeds {
-	return &feeds{svc: svc, interval: interval, sales: map[string]*feed{}, done: make(chan struct{}), dropped: dropped}
+	return &feeds{hub: newHub[*listener, map[string]*watch](), svc: svc, interval: interval, dropped: dropped}
 }
 
 // subscribe adds a listener to the sale's feed, starting the feed if it is the first; seen is
@@ -111,75 +102,47 @@ func newFeeds(svc *service.Service, interval time.Duration, dropped func()) *fee
 // server is closing.
 func (f *feeds) subscribe(saleID string, seen service.SaleView, follow map[string]seckill.Reservation) (*listener, bool) {
 	l := &listener{events: make(chan event, listenerBuffer), gone: make(chan struct{})}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return nil, false
-	}
-	fd := f.sales[saleID]
-	if fd == nil {
-		fd = &feed{id: saleID, listeners: map[*listener]struct{}{}, watches: map[string]*watch{}, stop: make(chan struct{})}
-		f.sales[saleID] = fd
-		f.running.Add(1)
-		go f.run(fd, stateOf(seen))
-	}
-	fd.listeners[l] = struct{}{}
-	for id, res := range follow {
-		fd.watch(l, id, res)
-	}
-	return l, true
+	ok := f.hub.subscribe(saleID, l,
+		func() map[string]*watch { return map[string]*watch{} },
+		func(fd *feed) { f.run(fd, stateOf(seen)) },
+		func(fd *feed) {
+			for id, res := range follow {
+				watchReservation(fd, l, id, res)
+			}
+		})
+	return l, ok
 }
 
-// watch adds l to the watchers of reservation id, which l's stream has just read as res.
-func (fd *feed) watch(l *listener, id string, res seckill.Reservation) {
-	w := fd.watches[id]
+// watchReservation adds l to the watchers of reservation id, which l's stream has just read as
+// res. The hub's mu is held.
+func watchReservation(fd *feed, l *listener, id string, res seckill.Reservation) {
+	w := fd.state[id]
 	if w == nil {
 		w = &watch{owner: res.UserID, last: res, listeners: map[*listener]struct{}{}}
-		fd.watches[id] = w
+		fd.state[id] = w
 	}
 	w.due = true
 	w.listeners[l] = struct{}{}
 	l.watching = append(l.watching, id)
 }
 
-// unsubscribe removes a listener; the last one out stops the feed.
+// unsubscribe removes a listener and its watches; the last one out stops the feed.
 func (f *feeds) unsubscribe(saleID string, l *listener) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fd := f.sales[saleID]
-	if fd == nil {
-		return
-	}
-	delete(fd.listeners, l)
-	for _, id := range l.watching {
-		if w := fd.watches[id]; w != nil {
-			delete(w.listeners, l)
-			if len(w.listeners) == 0 {
-				delete(fd.watches, id)
+	f.hub.unsubscribe(saleID, l, func(fd *feed) {
+		for _, id := range l.watching {
+			if w := fd.state[id]; w != nil {
+				delete(w.listeners, l)
+				if len(w.listeners) == 0 {
+					delete(fd.state, id)
+				}
 			}
 		}
-	}
-	if len(fd.listeners) == 0 {
-		delete(f.sales, saleID)
-		close(fd.stop)
-	}
-}
-
-// close ends every stream and feed, and waits for the feeds.
-func (f *feeds) close() {
-	f.mu.Lock()
-	if !f.closed {
-		f.closed = true
-		close(f.done)
-	}
-	f.mu.Unlock()
-	f.running.Wait()
+	})
 }
 
 // run reads the sale every interval and sends each change to the listeners, then reads the
 // watched reservations that are due and sends theirs to their watchers.
 func (f *feeds) run(fd *feed, last saleState) {
-	defer f.running.Done()
 	t := time.NewTicker(f.interval)
 	defer t.Stop()
 	recheck := time.Now()
@@ -218,7 +181,7 @@ func (f *feeds) due(fd *feed, all bool) []dueWatch {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []dueWatch
-	for id, w := range fd.watches {
+	for id, w := range fd.state {
 		if (all || w.due) && !final(w.last.Status) {
 			out = append(out, dueWatch{id, w.owner})
 		}
@@ -230,12 +193,8 @@ func (f *feeds) due(fd *feed, all bool) []dueWatch {
 // readWatches reads each due reservation once and sends those that changed to their watchers.
 func (f *feeds) readWatches(fd *feed, due []dueWatch) {
 	for _, d := range due {
-		select {
-		case <-fd.stop: // nobody listens any more, or the server is closing: do not make it wait
+		if f.stopped(fd) { // nobody listens any more, or the server is closing: do not make it wait
 			return
-		case <-f.done:
-			return
-		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), feedReadTimeout)
 		res, err := f.svc.Reservation(ctx, d.id, d.owner)
@@ -244,7 +203,7 @@ func (f *feeds) readWatches(fd *feed, due []dueWatch) {
 			continue // a dependency is down for a moment: the next change or recheck reads it again
 		}
 		f.mu.Lock()
-		if w := fd.watches[d.id]; w != nil && !sameReservation(w.last, res) {
+		if w := fd.state[d.id]; w != nil && !sameReservation(w.last, res) {
 			w.last = res
 			ev := event{rid: d.id, data: sseEvent("reservation", res)}
 			for l := range w.listeners {
@@ -359,23 +318,8 @@ func (s *Server) saleEvents(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer s.feeds.unsubscribe(saleID, l)
 
-	rc := http.NewResponseController(w)
-	// A stream outlives the server's read and write timeouts, which bound ordinary requests:
-	// no read deadline (the client sends nothing more, and a read that timed out would end the
-	// stream by cancelling its context; net/http lifts it once the request is read, and this
-	// says so rather than depend on it), and a write deadline per write (stream.write). The
-	// deadlines set here stay on the connection; a kept-alive connection must not keep them.
-	_ = rc.SetReadDeadline(time.Time{})
-	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-	s.metrics.streams.Inc()
-	defer s.metrics.streams.Dec()
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
-	st := &stream{w: w, rc: rc}
-	w.WriteHeader(http.StatusOK)
-	st.write([]byte(streamRetry))
+	st, end := s.openStream(w)
+	defer end()
 	st.write(sseEvent("sale", first))
 	// The caller's reservations, as last written, so that a change the feed reports to
 	// several of the caller's streams, or reports again, is written once.
@@ -443,6 +387,30 @@ func (s *Server) checkWatched(ctx context.Context, saleID, user string, ids []st
 func sameReservation(a, b seckill.Reservation) bool {
 	sameExpiry := (a.ExpiresAt == nil) == (b.ExpiresAt == nil) && (a.ExpiresAt == nil || a.ExpiresAt.Equal(*b.ExpiresAt))
 	return a.Status == b.Status && a.Position == b.Position && a.Quantity == b.Quantity && sameExpiry
+}
+
+// openStream starts a text/event-stream answer with the reconnection delay, and returns the
+// stream and what ends it. A stream outlives the server's read and write timeouts, which bound
+// ordinary requests: no read deadline (the client sends nothing more, and a read that timed
+// out would end the stream by cancelling its context; net/http lifts it once the request is
+// read, and this says so rather than depend on it), and a write deadline per write
+// (stream.write). The deadlines set here stay on the connection; a kept-alive connection must
+// not keep them, so end lifts them.
+func (s *Server) openStream(w http.ResponseWriter) (st *stream, end func()) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	s.metrics.streams.Inc()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	st = &stream{w: w, rc: rc}
+	w.WriteHeader(http.StatusOK)
+	st.write([]byte(streamRetry))
+	return st, func() {
+		s.metrics.streams.Dec()
+		_ = rc.SetWriteDeadline(time.Time{})
+	}
 }
 
 // stream writes to one client with a deadline per write; the first error ends it.

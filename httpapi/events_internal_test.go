@@ -17,7 +17,7 @@ func TestSlowListenerIsDropped(t *testing.T) {
 	defer f.close()
 	slow, _ := f.subscribe("s", service.SaleView{}, nil)
 	fast, _ := f.subscribe("s", service.SaleView{}, nil)
-	fd := f.sales["s"]
+	fd := f.feeds["s"]
 	got := make(chan int, 100)
 	go func() {
 		n := 0
@@ -60,7 +60,7 @@ func TestSlowListenerIsDropped(t *testing.T) {
 	f.unsubscribe("s", slow) // the stream's own unsubscribe after a drop is harmless
 	f.unsubscribe("s", fast)
 	close(fast.events)
-	if _, ok := f.sales["s"]; ok {
+	if _, ok := f.feeds["s"]; ok {
 		t.Fatal("the feed outlived its last listener")
 	}
 }

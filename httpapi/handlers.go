@@ -48,12 +48,7 @@ func (s *Server) getSale(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("render answer: %w", err)
 	}
-	tag := newValidator()
-	tag.add(unclocked)
-	if notModified(w, r, tag.etag(), cachePublic) {
-		return nil
-	}
-	writeJSONBody(w, http.StatusOK, append(b, '\n'))
+	writeCacheable(w, r, b, unclocked)
 	return nil
 }
 

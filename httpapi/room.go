@@ -1,11 +1,9 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/service"
@@ -43,23 +41,11 @@ func (s *Server) roomView(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	now := v.ServerTime
-	v.ServerTime = time.Time{}
-	unclocked, err := json.Marshal(v)
+	b, unclocked, err := renderUnclocked(&v, &v.ServerTime)
 	if err != nil {
 		return fmt.Errorf("render answer: %w", err)
 	}
-	v.ServerTime = now
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("render answer: %w", err)
-	}
-	tag := newValidator()
-	tag.add(unclocked)
-	if notModified(w, r, tag.etag(), cachePublic) {
-		return nil
-	}
-	writeJSONBody(w, http.StatusOK, append(b, '\n'))
+	writeCacheable(w, r, b, unclocked)
 	return nil
 }
 

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/seckill-go/seckill"
@@ -28,78 +27,37 @@ import (
 // roomRefreshEvery bounds how often one stream re-reads its ticket while it is due.
 const roomRefreshEvery = time.Second
 
-// roomFeeds holds the room feed of every sale with live ticket streams on this instance.
+// roomFeeds holds the room feed of every sale with live ticket streams on this instance
+// (hub.go): its listeners are one-slot inboxes of the latest counts.
 type roomFeeds struct {
+	*hub[chan seckill.RoomState, struct{}]
 	svc      *service.Service
 	interval time.Duration
-
-	mu      sync.Mutex
-	rooms   map[string]*roomFeed
-	closed  bool
-	done    chan struct{}
-	running sync.WaitGroup
 }
 
-// roomFeed is one sale's: its listeners, each with a one-slot inbox of the latest counts.
-type roomFeed struct {
-	listeners map[chan seckill.RoomState]struct{}
-	stop      chan struct{}
-}
+// roomFeed is one sale's room feed.
+type roomFeed = hubFeed[chan seckill.RoomState, struct{}]
 
 func newRoomFeeds(svc *service.Service, interval time.Duration) *roomFeeds {
-	return &roomFeeds{svc: svc, interval: interval, rooms: map[string]*roomFeed{}, done: make(chan struct{})}
+	return &roomFeeds{hub: newHub[chan seckill.RoomState, struct{}](), svc: svc, interval: interval}
 }
 
 // subscribe adds a listener to the sale's room feed, starting it if it is the first; ok is
 // false once the server is closing.
 func (f *roomFeeds) subscribe(saleID string) (chan seckill.RoomState, bool) {
 	in := make(chan seckill.RoomState, 1)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return nil, false
-	}
-	fd := f.rooms[saleID]
-	if fd == nil {
-		fd = &roomFeed{listeners: map[chan seckill.RoomState]struct{}{}, stop: make(chan struct{})}
-		f.rooms[saleID] = fd
-		f.running.Add(1)
-		go f.run(saleID, fd)
-	}
-	fd.listeners[in] = struct{}{}
-	return in, true
+	ok := f.hub.subscribe(saleID, in, func() struct{} { return struct{}{} }, f.run, nil)
+	return in, ok
 }
 
 // unsubscribe removes a listener; the last one out stops the feed.
 func (f *roomFeeds) unsubscribe(saleID string, in chan seckill.RoomState) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fd := f.rooms[saleID]
-	if fd == nil {
-		return
-	}
-	delete(fd.listeners, in)
-	if len(fd.listeners) == 0 {
-		delete(f.rooms, saleID)
-		close(fd.stop)
-	}
-}
-
-// close ends every feed (and so every stream, which watches done) and waits for the feeds.
-func (f *roomFeeds) close() {
-	f.mu.Lock()
-	if !f.closed {
-		f.closed = true
-		close(f.done)
-	}
-	f.mu.Unlock()
-	f.running.Wait()
+	f.hub.unsubscribe(saleID, in, nil)
 }
 
 // run reads the room's counts every interval and hands them, when they changed, to every
 // listener: a listener's inbox keeps only the latest, so the feed never waits for a stream.
-func (f *roomFeeds) run(saleID string, fd *roomFeed) {
-	defer f.running.Done()
+func (f *roomFeeds) run(fd *roomFeed) {
 	t := time.NewTicker(f.interval)
 	defer t.Stop()
 	var last seckill.RoomState
@@ -113,7 +71,7 @@ func (f *roomFeeds) run(saleID string, fd *roomFeed) {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), feedReadTimeout)
-		st, err := f.svc.RoomState(ctx, saleID)
+		st, err := f.svc.RoomState(ctx, fd.id)
 		cancel()
 		if err != nil || (!first && st == last) {
 			continue
@@ -159,18 +117,8 @@ func (s *Server) roomEvents(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer s.rooms.unsubscribe(saleID, in)
 
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Time{}) // as saleEvents: a stream outlives the request timeouts
-	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-	s.metrics.streams.Inc()
-	defer s.metrics.streams.Dec()
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	st := &stream{w: w, rc: rc}
-	w.WriteHeader(http.StatusOK)
-	st.write([]byte(streamRetry))
+	st, end := s.openStream(w)
+	defer end()
 	st.write(sseEvent("ticket", first))
 	st.flush()
 	sent := shownTicket(first)
