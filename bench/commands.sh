@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# commands.sh: the Redis commands a rush costs on two commits, side by side in one run
+# (docs/BENCHMARKS.md "Issue 31: commands per buy script and the Redis path's tail").
+#
+#   bench/commands.sh BASE [HEAD] [ROUNDS]
+#
+# For each commit, alternating: a private redis-server (port SECKILL_CMD_PORT, default 6391),
+# a fresh MariaDB database (seckill_cmd_<ref>), `seckill serve --engine redis` on it, then
+# CONFIG RESETSTAT, a `seckill bench` rush (HEAD's client; SECKILL_CMD_BENCH, default
+# "--buyers 20000 --units 100") and INFO commandstats. Prints, per commit, the calls of every
+# command (inside scripts included) and the script calls (EVALSHA/EVAL), and the commands per
+# script call. Only loopback is used.
+set -euo pipefail
+
+base=${1:?usage: bench/commands.sh BASE [HEAD] [ROUNDS]}
+head=${2:-HEAD}
+rounds=${3:-1}
+port=${SECKILL_CMD_PORT:-6391}
+http=${SECKILL_CMD_HTTP:-127.0.0.1:18091}
+benchargs=${SECKILL_CMD_BENCH:---buyers 20000 --units 100}
+repo=$(git rev-parse --show-toplevel)
+work=$(mktemp -d /tmp/seckill-commands.XXXXXX)
+secret=commands-auth-secret-0123456789abcdef-0123456789
+admin=commands-admin-token-0123456789abcdef-0123456789
+pay=commands-webhook-secret-0123456789abcdef-0123456789
+mysql_url=${SECKILL_COMPARE_MYSQL:-mysql://root@127.0.0.1:3306}
+pids=()
+
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for ref in base head; do git -C "$repo" worktree remove --force "$work/$ref" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+for ref in base head; do
+  rev=$([ $ref = base ] && echo "$base" || echo "$head")
+  git -C "$repo" worktree add -q --detach "$work/$ref" "$rev"
+  (cd "$work/$ref" && go build -o "$work/seckill-$ref" ./cmd/seckill)
+  echo "$ref = $(git -C "$repo" rev-parse --short "$rev")"
+done
+
+wait_up() {
+  for _ in $(seq 1 100); do curl -fsS -o /dev/null "$1/readyz" 2>/dev/null && return 0; sleep 0.2; done
+  echo "no answer from $1" >&2
+  return 1
+}
+
+for i in $(seq 1 "$rounds"); do
+  for ref in base head; do
+    echo "== round $i, $ref (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
+    pids+=($!)
+    rpid=$!
+    sleep 0.3
+    db=seckill_cmd_$ref
+    mysql -uroot -h127.0.0.1 -e "drop database if exists $db; create database $db"
+    SECKILL_AUTH_SECRET=$secret SECKILL_ADMIN_TOKEN=$admin "$work/seckill-$ref" serve --addr "$http" --engine redis \
+      --redis-url "redis://127.0.0.1:$port/0" --db "$mysql_url/$db" --gateway webhook --payment-secret "$pay" \
+      >"$work/serve-$ref.log" 2>&1 &
+    pids+=($!)
+    spid=$!
+    wait_up "http://$http"
+    redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
+    # shellcheck disable=SC2086
+    "$work/seckill-head" bench --target "http://$http" --auth-secret "$secret" --admin-token "$admin" \
+      --payment-secret "$pay" $benchargs >"$work/bench-$ref-$i.txt" 2>&1 || { tail -20 "$work/bench-$ref-$i.txt"; exit 1; }
+    grep -E "verdict|PASS|FAIL|buyers|elapsed" "$work/bench-$ref-$i.txt" | head -5 | sed "s/^/  /"
+    redis-cli -p "$port" INFO commandstats | tr -d '\r' | grep '^cmdstat_' |
+      sed -E 's/^cmdstat_([^:]*):calls=([0-9]+).*/\1 \2/' | sort -k2 -nr >"$work/stats-$ref-$i.txt"
+    awk -v ref="$ref" '
+      { calls[$1] = $2; total += $2 }
+      $1 ~ /^(evalsha|eval|evalsha_ro|eval_ro)$/ { scripts += $2 }
+      END {
+        printf "  %s: %d commands, %d script calls, %.2f commands per script call\n", ref, total, scripts, total / (scripts ? scripts : 1)
+        for (c in calls) printf "    %-18s %9d  %6.2f per script call\n", c, calls[c], calls[c] / (scripts ? scripts : 1)
+      }' "$work/stats-$ref-$i.txt" | sort -k2 -nr
+    kill "$spid"; wait "$spid" 2>/dev/null || true
+    kill "$rpid"; wait "$rpid" 2>/dev/null || true
+  done
+done
