@@ -35,11 +35,13 @@ local seq_floor = 0 -- the optional last argument
 -- burst}. Each buyer's check comes before its other rules and is spent only by an answer that
 -- is the buyer's own (not a segment's signal, after which the engine sends the buy again);
 -- KEYS[8] is a ZSET of 'u:<user>' and 'a:<address>' scored by their theoretical arrival time
--- in µs of the script's clock. A member whose time has passed is the same as none, so a call
--- that spends removes those: the set holds only the subjects seen within the last burst ×
--- interval, and goes with the sale's other keys (cool.lua, sale_admin.lua). A call reads every
--- buyer's subjects in one ZMSCORE (tats), spends in that table, buyer after buyer, and writes
--- what it spent in one ZADD at its end (spend_rates).
+-- in µs of the script's clock. A member whose time has passed is the same as none, so those
+-- are removed, by the first call that spends once the member SWEEP's time has passed (then
+-- SWEEP_US later): the set holds only the subjects seen within the last burst × interval and
+-- a second, and goes with the sale's other keys (cool.lua, sale_admin.lua). A call reads every
+-- buyer's subjects and SWEEP in one ZMSCORE (tats), spends in that table, buyer after buyer,
+-- and writes what it spent in one ZADD at its end (spend_rates).
+local SWEEP, SWEEP_US = '~', 1000000 -- '~' is neither 'u:...' nor 'a:...'
 local rate = nil
 local now_us = 0
 local tats = {}  -- member -> theoretical arrival time in µs (0: none), this call's view
@@ -72,7 +74,7 @@ end
 -- read_rates reads the times of every buyer's members in one ZMSCORE (which also shows KEYS[8]
 -- to be a sorted set, or absent, before any write: common.lua, guard).
 local function read_rates(buyers)
-  local members, seen = {}, {}
+  local members, seen = {SWEEP}, {}
   for _, b in ipairs(buyers) do
     for _, m in ipairs(rate_members(b[1], b[5])) do
       if not seen[m] then
@@ -82,9 +84,6 @@ local function read_rates(buyers)
     end
   end
   verified[8] = true
-  if #members == 0 then
-    return
-  end
   local got = redis.call('ZMSCORE', KEYS[8], unpack(members))
   for i, m in ipairs(members) do
     tats[m] = tonumber(got[i] or '0')
@@ -117,8 +116,9 @@ local function rate_check(user, addr)
   return nil, spend
 end
 
--- spend_rates writes the call's spending at its end: the members whose time has passed go,
--- then one ZADD of every member spent (each at the last time the call gave it).
+-- spend_rates writes the call's spending at its end: one ZADD of every member spent (each at
+-- the last time the call gave it), after removing the members whose time has passed when
+-- SWEEP's has.
 local function spend_rates()
   local args = {}
   for m, t in pairs(spent) do
@@ -129,7 +129,11 @@ local function spend_rates()
     return
   end
   guard(8, after_state())
-  redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', num(now_us))
+  if tats[SWEEP] <= now_us then
+    redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', num(now_us))
+    args[#args + 1] = num(now_us + SWEEP_US)
+    args[#args + 1] = SWEEP
+  end
   redis.call('ZADD', KEYS[8], unpack(args))
 end
 
