@@ -4,12 +4,14 @@
 #
 #   bench/commands.sh BASE [HEAD] [ROUNDS]
 #
-# For each commit, alternating: a private redis-server (port SECKILL_CMD_PORT, default 6391),
-# a fresh MariaDB database (seckill_cmd_<ref>), `seckill serve --engine redis` on it, then
-# CONFIG RESETSTAT, a `seckill bench` rush (HEAD's client; SECKILL_CMD_BENCH, default
-# "--buyers 20000 --units 100") and INFO commandstats. Prints, per commit, the calls of every
-# command (inside scripts included) and the script calls (EVALSHA/EVAL), and the commands per
-# script call. Only loopback is used.
+# For each commit, alternating, against a private redis-server (port SECKILL_CMD_PORT, default
+# 6391): first redisinv's TestBuyCommands (HEAD's file, copied into BASE's tree when it has
+# none): 20 000 buys (SECKILL_BENCH_COMMANDS_BUYERS) of a 100-unit sale through the engine,
+# grouped and one per call, without and with the buy limits; then, with SECKILL_CMD_RUSH=1, a
+# fresh MariaDB database (seckill_cmd_<ref>), `seckill serve --engine redis` on it, CONFIG
+# RESETSTAT, a `seckill bench` rush (HEAD's client; SECKILL_CMD_BENCH, default "--buyers 20000
+# --units 100") and INFO commandstats. Prints the calls of every command (inside scripts
+# included), the script calls (EVALSHA/EVAL) and the commands per script call. Loopback only.
 set -euo pipefail
 
 base=${1:?usage: bench/commands.sh BASE [HEAD] [ROUNDS]}
@@ -36,7 +38,8 @@ trap cleanup EXIT
 for ref in base head; do
   rev=$([ $ref = base ] && echo "$base" || echo "$head")
   git -C "$repo" worktree add -q --detach "$work/$ref" "$rev"
-  (cd "$work/$ref" && go build -o "$work/seckill-$ref" ./cmd/seckill)
+  [ -f "$work/$ref/redisinv/commands_bench_test.go" ] || cp "$repo/redisinv/commands_bench_test.go" "$work/$ref/redisinv/"
+  (cd "$work/$ref" && go build -o "$work/seckill-$ref" ./cmd/seckill && go test -c -o "$work/redisinv-$ref.test" ./redisinv/)
   echo "$ref = $(git -C "$repo" rev-parse --short "$rev")"
 done
 
@@ -53,6 +56,12 @@ for i in $(seq 1 "$rounds"); do
     pids+=($!)
     rpid=$!
     sleep 0.3
+    (cd "$work/$ref/redisinv" && SECKILL_BENCH_COMMANDS_REDIS="redis://127.0.0.1:$port/0" "$work/redisinv-$ref.test" \
+      -test.run '^TestBuyCommands$' -test.v -test.count 1) | grep -vE '^(=== RUN|--- PASS|PASS|ok)' | sed "s/^/  $ref /"
+    if [ "${SECKILL_CMD_RUSH:-0}" != 1 ]; then
+      kill "$rpid"; wait "$rpid" 2>/dev/null || true
+      continue
+    fi
     db=seckill_cmd_$ref
     mysql -uroot -h127.0.0.1 -e "drop database if exists $db; create database $db"
     SECKILL_AUTH_SECRET=$secret SECKILL_ADMIN_TOKEN=$admin "$work/seckill-$ref" serve --addr "$http" --engine redis \
