@@ -10,7 +10,11 @@
 # grouped and one per call, without and with the buy limits; then, with SECKILL_CMD_RUSH=1, a
 # fresh MariaDB database (seckill_cmd_<ref>), `seckill serve --engine redis` on it, CONFIG
 # RESETSTAT, a `seckill bench` rush (HEAD's client; SECKILL_CMD_BENCH, default "--buyers 20000
-# --units 100") and INFO commandstats. Prints the calls of every command (inside scripts
+# --units 100") and INFO commandstats; then, with SECKILL_CMD_CALIBRATE=1, on the same server,
+# `seckill bench --calibrate --rounds SECKILL_CMD_CAL_ROUNDS (2) --duration 4s` (the hold and
+# sold-out floods against a bare handler, with their p50/p99) and the Redis time of the script
+# calls it made (INFO commandstats: usec per call of the buys' EVALSHA and of the local
+# answers' view reads, EVALSHA_RO). Prints the calls of every command (inside scripts
 # included), the script calls (EVALSHA/EVAL) and the commands per script call. Loopback only.
 set -euo pipefail
 
@@ -58,7 +62,7 @@ for i in $(seq 1 "$rounds"); do
     sleep 0.3
     (cd "$work/$ref/redisinv" && SECKILL_BENCH_COMMANDS_REDIS="redis://127.0.0.1:$port/0" "$work/redisinv-$ref.test" \
       -test.run '^TestBuyCommands$' -test.v -test.count 1) | grep -vE '^(=== RUN|--- PASS|PASS|ok)' | sed "s/^/  $ref /"
-    if [ "${SECKILL_CMD_RUSH:-0}" != 1 ]; then
+    if [ "${SECKILL_CMD_RUSH:-0}" != 1 ] && [ "${SECKILL_CMD_CALIBRATE:-0}" != 1 ]; then
       kill "$rpid"; wait "$rpid" 2>/dev/null || true
       continue
     fi
@@ -70,6 +74,7 @@ for i in $(seq 1 "$rounds"); do
     pids+=($!)
     spid=$!
     wait_up "http://$http"
+    if [ "${SECKILL_CMD_RUSH:-0}" = 1 ]; then
     redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
     # shellcheck disable=SC2086
     "$work/seckill-head" bench --target "http://$http" --auth-secret "$secret" --admin-token "$admin" \
@@ -84,6 +89,15 @@ for i in $(seq 1 "$rounds"); do
         printf "  %s: %d commands, %d script calls, %.2f commands per script call\n", ref, total, scripts, total / (scripts ? scripts : 1)
         for (c in calls) printf "    %-18s %9d  %6.2f per script call\n", c, calls[c], calls[c] / (scripts ? scripts : 1)
       }' "$work/stats-$ref-$i.txt" | sort -k2 -nr
+    fi
+    if [ "${SECKILL_CMD_CALIBRATE:-0}" = 1 ]; then
+      redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
+      "$work/seckill-head" bench --calibrate --target "http://$http" --auth-secret "$secret" --admin-token "$admin" \
+        --rounds "${SECKILL_CMD_CAL_ROUNDS:-2}" --duration 4s 2>&1 | grep -E "^(path|hold|sold)" | sed "s/^/  $ref calibrate: /"
+      redis-cli -p "$port" INFO commandstats | tr -d '\r' | grep -E '^cmdstat_(evalsha|evalsha_ro|hgetall|type):' |
+        sed -E 's/^cmdstat_([^:]*):calls=([0-9]+),usec=([0-9]+),usec_per_call=([0-9.]+).*/\1 \2 calls, \3 µs, \4 µs per call/' |
+        sed "s/^/  $ref calibrate redis: /"
+    fi
     kill "$spid"; wait "$spid" 2>/dev/null || true
     kill "$rpid"; wait "$rpid" 2>/dev/null || true
   done
