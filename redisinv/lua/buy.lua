@@ -175,6 +175,7 @@ local function buy_one(user, q, key, rnd)
   if key ~= '' then
     idem = user .. ':' .. key
     local replay = redis.call('HGET', KEYS[6], idem)
+    verified[6] = true
     if replay then
       local r = get_res(replay)
       if not r then
