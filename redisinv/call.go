@@ -96,9 +96,14 @@ func (e *Engine) execRaw(ctx context.Context, s *script, saleID string, args ...
 	argv := make([]string, 0, 1+len(args))
 	argv = append(argv, e.clockArg())
 	argv = append(argv, args...)
-	keys := e.keys(saleID)
-	if (s.name == "cool" || s.name == "sale_admin") && !strings.Contains(saleID, "#") {
-		keys = append(keys, e.roomKeys(saleID)[1:]...) // room.go: removed with the sale's
+	var keys []string
+	switch {
+	case s.room: // room.go: the sale's hash and the room's keys
+		keys = e.roomKeys(saleID)
+	case (s.name == "cool" || s.name == "sale_admin") && !strings.Contains(saleID, "#"):
+		keys = append(e.keys(saleID), e.roomKeys(saleID)[1:]...) // room.go: removed with the sale's
+	default:
+		keys = e.keys(saleID)
 	}
 	floor := e.versions.mark(saleID)       // version.go
 	msgs, err := e.run(ctx, s, keys, argv) // replicas.go
@@ -113,8 +118,10 @@ func (e *Engine) execRaw(ctx context.Context, s *script, saleID string, args ...
 	if err != nil {
 		return nil, fmt.Errorf("redisinv: %s script for sale %s: %w", s.name, saleID, err)
 	}
-	e.local.noteVersion(saleID, s.name, v) // localanswers.go: a view older than this call is stale
-	e.touched.note(saleID, s, r.code())    // sweeper.go: the sale may have something new coming due
+	if !s.room { // a room changes nothing of its sale: no view goes stale, nothing comes due
+		e.local.noteVersion(saleID, s.name, v) // localanswers.go: a view older than this call is stale
+		e.touched.note(saleID, s, r.code())    // sweeper.go: the sale may have something new coming due
+	}
 	if err := e.versions.check(ctx, saleID, floor, v); err != nil {
 		return nil, err
 	}
@@ -161,7 +168,7 @@ func (e *Engine) execTag(ctx context.Context, s *script, tag string, args ...str
 // run sends one script call: through rueidis' pipeline, or with WAIT after it when the engine
 // waits for replicas and the script changes state.
 func (e *Engine) run(ctx context.Context, s *script, keys, argv []string) ([]rueidis.RedisMessage, error) {
-	if e.acks.n == 0 || s == e.scripts.reservation || s == e.scripts.sale {
+	if e.acks.n == 0 || s.read {
 		return s.lua.Exec(ctx, e.rdb, keys, argv).ToArray()
 	}
 	wait := func() rueidis.Completed {

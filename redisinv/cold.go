@@ -147,11 +147,11 @@ const (
 // buys by the window (a cold sale is outside it, so every buy is refused; loading the sale for
 // that would let anyone make the database rebuild old sales), everything else after loading it.
 func coldAnswers(s *script) coldAnswer {
-	switch s.name {
-	case "sale", "reservation":
-		return coldRead
-	case "buy":
+	switch {
+	case s.name == "buy" || s.name == "room_join": // a buyer (a room's joins are buyers')
 		return coldWindow
+	case s.name == "sale" || s.name == "reservation" || s.room: // a room's others: nothing to do in a cold sale
+		return coldRead
 	}
 	return coldNone
 }

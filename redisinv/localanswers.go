@@ -502,7 +502,14 @@ func (l *localAnswers) maybeRefresh(saleID string, sl *saleLocal, now int64) {
 // viewScript reads a sale's snapshot: KEYS sale, users, idem; ARGV[1] the most users and keys
 // to return (0: none). It returns {st, TIME seconds, TIME microseconds, {st's values}, {name,
 // currency, listed, pre, room}, flag, users (field, value, …), idem fields}; flag 1 when the two hashes
-// were read, 0 when they hold more entries than ARGV[1]. st is false for a sale not loaded.
+// were read, 0 when they hold more entries than ARGV[1] or while the sale is selling: units
+// free and nobody queued, so that a buy gets a hold unless it asks for more than is free
+// (decide sends those to Redis whatever the hashes say; without them the view answers only
+// what the window tells). Reading them then would be work for nothing or nearly, and no small
+// work: the script holds Redis for as long as it reads them (15 ms for
+// 30 000 users on the shared 2-core machine, every buy of the sale waiting behind it), and a
+// selling sale's view goes stale with every batch of buys (docs/BENCHMARKS.md, issue 31).
+// st is false for a sale not loaded.
 var viewScript = rueidis.NewLuaScriptReadOnly(`
 local st = redis.call('HGET', KEYS[1], 'st')
 local t = redis.call('TIME')
@@ -516,6 +523,9 @@ for i = 1, 20 do
 end
 v[21] = n
 local meta = redis.call('HMGET', KEYS[1], 'name', 'currency', 'listed', 'pre', 'room')
+if v[11] > 0 and v[18] == 0 then -- avail > 0, qlen 0: selling
+  return {st, t[1], t[2], v, meta, 0}
+end
 local cap = tonumber(ARGV[1])
 local nu, ni = redis.call('HLEN', KEYS[2]), redis.call('HLEN', KEYS[3])
 if nu + ni > cap then

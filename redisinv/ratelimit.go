@@ -64,7 +64,7 @@ type Limiter struct {
 	rdb    rueidis.Client
 	prefix string
 	clock  seckill.Clock // nil: Redis TIME
-	script *rueidis.Lua  // gcraScript; tests: a broken one
+	script *script       // gcraScript; tests: a broken one
 }
 
 // NewLimiter returns a Limiter over rdb (the engine's client) with the engine's key prefix
@@ -98,6 +98,15 @@ func (l *Limiter) Allow(ctx context.Context, scope, user, addr string, userLimit
 		})
 		return nil
 	}
+	// EVALSHA for each subject in one round trip, and EVAL (which caches the script) for those a
+	// server has not seen: rueidis' ExecMulti would send SCRIPT LOAD to every node first, on
+	// every call, a round trip more per request (docs/BENCHMARKS.md, issue 31).
+	call := func(x rueidis.LuaExec, sha bool) rueidis.Completed {
+		if sha {
+			return l.rdb.B().Evalsha().Sha1(scriptSHA(l.script)).Numkeys(1).Key(x.Keys...).Arg(x.Args...).Build()
+		}
+		return l.rdb.B().Eval().Script(l.script.src).Numkeys(1).Key(x.Keys...).Arg(x.Args...).Build()
+	}
 	if err := add("u:"+user, userLimit); err != nil {
 		return 0, err
 	}
@@ -109,8 +118,18 @@ func (l *Limiter) Allow(ctx context.Context, scope, user, addr string, userLimit
 	if len(execs) == 0 {
 		return 0, nil
 	}
+	cmds := make(rueidis.Commands, len(execs))
+	for i, x := range execs {
+		cmds[i] = call(x, true)
+	}
+	results := l.rdb.DoMulti(ctx, cmds...)
+	for i, res := range results {
+		if re, ok := rueidis.IsRedisErr(res.Error()); ok && re.IsNoScript() {
+			results[i] = l.rdb.Do(ctx, call(execs[i], false))
+		}
+	}
 	var wait time.Duration
-	for _, res := range l.script.ExecMulti(ctx, l.rdb, execs...) {
+	for _, res := range results {
 		v, err := res.AsIntSlice()
 		if err != nil || len(v) != 2 {
 			if err == nil {
@@ -135,7 +154,7 @@ func (l *Limiter) Allow(ctx context.Context, scope, user, addr string, userLimit
 //
 // A test clock does not move with Redis' own expiry clock, so under one the key is kept an
 // hour longer than its time: the tests' clocks stand still while real time passes.
-var gcraScript = rueidis.NewLuaScript(gcraSource)
+var gcraScript = &script{name: "gcra", src: gcraSource, lua: rueidis.NewLuaScript(gcraSource)}
 
 const gcraSource = `
 local function int(v, name, lo, hi)

@@ -68,7 +68,8 @@ func TestLimiterModelControl(t *testing.T) {
 	if !strings.Contains(gcraSource, from) {
 		t.Fatalf("the script no longer contains the text the mutation replaces: %q", from)
 	}
-	broken := rueidis.NewLuaScript(strings.Replace(gcraSource, from, "local tau = t * b", 1))
+	src := strings.Replace(gcraSource, from, "local tau = t * b", 1)
+	broken := &script{name: "gcra", src: src, lua: rueidis.NewLuaScript(src)}
 	caught := ""
 	rapid.Check(t, func(rt *rapid.T) {
 		if caught == "" {
@@ -83,7 +84,7 @@ func TestLimiterModelControl(t *testing.T) {
 
 // limiterVsModel runs one random sequence of requests through a Limiter with script s and the
 // model, and describes the first difference ("" for none).
-func limiterVsModel(t testing.TB, rt *rapid.T, c *Clients, s *rueidis.Lua) string {
+func limiterVsModel(t testing.TB, rt *rapid.T, c *Clients, s *script) string {
 	{
 		clock := seckilltest.NewManualClock(t0)
 		prefix := testPrefix()

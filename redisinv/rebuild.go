@@ -294,6 +294,9 @@ const (
 
 // urgencyOf is the urgency of a rebuild that a call of script s found needed.
 func urgencyOf(s *script) urgency {
+	if s.room && s.name != "room_join" { // a buyer joining is a touch; the room's others read
+		return read
+	}
 	switch s.name {
 	case "reclaim", "trim":
 		return whenIdle

@@ -9,7 +9,6 @@ package redisinv
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -56,7 +55,8 @@ var defaultRoomScripts = newRoomScriptSet(scriptSource)
 func newRoomScriptSet(source func(name string) string) *roomScriptSet {
 	load := func(name string) *script {
 		src := source(name + ".lua")
-		return &script{name: name, src: src, lua: rueidis.NewLuaScript(src)}
+		read := name == "room_ticket" || name == "room_state" || name == "room_draw"
+		return &script{name: name, src: src, lua: rueidis.NewLuaScript(src), read: read, room: true}
 	}
 	return &roomScriptSet{
 		join: load("room_join"), ticket: load("room_ticket"), admit: load("room_admit"),
@@ -112,88 +112,20 @@ func cloneRoom(p *seckill.RoomPolicy) *seckill.RoomPolicy {
 	return &c
 }
 
-// roomCall is how a room operation treats a sale missing from Redis: the urgency of its rebuild
-// and how a cold sale answers (rebuild.go, cold.go).
-type roomCall struct {
-	u     urgency
-	cold  coldAnswer
-	write bool // changes the room: sent with WAIT when the engine waits for replicas
-}
-
-var (
-	roomJoinCall  = roomCall{touch, coldWindow, true} // a buyer: the window answers a cold sale
-	roomWriteCall = roomCall{read, coldRead, true}    // Admit, Release: nothing to do in a cold sale
-	roomReadCall  = roomCall{read, coldRead, false}
-)
-
-// execRoom runs a room script for the sale, with args after the clock. A sale not loaded goes to
-// the rebuilder as exec sends it (a cold sale comes back as *coldSale for the caller to answer),
-// one being rebuilt is unavailable, a sale split in segments has no room (invalid_argument).
-func (e *Engine) execRoom(ctx context.Context, s *script, saleID string, c roomCall, args ...string) (reply, error) {
-	r, err := e.execRoomRaw(ctx, s, saleID, c.write, args...)
+// execRoom runs a room script for the sale, with args after the clock, through the engine's one
+// door (call.go exec): the room's keys, the version check, a missing sale rebuilt or answered
+// cold as urgencyOf and coldAnswers say for the script, the replicas awaited unless it only
+// reads. Then the room's own codes.
+func (e *Engine) execRoom(ctx context.Context, s *script, saleID string, args ...string) (reply, error) {
+	r, err := e.exec(ctx, s, saleID, args...)
 	if err != nil {
 		return nil, err
-	}
-	switch r.code() {
-	case "not_loaded":
-		var err error
-		if e.rebuild == nil {
-			err = seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
-		} else {
-			err = e.rebuild.missing(ctx, saleID, c.u, c.cold)
-		}
-		if !errors.Is(err, errRebuilt) {
-			return nil, err
-		}
-		if r, err = e.execRoomRaw(ctx, s, saleID, c.write, args...); err != nil {
-			return nil, err
-		}
-		if code := r.code(); code == "not_loaded" || code == "loading" {
-			return nil, seckill.Errorf(seckill.CodeUnavailable, "sale %q is being restored from the database; retry shortly", saleID)
-		}
-	case "loading":
-		if e.rebuild != nil {
-			e.rebuild.start(saleID, c.u)
-		}
-		return nil, seckill.Errorf(seckill.CodeUnavailable, "sale %q is being restored from the database; retry shortly", saleID)
 	}
 	if r.code() == "restoring" { // room_restore.lua is rebuilding the room: a moment
 		return nil, seckill.Errorf(seckill.CodeUnavailable, "the waiting room of sale %q is being restored from the database; retry shortly", saleID)
 	}
 	if r.code() == "segmented" {
 		return nil, seckill.Errorf(seckill.CodeInvalidArgument, "sale %q is split in segments and has no waiting room", saleID)
-	}
-	return r, nil
-}
-
-// execRoomRaw is one room script call: the version check of the sale's reply (version.go), as
-// every call of the sale's.
-func (e *Engine) execRoomRaw(ctx context.Context, s *script, saleID string, write bool, args ...string) (reply, error) {
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
-	argv := append([]string{e.clockArg()}, args...)
-	keys := e.roomKeys(saleID)
-	floor := e.versions.mark(saleID)
-	var msgs []rueidis.RedisMessage
-	var err error
-	if write {
-		msgs, err = e.run(ctx, s, keys, argv)
-	} else {
-		msgs, err = s.lua.Exec(ctx, e.rdb, keys, argv).ToArray()
-	}
-	if err != nil {
-		wrapped := fmt.Errorf("redisinv: %s script for sale %s: %w", s.name, saleID, err)
-		if transient(err) {
-			return nil, errUnavailable(wrapped)
-		}
-		return nil, wrapped
-	}
-	r, v, err := splitVersion(msgs)
-	if err != nil {
-		return nil, fmt.Errorf("redisinv: %s script for sale %s: %w", s.name, saleID, err)
-	}
-	if err := e.versions.check(ctx, saleID, floor, v); err != nil {
-		return nil, err
 	}
 	return r, nil
 }
@@ -242,7 +174,7 @@ func (e *Engine) Join(ctx context.Context, sale seckill.Sale, entrant string, dr
 	if drawKey < 1<<48 {
 		key = strconv.FormatUint(drawKey, 10)
 	}
-	r, err := e.execRoom(ctx, e.rooms().join, sale.ID, roomJoinCall, entrant, key, itoa(MaxRoomEntrants))
+	r, err := e.execRoom(ctx, e.rooms().join, sale.ID, entrant, key, itoa(MaxRoomEntrants))
 	if err != nil { // a cold sale was answered by its window (rebuild.go missing)
 		return seckill.Ticket{}, err
 	}
@@ -278,7 +210,7 @@ func (e *Engine) Ticket(ctx context.Context, saleID, entrant string) (seckill.Ti
 		}
 		return seckill.Ticket{}, notFound
 	}
-	r, err := e.execRoom(ctx, e.rooms().ticket, saleID, roomReadCall, entrant)
+	r, err := e.execRoom(ctx, e.rooms().ticket, saleID, entrant)
 	if asCold(err) != nil {
 		return seckill.Ticket{}, notFound // a cold sale's room is gone with its keys (cool.lua)
 	}
@@ -303,7 +235,7 @@ func (e *Engine) Admit(ctx context.Context, sale seckill.Sale) (seckill.RoomStat
 	if !seckill.ValidID(sale.ID) {
 		return seckill.RoomState{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", sale.ID)
 	}
-	r, err := e.execRoom(ctx, e.rooms().admit, sale.ID, roomWriteCall, itoa(seckill.RoomAdmitBatch))
+	r, err := e.execRoom(ctx, e.rooms().admit, sale.ID, itoa(seckill.RoomAdmitBatch))
 	if asCold(err) != nil {
 		return seckill.RoomState{}, nil // outside its hot window: nobody to admit, its room gone
 	}
@@ -333,7 +265,7 @@ func (e *Engine) Release(ctx context.Context, saleID, entrant string, until time
 		return err
 	}
 	ms := min(max(until.UnixMilli(), 0), 1<<53) // a zero time is "now": before every clock
-	r, err := e.execRoom(ctx, e.rooms().release, saleID, roomWriteCall, entrant, i64toa(ms))
+	r, err := e.execRoom(ctx, e.rooms().release, saleID, entrant, i64toa(ms))
 	if asCold(err) != nil {
 		return nil // its room is gone with its keys: nothing counts any more
 	}
@@ -353,7 +285,7 @@ func (e *Engine) Room(ctx context.Context, saleID string) (seckill.RoomState, er
 	if !seckill.ValidID(saleID) {
 		return seckill.RoomState{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
 	}
-	r, err := e.execRoom(ctx, e.rooms().state, saleID, roomReadCall)
+	r, err := e.execRoom(ctx, e.rooms().state, saleID)
 	if asCold(err) != nil {
 		return seckill.RoomState{}, nil
 	}
@@ -379,7 +311,7 @@ func (e *Engine) DrawEntrants(ctx context.Context, saleID, after string, limit i
 	case !seckill.ValidID(saleID):
 		return nil, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
 	}
-	r, err := e.execRoom(ctx, e.rooms().draw, saleID, roomReadCall, after, itoa(limit))
+	r, err := e.execRoom(ctx, e.rooms().draw, saleID, after, itoa(limit))
 	if asCold(err) != nil {
 		return []string{}, nil
 	}

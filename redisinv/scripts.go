@@ -31,7 +31,7 @@ var defaultScripts = newScriptSet(scriptSource)
 func newScriptSet(source func(name string) string) *scriptSet {
 	load := func(name string) *script {
 		src := source(name + ".lua")
-		return &script{name: name, src: src, lua: rueidis.NewLuaScript(src)}
+		return &script{name: name, src: src, lua: rueidis.NewLuaScript(src), read: name == "reservation" || name == "sale"}
 	}
 	return &scriptSet{
 		buy: load("buy"), reservation: load("reservation"), sale: load("sale"), cancel: load("cancel"),
@@ -46,6 +46,8 @@ type script struct {
 	name string
 	src  string
 	lua  *rueidis.Lua
+	read bool // changes nothing worth waiting for replicas for (call.go run)
+	room bool // a waiting room's script (room.go): the room's keys; changes nothing of the sale
 }
 
 // scriptSource returns the full text of lua/name with prelude.lua and common.lua spliced in (or,

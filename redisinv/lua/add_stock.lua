@@ -8,6 +8,7 @@
 -- @common
 local function main()
   begin()
+  lazy_types({2, 3, 4, 5, 7}) -- common.lua: the keys' types are checked at the first write
   local add = int_arg(ARGV[2], 'add', 0, MAX_QUANTITY)
   local missing = ready() or seg_gate('')
   if not missing and S.mode == COLLAPSING then

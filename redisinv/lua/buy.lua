@@ -35,11 +35,17 @@ local seq_floor = 0 -- the optional last argument
 -- burst}. Each buyer's check comes before its other rules and is spent only by an answer that
 -- is the buyer's own (not a segment's signal, after which the engine sends the buy again);
 -- KEYS[8] is a ZSET of 'u:<user>' and 'a:<address>' scored by their theoretical arrival time
--- in µs of the script's clock. A member whose time has passed is the same as none, so every
--- call first removes those: the set holds only the subjects seen within the last burst ×
--- interval, and goes with the sale's other keys (cool.lua, sale_admin.lua).
+-- in µs of the script's clock. A member whose time has passed is the same as none, so those
+-- are removed, by the first call that spends once the member SWEEP's time has passed (then
+-- SWEEP_US later): the set holds only the subjects seen within the last burst × interval and
+-- a second, and goes with the sale's other keys (cool.lua, sale_admin.lua). A call reads every
+-- buyer's subjects and SWEEP in one ZMSCORE (tats), spends in that table, buyer after buyer,
+-- and writes what it spent in one ZADD at its end (spend_rates).
+local SWEEP, SWEEP_US = '~', 1000000 -- '~' is neither 'u:...' nor 'a:...'
 local rate = nil
 local now_us = 0
+local tats = {}  -- member -> theoretical arrival time in µs (0: none), this call's view
+local spent = {} -- member -> the time this call spent it to, for spend_rates
 
 -- gcra is one step for a subject with theoretical arrival time tat (0: none) under interval t
 -- and burst b: allowed, the new tat, or the wait in µs.
@@ -52,19 +58,50 @@ local function gcra(tat, t, b)
   return true, base + t, 0
 end
 
--- rate_check answers nil and the ZADD arguments that spend the buyer's budgets, or the
--- buyer's refusal.
+-- rate_members are the members of KEYS[8] that a buyer's limits read: 'u:<user>' and
+-- 'a:<address>', each only when its limit is on.
+local function rate_members(user, addr)
+  local out = {}
+  if rate[1] ~= 0 then
+    out[#out + 1] = 'u:' .. user
+  end
+  if addr ~= '' and rate[3] ~= 0 then
+    out[#out + 1] = 'a:' .. addr
+  end
+  return out
+end
+
+-- read_rates reads the times of every buyer's members in one ZMSCORE (which also shows KEYS[8]
+-- to be a sorted set, or absent, before any write: common.lua, guard).
+local function read_rates(buyers)
+  local members, seen = {SWEEP}, {}
+  for _, b in ipairs(buyers) do
+    for _, m in ipairs(rate_members(b[1], b[5])) do
+      if not seen[m] then
+        seen[m] = true
+        members[#members + 1] = m
+      end
+    end
+  end
+  verified[8] = true
+  local got = redis.call('ZMSCORE', KEYS[8], unpack(members))
+  for i, m in ipairs(members) do
+    tats[m] = tonumber(got[i] or '0')
+  end
+end
+
+-- rate_check answers nil and the times that spend the buyer's budgets (member, time pairs), or
+-- the buyer's refusal.
 local function rate_check(user, addr)
   local spend, wait, who = {}, 0, nil
   local function one(member, t, b, name)
     if t == 0 then
       return
     end
-    local tat = tonumber(redis.call('ZSCORE', KEYS[8], member) or '0')
-    local ok, nt, w = gcra(tat, t, b)
+    local ok, nt, w = gcra(tats[member] or 0, t, b)
     if ok then
-      spend[#spend + 1] = num(nt)
       spend[#spend + 1] = member
+      spend[#spend + 1] = nt
     elseif w > wait then
       wait, who = w, name
     end
@@ -77,6 +114,27 @@ local function rate_check(user, addr)
     return {'rate_limited', wait, who}, nil
   end
   return nil, spend
+end
+
+-- spend_rates writes the call's spending at its end: one ZADD of every member spent (each at
+-- the last time the call gave it), after removing the members whose time has passed when
+-- SWEEP's has.
+local function spend_rates()
+  local args = {}
+  for m, t in pairs(spent) do
+    args[#args + 1] = num(t)
+    args[#args + 1] = m
+  end
+  if #args == 0 then
+    return
+  end
+  guard(8, after_state())
+  if tats[SWEEP] <= now_us then
+    redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', num(now_us))
+    args[#args + 1] = num(now_us + SWEEP_US)
+    args[#args + 1] = SWEEP
+  end
+  redis.call('ZADD', KEYS[8], unpack(args))
 end
 
 -- rate_arg reads the gcra block.
@@ -117,6 +175,7 @@ local function buy_one(user, q, key, rnd)
   if key ~= '' then
     idem = user .. ':' .. key
     local replay = redis.call('HGET', KEYS[6], idem)
+    verified[6] = true
     if replay then
       local r = get_res(replay)
       if not r then
@@ -162,15 +221,19 @@ local function buy_one(user, q, key, rnd)
   end
   local r = {id = string.format('%016x', S.seq) .. rnd, status = status, user = user, q = q,
     exp = 0, seq = S.seq, amount = q * S.price, created = now, pid = '', key = key}
-  user_add(user, q)
-  if key ~= '' then
-    redis.call('HSET', KEYS[6], idem, r.id)
-  end
+  -- The hold or the queue place first: a key no read has verified yet, so that when it is
+  -- the call's first write its own ZADD is its type check (common.lua, guard).
   if status == 'held' then
     hold(r)
   else
+    guard(4)
     redis.call('ZADD', KEYS[4], num(r.seq), r.id)
     S.qlen, S.qunits = S.qlen + 1, S.qunits + q
+  end
+  user_add(user, q)
+  if key ~= '' then
+    guard(6)
+    redis.call('HSET', KEYS[6], idem, r.id)
   end
   put_res(r)
   emit(r)
@@ -193,6 +256,8 @@ local function main()
     seq_floor = int_arg(ARGV[#ARGV], 'seq floor', 0, MAX_EXACT)
   end
   local buyers = {}
+  local keys = {2, 3, 4, 5, 7} -- the keys the call may touch (lazy_types), and:
+  local with_idem = false
   for i = 1, n do
     local a = first + per * (i - 1)
     buyers[i] = {id_arg(ARGV[a], 'user'), int_arg(ARGV[a + 1], 'quantity', 0, MAX_EXACT),
@@ -200,15 +265,18 @@ local function main()
     if rate then
       buyers[i][5] = addr_arg(ARGV[a + 4])
     end
+    with_idem = with_idem or buyers[i][3] ~= ''
   end
+  if with_idem then
+    keys[#keys + 1] = 6 -- a buyer with an idempotency key
+  end
+  if rate then
+    keys[#keys + 1] = 8
+  end
+  lazy_types(keys)
   local missing = ready()
   if missing then
     return missing
-  end
-  if rate then
-    check_types(8)
-    now_us = now * 1000
-    redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', num(now_us))
   end
   local out, reclaimed = {'ok'}, false
   local gate = seg_gate('')
@@ -217,6 +285,10 @@ local function main()
       out[i + 1] = gate
     end
     return out
+  end
+  if rate then
+    now_us = now * 1000
+    read_rates(buyers)
   end
   for i = 1, n do
     local b = buyers[i]
@@ -232,10 +304,15 @@ local function main()
       out[i + 1] = refusal
     else
       out[i + 1] = buy_one(b[1], b[2], b[3], b[4])
-      if spend and #spend > 0 and not SIGNALS[out[i + 1][1]] then
-        redis.call('ZADD', KEYS[8], unpack(spend))
+      if spend and not SIGNALS[out[i + 1][1]] then
+        for j = 1, #spend, 2 do
+          tats[spend[j]], spent[spend[j]] = spend[j + 1], spend[j + 1]
+        end
       end
     end
+  end
+  if rate then
+    spend_rates()
   end
   return out
 end

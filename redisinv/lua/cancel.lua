@@ -9,6 +9,7 @@
 -- @common
 local function main()
   begin()
+  lazy_types({2, 3, 4, 5, 7}) -- common.lua: the keys' types are checked at the first write
   local id = hex_arg(ARGV[2], 'reservation', 32)
   local user = id_arg(ARGV[3], 'user')
   local flag = flag_arg(ARGV[4])
@@ -27,6 +28,7 @@ local function main()
   if r.status == 'paid' then
     return {'conflict'}
   elseif r.status == 'held' then
+    guard(3)
     redis.call('ZREM', KEYS[3], r.id)
     S.held, S.avail = S.held - r.q, S.avail + r.q
     user_add(r.user, -r.q)

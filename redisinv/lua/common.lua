@@ -47,6 +47,17 @@
 -- Every script validates all of its keys and arguments before its first write (Redis does not
 -- roll back a script that fails half way) and compares replies explicitly: in Lua, 0 is true,
 -- and a missing value is false, not nil.
+--
+-- The keys' types (a key of the wrong type fails the command that touches it, and Redis keeps
+-- what the script wrote before): a script either checks them all when it loads the state
+-- (check_types, the default), or declares with lazy_types the keys it may touch and calls
+-- guard before each of its writes. The first guard of the call checks every declared key that
+-- no read of the call has shown to be of its type yet (verified, prelude.lua), except the key
+-- being written, whose own write fails first if it is of the wrong type; later guards do
+-- nothing. So a call that writes nothing (a refusal) runs no TYPE at all, and one that writes
+-- runs one only for the keys it writes before reading them, while a corrupted key still fails
+-- the call before its first write. The stream's check is the read of its newest entry, which
+-- flush_events needs anyway (newest_entry).
 
 -- A segment's modes (see "Segments" below).
 local SINGLE, SPLIT, COLLAPSING, FROZEN, MOVED = 0, 1, 2, 3, 4
@@ -56,10 +67,59 @@ local S       -- the sale's definition and counters, once load_state found them
 local changed -- whether save_state has counters to write
 local pending = {} -- XADD's field-value arguments for the script's changes not yet in the stream
 local vtag = ''    -- 'v<ver>|' once the call has bumped the version (bump), else ''
+local touches = nil -- lazy_types: the KEYS indexes the script may touch; nil: check_types up front
+local wrote = false -- a guard has let a write through (the call's first)
+local newest = nil  -- the stream's newest entry id in this call: nil before newest_entry, false for none
+
+-- newest_entry is the id of the stream's newest entry (false when it has none), read once per
+-- call: the script's own XADDs keep it current after that (flush_events).
+local function newest_entry()
+  if newest == nil then
+    local last = redis.call('XREVRANGE', KEYS[7], '+', '-', 'COUNT', 1)[1]
+    newest = last and last[1] or false
+    verified[7] = true
+  end
+  return newest
+end
+
+-- lazy_types declares the keys (KEYS indexes besides 1) the script may read or write: their
+-- types are checked at the first write (guard), not when the state is loaded.
+local function lazy_types(keys)
+  touches = keys
+end
+
+-- guard comes before every write of a lazy_types script, with k the key written. At the call's
+-- first write it checks the keys the rest of the call may touch (rest, by default every
+-- declared one) that no read has verified yet, but k.
+local function guard(k, rest)
+  if wrote or not touches then
+    return
+  end
+  wrote = true
+  for _, i in ipairs(rest or touches) do
+    if i ~= k and not verified[i] then
+      if i == 7 then
+        newest_entry()
+      else
+        check_types(i)
+      end
+    end
+  end
+end
+
+-- after_state is guard's rest for a write at the end of a call: only the state (KEYS[1], read
+-- first) and the stream's entry, if the call has events.
+local function after_state()
+  if #pending > 0 then
+    return {7}
+  end
+  return {}
+end
 
 -- load_state reads the sale's hash into S. It returns false when the sale is not loaded.
 local function load_state()
   local v = redis.call('HGET', KEYS[1], 'st')
+  verified[1] = true
   if not v then
     return false
   end
@@ -75,7 +135,9 @@ local function load_state()
   if S.now > now then
     now = S.now
   end
-  check_types(2, 3, 4, 5, 6, 7)
+  if not touches then
+    check_types(2, 3, 4, 5, 6, 7)
+  end
   return true
 end
 
@@ -118,10 +180,12 @@ end
 -- when the stream was quiet.
 local function flush_events()
   if #pending > 0 then
-    local last = redis.call('XREVRANGE', KEYS[7], '+', '-', 'COUNT', 1)[1]
+    guard(7)
+    local last = newest_entry()
     local id = redis.call('XADD', KEYS[7], '*', unpack(pending))
+    newest = id
     pending = {}
-    if last == nil or stream_id_ms(id) - stream_id_ms(last[1]) >= NOTIFY_QUIET_MS then
+    if not last or stream_id_ms(id) - stream_id_ms(last) >= NOTIFY_QUIET_MS then
       redis.call('PUBLISH', string.match(KEYS[7], '^[^{]*') .. 'notify', KEYS[7])
     end
   end
@@ -131,6 +195,7 @@ end
 -- changes' events.
 local function save_state()
   if changed then
+    guard(1, after_state())
     bump()
     redis.call('HSET', KEYS[1], 'st', pack_state())
   end
@@ -139,6 +204,7 @@ end
 
 local function get_res(id)
   local v = redis.call('HGET', KEYS[2], id)
+  verified[2] = true
   if not v then
     return nil
   end
@@ -148,6 +214,7 @@ local function get_res(id)
 end
 
 local function put_res(r)
+  guard(2)
   redis.call('HSET', KEYS[2], r.id,
     cmsgpack.pack(r.status, r.user, r.q, r.exp, r.seq, r.amount, r.created, r.pid, r.key))
   changed = true
@@ -180,13 +247,16 @@ local function emit(r, typ)
 end
 
 local function user_units(user)
-  return tonumber(redis.call('HGET', KEYS[5], user) or '0')
+  local v = redis.call('HGET', KEYS[5], user)
+  verified[5] = true
+  return tonumber(v or '0')
 end
 
 -- user_add changes a user's count; a count that falls to 0 is removed, except while segment 0
 -- of a segmented sale is COLLAPSING: a later copy of the user's segment must find the field and
 -- leave it (absorb_copy in segment.lua), not bring back the count from before.
 local function user_add(user, d)
+  guard(5)
   if redis.call('HINCRBY', KEYS[5], user, num(d)) <= 0 and S.mode ~= COLLAPSING then
     redis.call('HDEL', KEYS[5], user)
   end
@@ -211,6 +281,7 @@ end
 
 -- add_hold puts r's hold in the holds set and keeps nexp a lower bound of every expiry.
 local function add_hold(r)
+  guard(3)
   redis.call('ZADD', KEYS[3], num(r.exp), r.id)
   if S.nexp == 0 or r.exp < S.nexp then
     S.nexp = r.exp
@@ -227,6 +298,7 @@ end
 
 -- dequeue takes queued r out of the queue (its units stay counted for the user).
 local function dequeue(r)
+  guard(4)
   redis.call('ZREM', KEYS[4], r.id)
   S.qlen, S.qunits = S.qlen - 1, S.qunits - r.q
   changed = true
@@ -243,6 +315,7 @@ end
 local function reject_queue()
   while S.qlen > 0 do
     local ids = redis.call('ZRANGE', KEYS[4], 0, 255)
+    verified[4] = true
     if #ids == 0 then
       S.qlen = 0
       break
@@ -261,6 +334,7 @@ local function serve()
   end
   while S.qlen > 0 do
     local head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]
+    verified[4] = true
     if not head then
       S.qlen = 0
       break
@@ -297,6 +371,7 @@ end
 -- first, so that it never treats an expired hold as live. It returns r.
 local function settle(r)
   if r and r.status == 'held' and r.exp <= now then
+    guard(3)
     redis.call('ZREM', KEYS[3], r.id)
     expire(r)
     serve()
@@ -310,6 +385,7 @@ local function reclaim(limit)
   local n, full = 0, false
   if S.nexp ~= 0 and S.nexp <= now then
     local ids = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', num(now), 'LIMIT', 0, limit)
+    verified[3] = true
     for _, id in ipairs(ids) do
       local r = get_res(id)
       if r and r.status == 'held' then
@@ -318,6 +394,7 @@ local function reclaim(limit)
       end
     end
     if #ids > 0 then
+      guard(3)
       redis.call('ZREM', KEYS[3], unpack(ids))
     end
     full = #ids == limit

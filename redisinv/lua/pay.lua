@@ -15,6 +15,7 @@
 -- @common
 local function main()
   begin()
+  lazy_types({2, 3, 4, 5, 7}) -- common.lua: the keys' types are checked at the first write
   local id = hex_arg(ARGV[2], 'reservation', 32)
   local pid = str_arg(ARGV[3], 'payment id', 255)
   if pid == '' then
@@ -40,6 +41,7 @@ local function main()
   elseif r.status == 'paid' or amount ~= r.amount then
     result = 'refund_required'
   elseif r.status == 'held' then
+    guard(3)
     redis.call('ZREM', KEYS[3], r.id)
     S.held, S.sold = S.held - r.q, S.sold + r.q
     r.status, r.exp, r.pid = 'paid', 0, pid

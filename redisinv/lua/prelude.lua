@@ -120,14 +120,19 @@ end
 -- check_types requires the sale's keys at the given KEYS indexes to be of their type or absent,
 -- so that a corrupted key fails the script before its first write rather than half way
 -- through it. A script checks the keys it may write before it has read them (a read of a key
--- of the wrong type fails by itself, before any write).
+-- of the wrong type fails by itself, before any write). verified[i] is set once KEYS[i] is
+-- known to be of its type or absent in this call, by check_types or by a read that would
+-- have failed otherwise (common.lua, guard): nothing but the script itself writes a key while
+-- it runs, and the script writes each key only with its own type.
 local KEY_TYPES = {'hash', 'hash', 'zset', 'zset', 'hash', 'hash', 'stream', 'zset'}
+local verified = {}
 local function check_types(...)
   for _, i in ipairs({...}) do
     local got = redis.call('TYPE', KEYS[i])['ok']
     if got ~= KEY_TYPES[i] and got ~= 'none' then
       fail('KEYS[' .. i .. '] is a ' .. got .. ', want a ' .. KEY_TYPES[i])
     end
+    verified[i] = true
   end
 end
 

@@ -37,6 +37,7 @@ local function quiet()
 end
 local function main()
   begin()
+  lazy_types({2, 3, 4, 5, 7}) -- common.lua: the keys' types are checked at the first write
   local limit = int_arg(ARGV[2], 'limit', 1, 100000)
   local missing = ready()
   if missing then

@@ -8,6 +8,7 @@
 -- @common
 local function main()
   begin()
+  lazy_types({2, 3, 4, 5, 7}) -- common.lua: the keys' types are checked at the first write
   local id = hex_arg(ARGV[2], 'reservation', 32)
   local flag = flag_arg(ARGV[3])
   local missing = ready() or seg_gate(flag)

@@ -6,6 +6,7 @@
 -- @common
 local function main()
   begin()
+  lazy_types({2, 3, 4, 5, 7}) -- common.lua: the keys' types are checked at the first write
   local missing = ready() or seg_gate('')
   if missing then
     return missing
