@@ -1,5 +1,5 @@
 // Package memory is the embedded inventory engine: one process, one critical section per sale,
-// an expiry heap for holds and a FIFO queue for waiting buyers. It is the default engine
+// holds ordered by expiry and a FIFO queue for waiting buyers. It is the default engine
 // (no Redis needed) and the reference for speed. State lives in memory only; on restart the
 // caller rebuilds it from the order store with LoadSale and RestoreReservation.
 //
@@ -234,8 +234,8 @@ func (e *Engine) LoadSale(_ context.Context, def seckill.Sale, sold int) error {
 		return errSegments()
 	}
 	// Nothing is sized by stock or queue limit: a sale of a million units that few buy costs
-	// what those few cost. Every index grows on demand (amortized doubling: the buy path pays
-	// O(1) per reservation for it, see BenchmarkBuy), and the maps are made at the first buyer.
+	// what those few cost. Every index grows on demand (chunks, or amortized doubling: the buy
+	// path pays O(1) per reservation for it, see BenchmarkBuy), and is made at the first buyer.
 	return e.add(&sale{def: def}, sold)
 }
 
@@ -428,7 +428,7 @@ func (e *Engine) ConfirmPayment(ctx context.Context, p seckill.PaymentConfirmati
 	case p.AmountCents != s.amount(r), !p.InCurrency(s.def.Currency):
 		return seckill.PaymentRefundRequired, s.view(r), nil
 	case r.status == stHeld:
-		s.held -= r.quantity // its heap entry goes stale (see holdHeap)
+		s.held -= r.quantity // its hold entry goes stale (see holdSet)
 		s.sold += r.quantity
 		r.status = stPaid
 		r.more().paymentID = p.PaymentID
@@ -568,8 +568,9 @@ func (e *Engine) RestoreReservation(_ context.Context, in seckill.Reservation) e
 }
 
 // reclaim expires every hold whose expiry has passed, earliest first, then serves the queue.
-// Each expired hold costs O(log n) and expires once, so the work is amortized over the buys
-// that created the holds; the sweeper keeps the backlog small when there is no traffic.
+// Each expired hold costs O(1) (O(log n) if it came out of order) and expires once, so the
+// work is amortized over the buys that created the holds; the sweeper keeps the backlog small
+// when there is no traffic.
 func (e *Engine) reclaim(s *sale, now time.Time) int {
 	n := 0
 	for s.holds.len() > 0 && s.holds.next().expiresAt <= now.UnixNano() {
@@ -636,7 +637,7 @@ func (s *sale) hold(r *reservation, now time.Time) {
 
 // release returns a held reservation's units to available.
 func (s *sale) release(r *reservation) {
-	s.held -= r.quantity // its heap entry goes stale (see holdHeap)
+	s.held -= r.quantity // its hold entry goes stale (see holdSet)
 	s.available += r.quantity
 	s.users.add(r, -r.quantity)
 }
