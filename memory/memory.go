@@ -1,5 +1,5 @@
 // Package memory is the embedded inventory engine: one process, one critical section per sale,
-// an expiry heap for holds and a FIFO queue for waiting buyers. It is the default engine
+// holds ordered by expiry and a FIFO queue for waiting buyers. It is the default engine
 // (no Redis needed) and the reference for speed. State lives in memory only; on restart the
 // caller rebuilds it from the order store with LoadSale and RestoreReservation.
 //
@@ -14,7 +14,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,17 +62,16 @@ type sale struct {
 
 	available, held, sold int
 
-	reservations []*reservation          // by seq-1: ids carry their seq, so lookup is an index, not a hash
-	foreign      map[string]*reservation // restored reservations whose id is not in that format
-	users        map[string]int          // units held + queued + paid per user
-	idem         map[idemKey]*reservation
-	holds        holdHeap
-	queue        fifo
-	seq          uint64
+	book    book                    // reservations by seq: ids carry their seq, so lookup is an index, not a hash
+	foreign map[string]*reservation // restored reservations whose id is not in that format
+	users   userUnits               // units held + queued + paid per user
+	idem    map[idemKey]*reservation
+	holds   holdSet
+	queue   fifo
+	seq     uint64
 
-	idBuf []byte        // random bytes from crypto/rand, consumed 8 per reservation id
-	slab  []reservation // preallocated reservations (see alloc)
-	slabN int           // size of the last slab: slabs double from 8 to 256
+	idBuf []byte // random bytes from crypto/rand, 8 per reservation id; idBuf[idPos:] unused
+	idPos int
 
 	rel  releaseState // release.go
 	room *room        // the waiting room (room.go), made by its first call
@@ -89,21 +90,99 @@ func seqOf(id string) (uint64, bool) {
 	return seq, err == nil && seq > 0
 }
 
-// reservation is one reservation's state. It holds few pointers and no time.Time (whose
-// location pointer the garbage collector would chase): a hot sale keeps a million of these live.
+// reservation is one reservation's state, 80 bytes. It holds few pointers and no time.Time
+// (whose location pointer the garbage collector would chase): a hot sale keeps a million of
+// these live. What most reservations do not have is in extra, and the amount is the sale's
+// price times the quantity unless extra says otherwise.
 type reservation struct {
 	user      string
+	extra     *extra
+	random    uint64 // the random half of the id
+	seq       uint64 // 0: an empty slot of the book
+	expiresAt int64  // unix nanoseconds, while held
+	createdAt int64  // unix nanoseconds
+	quantity  int
+	slot      int // slot in queue, -1 when not queued
+	status    state
+	units     int32 // the user's units, on the reservation that the per-user table points at (users.go)
+}
+
+// extra holds the fields that few reservations have: an idempotency key, a payment, an id from
+// elsewhere, an amount that is not the sale's price times the quantity (restored).
+type extra struct {
 	idemKey   string
 	paymentID string
 	foreignID string // the id, when it is not "<sale>-<seq><random>" (restored from elsewhere)
-	random    uint64 // the random half of the id
-	seq       uint64
-	expiresAt int64 // unix nanoseconds, while held
-	createdAt int64 // unix nanoseconds
 	amount    int64
-	quantity  int
-	status    seckill.ReservationStatus
-	slot      int // slot in queue, -1 when not queued
+	hasAmount bool
+}
+
+// more returns r's extra fields, making them.
+func (r *reservation) more() *extra {
+	if r.extra == nil {
+		r.extra = new(extra)
+	}
+	return r.extra
+}
+
+func (r *reservation) idemKey() string {
+	if r.extra == nil {
+		return ""
+	}
+	return r.extra.idemKey
+}
+
+func (r *reservation) paymentID() string {
+	if r.extra == nil {
+		return ""
+	}
+	return r.extra.paymentID
+}
+
+func (r *reservation) foreignID() string {
+	if r.extra == nil {
+		return ""
+	}
+	return r.extra.foreignID
+}
+
+// amount is what r costs.
+func (s *sale) amount(r *reservation) int64 {
+	if r.extra != nil && r.extra.hasAmount {
+		return r.extra.amount
+	}
+	return int64(r.quantity) * s.def.PriceCents
+}
+
+// state is a reservation status in a byte (seckill.ReservationStatus is a string).
+type state uint8
+
+const (
+	stQueued state = iota + 1
+	stHeld
+	stPaid
+	stCancelled
+	stExpired
+	stRejected
+	stRefundRequired
+)
+
+var statusNames = [...]seckill.ReservationStatus{
+	stQueued: seckill.StatusQueued, stHeld: seckill.StatusHeld, stPaid: seckill.StatusPaid,
+	stCancelled: seckill.StatusCancelled, stExpired: seckill.StatusExpired, stRejected: seckill.StatusRejected,
+	stRefundRequired: seckill.StatusRefundRequired,
+}
+
+func (st state) public() seckill.ReservationStatus { return statusNames[st] }
+
+// stateOf is the state of a valid status.
+func stateOf(status seckill.ReservationStatus) state {
+	for st, name := range statusNames {
+		if name == status && st > 0 {
+			return state(st)
+		}
+	}
+	return 0
 }
 
 func (e *Engine) sale(id string) (*sale, error) {
@@ -155,8 +234,8 @@ func (e *Engine) LoadSale(_ context.Context, def seckill.Sale, sold int) error {
 		return errSegments()
 	}
 	// Nothing is sized by stock or queue limit: a sale of a million units that few buy costs
-	// what those few cost. Every index grows on demand (amortized doubling: the buy path pays
-	// O(1) per reservation for it, see BenchmarkBuy), and the maps are made at the first buyer.
+	// what those few cost. Every index grows on demand (chunks, or amortized doubling: the buy
+	// path pays O(1) per reservation for it, see BenchmarkBuy), and is made at the first buyer.
 	return e.add(&sale{def: def}, sold)
 }
 
@@ -236,14 +315,15 @@ func (e *Engine) Buy(_ context.Context, req seckill.BuyRequest) (seckill.BuyResu
 	if req.Quantity > s.def.PerUserLimit {
 		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeLimitExceeded, "quantity %d is over the per-user limit %d", req.Quantity, s.def.PerUserLimit)
 	}
-	if s.users[req.UserID]+req.Quantity > s.def.PerUserLimit {
+	ui, uh, uok := s.users.find(req.UserID)
+	if uok && s.users.at(ui)+req.Quantity > s.def.PerUserLimit {
 		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeLimitExceeded, "user %q would hold more than %s", req.UserID, seckill.Units(s.def.PerUserLimit))
 	}
 	q := req.Quantity
-	var status seckill.ReservationStatus
+	var status state
 	switch {
 	case s.queue.len() == 0 && s.available >= q:
-		status = seckill.StatusHeld
+		status = stHeld
 	case s.available == 0 && s.held == 0:
 		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeSoldOut, "sold out")
 	case s.available+s.held < q:
@@ -251,23 +331,22 @@ func (e *Engine) Buy(_ context.Context, req seckill.BuyRequest) (seckill.BuyResu
 	case s.queue.len() >= s.def.QueueLimit:
 		return seckill.BuyResult{}, seckill.Errorf(seckill.CodeQueueFull, "every unit is held and the queue is full; try again later")
 	default:
-		status = seckill.StatusQueued
+		status = stQueued
 	}
 	s.seq++
-	// Fields are set one by one on the zeroed slab entry: assigning a whole struct literal
+	// Fields are set one by one on the zeroed book entry: assigning a whole struct literal
 	// would copy it with a bulk write barrier while the collector runs.
-	r := s.alloc()
+	r := s.book.put(s.seq)
 	r.random, r.user, r.quantity, r.status = s.random(), req.UserID, q, status
 	// created_at is kept in milliseconds, as the order store keeps it: the reservation reads
 	// the same from the engine and, once its sale is released, from the store.
-	r.amount, r.createdAt, r.seq = int64(q)*s.def.PriceCents, now.UnixMilli()*int64(time.Millisecond), s.seq
-	r.idemKey, r.slot = req.IdempotencyKey, -1
-	s.store(r)
-	s.addUnits(r.user, q)
-	if r.idemKey != "" {
+	r.createdAt, r.slot = now.UnixMilli()*int64(time.Millisecond), -1
+	s.users.addAt(ui, uh, uok, r, q)
+	if req.IdempotencyKey != "" {
+		r.more().idemKey = req.IdempotencyKey
 		s.remember(r)
 	}
-	if status == seckill.StatusHeld {
+	if status == stHeld {
 		s.hold(r, now)
 	} else {
 		s.queue.push(r)
@@ -311,17 +390,17 @@ func (e *Engine) Cancel(ctx context.Context, id, userID string) (seckill.Reserva
 		return seckill.Reservation{}, seckill.Errorf(seckill.CodeNotFound, "reservation %q not found", id)
 	}
 	switch r.status {
-	case seckill.StatusPaid:
+	case stPaid:
 		return seckill.Reservation{}, seckill.Errorf(seckill.CodeConflict, "reservation %q is already paid", id)
-	case seckill.StatusHeld:
+	case stHeld:
 		s.release(r)
-		r.status = seckill.StatusCancelled
+		r.status = stCancelled
 		e.emit(s, r, now)
 		e.serveQueue(s, now)
-	case seckill.StatusQueued:
+	case stQueued:
 		s.queue.remove(r)
-		s.addUnits(r.user, -r.quantity)
-		r.status = seckill.StatusCancelled
+		s.users.add(r, -r.quantity)
+		r.status = stCancelled
 		e.emit(s, r, now)
 		e.serveQueue(s, now) // a blocked head may have left: the buyers behind it can go
 	}
@@ -342,30 +421,32 @@ func (e *Engine) ConfirmPayment(ctx context.Context, p seckill.PaymentConfirmati
 	now := e.clock.Now()
 	e.reclaim(s, now)
 	switch {
-	case r.status == seckill.StatusPaid && r.paymentID == p.PaymentID:
+	case r.status == stPaid && r.paymentID() == p.PaymentID:
 		return seckill.PaymentDuplicate, s.view(r), nil
-	case r.status == seckill.StatusPaid:
+	case r.status == stPaid:
 		return seckill.PaymentRefundRequired, s.view(r), nil
-	case p.AmountCents != r.amount, !p.InCurrency(s.def.Currency):
+	case p.AmountCents != s.amount(r), !p.InCurrency(s.def.Currency):
 		return seckill.PaymentRefundRequired, s.view(r), nil
-	case r.status == seckill.StatusHeld:
-		s.held -= r.quantity // its heap entry goes stale (see holdHeap)
+	case r.status == stHeld:
+		s.held -= r.quantity // its hold entry goes stale (see holdSet)
 		s.sold += r.quantity
-		r.status, r.paymentID = seckill.StatusPaid, p.PaymentID
+		r.status = stPaid
+		r.more().paymentID = p.PaymentID
 		e.emit(s, r, now)
 		e.serveQueue(s, now) // the last held unit sold: the queue learns it is sold out
 		return seckill.PaymentApplied, s.view(r), nil
-	case r.status == seckill.StatusExpired || r.status == seckill.StatusCancelled:
-		if s.open(now) && s.available >= r.quantity && s.users[r.user]+r.quantity <= s.def.PerUserLimit {
+	case r.status == stExpired || r.status == stCancelled:
+		if s.open(now) && s.available >= r.quantity && s.users.units(r.user)+r.quantity <= s.def.PerUserLimit {
 			s.available -= r.quantity
 			s.sold += r.quantity
-			s.addUnits(r.user, r.quantity)
-			r.status, r.paymentID = seckill.StatusPaid, p.PaymentID
+			s.users.add(r, r.quantity)
+			r.status = stPaid
+			r.more().paymentID = p.PaymentID
 			e.emitAs(s, r, now, seckill.EventLatePaid)
 			e.serveQueue(s, now)
 			return seckill.PaymentLateApplied, s.view(r), nil
 		}
-		r.status = seckill.StatusRefundRequired
+		r.status = stRefundRequired
 		e.emit(s, r, now)
 		return seckill.PaymentRefundRequired, s.view(r), nil
 	default: // queued, rejected, refund_required
@@ -438,19 +519,31 @@ func (e *Engine) RestoreReservation(_ context.Context, in seckill.Reservation) e
 	if s.find(in.ID) != nil {
 		return seckill.Errorf(seckill.CodeConflict, "reservation %q already restored", in.ID)
 	}
-	r := &reservation{
-		foreignID: in.ID, user: in.UserID, quantity: in.Quantity, status: in.Status,
-		amount: in.AmountCents, paymentID: in.PaymentID, createdAt: in.CreatedAt.UnixNano(),
-		seq: in.Seq, idemKey: in.IdempotencyKey, slot: -1,
+	if units := s.users.units(in.UserID); int64(units)+int64(in.Quantity) > math.MaxInt32 {
+		// Never in data the engines wrote: a user holds at most per_user_limit units.
+		return seckill.Errorf(seckill.CodeInvalidArgument, "reservation %q: user %q would have more than %d units", in.ID, in.UserID, math.MaxInt32)
+	}
+	r := s.place(in)
+	r.user, r.quantity, r.createdAt, r.slot = in.UserID, in.Quantity, in.CreatedAt.UnixNano(), -1
+	r.status = stateOf(in.Status)
+	if in.PaymentID != "" {
+		r.more().paymentID = in.PaymentID
+	}
+	if in.IdempotencyKey != "" {
+		r.more().idemKey = in.IdempotencyKey
+	}
+	if in.AmountCents != s.amount(r) {
+		x := r.more()
+		x.amount, x.hasAmount = in.AmountCents, true
 	}
 	if r.seq > s.seq {
 		s.seq = r.seq
 	}
 	ended := false
 	switch r.status {
-	case seckill.StatusHeld:
+	case stHeld:
 		if in.ExpiresAt == nil || s.available < r.quantity {
-			r.status = seckill.StatusExpired
+			r.status = stExpired
 			ended = true
 			break
 		}
@@ -458,29 +551,29 @@ func (e *Engine) RestoreReservation(_ context.Context, in seckill.Reservation) e
 		s.held += r.quantity
 		r.expiresAt = in.ExpiresAt.UnixNano()
 		s.holds.push(r)
-		s.addUnits(r.user, r.quantity)
-	case seckill.StatusQueued:
+		s.users.add(r, r.quantity)
+	case stQueued:
 		s.queue.push(r)
-		s.addUnits(r.user, r.quantity)
-	case seckill.StatusPaid:
-		s.addUnits(r.user, r.quantity)
+		s.users.add(r, r.quantity)
+	case stPaid:
+		s.users.add(r, r.quantity)
 	}
-	s.store(r)
 	if ended { // the order store has it held: the event tells it the hold ended
 		e.emit(s, r, e.clock.Now())
 	}
-	if r.idemKey != "" {
+	if r.idemKey() != "" {
 		s.remember(r)
 	}
 	return nil
 }
 
 // reclaim expires every hold whose expiry has passed, earliest first, then serves the queue.
-// Each expired hold costs O(log n) and expires once, so the work is amortized over the buys
-// that created the holds; the sweeper keeps the backlog small when there is no traffic.
+// Each expired hold costs O(1) (O(log n) if it came out of order) and expires once, so the
+// work is amortized over the buys that created the holds; the sweeper keeps the backlog small
+// when there is no traffic.
 func (e *Engine) reclaim(s *sale, now time.Time) int {
 	n := 0
-	for len(s.holds) > 0 && s.holds[0].expiresAt <= now.UnixNano() {
+	for s.holds.len() > 0 && s.holds.next().expiresAt <= now.UnixNano() {
 		h := s.holds.pop()
 		if !h.live() {
 			continue // paid or cancelled before it expired
@@ -488,8 +581,8 @@ func (e *Engine) reclaim(s *sale, now time.Time) int {
 		r := h.r
 		s.held -= r.quantity
 		s.available += r.quantity
-		s.addUnits(r.user, -r.quantity)
-		r.status = seckill.StatusExpired
+		s.users.add(r, -r.quantity)
+		r.status = stExpired
 		e.emit(s, r, now)
 		n++
 	}
@@ -513,8 +606,8 @@ func (e *Engine) serveQueue(s *sale, now time.Time) {
 			e.emitAs(s, r, now, seckill.EventGranted)
 		case s.available+s.held < r.quantity:
 			s.queue.remove(r)
-			s.addUnits(r.user, -r.quantity)
-			r.status = seckill.StatusRejected
+			s.users.add(r, -r.quantity)
+			r.status = stRejected
 			e.emit(s, r, now)
 		default:
 			return
@@ -527,15 +620,15 @@ func (e *Engine) serveQueue(s *sale, now time.Time) {
 
 func (e *Engine) rejectQueue(s *sale, now time.Time) {
 	for _, r := range s.queue.drain() {
-		s.addUnits(r.user, -r.quantity)
-		r.status = seckill.StatusRejected
+		s.users.add(r, -r.quantity)
+		r.status = stRejected
 		e.emit(s, r, now)
 	}
 }
 
 // hold moves r's units from available to held with a fresh expiry.
 func (s *sale) hold(r *reservation, now time.Time) {
-	r.status = seckill.StatusHeld
+	r.status = stHeld
 	r.expiresAt = now.Add(s.def.HoldDuration()).UnixNano()
 	s.available -= r.quantity
 	s.held += r.quantity
@@ -544,9 +637,9 @@ func (s *sale) hold(r *reservation, now time.Time) {
 
 // release returns a held reservation's units to available.
 func (s *sale) release(r *reservation) {
-	s.held -= r.quantity // its heap entry goes stale (see holdHeap)
+	s.held -= r.quantity // its hold entry goes stale (see holdSet)
 	s.available += r.quantity
-	s.addUnits(r.user, -r.quantity)
+	s.users.add(r, -r.quantity)
 }
 
 // open reports whether buying is open at now. A closed sale stays closed even if the clock
@@ -571,15 +664,17 @@ func (s *sale) state() seckill.StockState {
 // view renders r as the API shows it: expires_at only while held, position only while queued.
 func (s *sale) view(r *reservation) seckill.Reservation {
 	v := seckill.Reservation{
-		ID: s.id(r), SaleID: s.def.ID, UserID: r.user, Quantity: r.quantity, Status: r.status,
-		AmountCents: r.amount, PaymentID: r.paymentID, CreatedAt: time.Unix(0, r.createdAt).UTC(), Seq: r.seq,
-		IdempotencyKey: r.idemKey,
+		ID: s.id(r), SaleID: s.def.ID, UserID: r.user, Quantity: r.quantity, Status: r.status.public(),
+		AmountCents: s.amount(r), CreatedAt: time.Unix(0, r.createdAt).UTC(), Seq: r.seq,
+	}
+	if r.extra != nil {
+		v.PaymentID, v.IdempotencyKey = r.extra.paymentID, r.extra.idemKey
 	}
 	switch r.status {
-	case seckill.StatusHeld:
+	case stHeld:
 		t := time.Unix(0, r.expiresAt).UTC()
 		v.ExpiresAt = &t
-	case seckill.StatusQueued:
+	case stQueued:
 		v.Position = s.queue.position(r)
 	}
 	return v
@@ -607,54 +702,60 @@ func (e *Engine) send(v seckill.Reservation, now time.Time) {
 }
 
 // random returns 8 bytes of crypto/rand output for a reservation id. They are read up to 4 KiB
-// at a time (64 bytes for a sale's first buyers, doubling), so a rush pays for one system call
-// per 512 reservations and a quiet sale does not keep 4 KiB.
+// at a time into a buffer that is reused (64 bytes for a sale's first buyers, doubling), so a
+// rush pays for one system call per 512 reservations and a quiet sale does not keep 4 KiB.
 func (s *sale) random() uint64 {
-	if len(s.idBuf) < 8 {
-		s.idBuf = make([]byte, min(max(2*cap(s.idBuf), 64), 4096))
+	if s.idPos+8 > len(s.idBuf) {
+		if len(s.idBuf) < 4096 {
+			s.idBuf = make([]byte, min(max(2*len(s.idBuf), 64), 4096))
+		}
 		_, _ = rand.Read(s.idBuf)
+		s.idPos = 0
 	}
-	v := binary.BigEndian.Uint64(s.idBuf)
-	s.idBuf = s.idBuf[8:]
+	v := binary.BigEndian.Uint64(s.idBuf[s.idPos:])
+	s.idPos += 8
 	return v
 }
 
-// id renders r's id: the sale id, then its seq and its random half in hex. It is built when
-// shown rather than stored, which keeps a pointer per reservation away from the collector.
+// hexID writes seq and random in hex, as seckill.ReservationID writes its 16 bytes.
+func hexID(seq, random uint64) [32]byte {
+	const digits = "0123456789abcdef"
+	var b [32]byte
+	for i := 15; i >= 0; i-- {
+		b[i], b[16+i] = digits[seq&15], digits[random&15]
+		seq >>= 4
+		random >>= 4
+	}
+	return b
+}
+
+// id renders r's id, "<sale id>-<seq><random>" in hex (seckill.ReservationID), in one
+// allocation. It is built when shown rather than stored, which keeps a pointer per reservation
+// away from the collector.
 func (s *sale) id(r *reservation) string {
-	if r.foreignID != "" {
-		return r.foreignID
+	if id := r.foreignID(); id != "" {
+		return id
 	}
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], r.seq)
-	binary.BigEndian.PutUint64(b[8:], r.random)
-	return seckill.ReservationID(s.def.ID, b[:])
+	h := hexID(r.seq, r.random)
+	var b strings.Builder
+	b.Grow(len(s.def.ID) + 1 + len(h))
+	b.WriteString(s.def.ID)
+	b.WriteByte('-')
+	b.Write(h[:])
+	return b.String()
 }
 
-// alloc hands out reservations from slabs of up to 256, so a rush costs one allocation per 256
-// buys and the collector tracks far fewer objects. Slabs start at 8 and double, so a sale with a
-// few buyers does not keep 256 entries.
-func (s *sale) alloc() *reservation {
-	if len(s.slab) == 0 {
-		s.slabN = min(max(2*s.slabN, 8), 256)
-		s.slab = make([]reservation, s.slabN)
+// isID reports whether id is r's id, without building it.
+func (s *sale) isID(r *reservation, id string) bool {
+	if f := r.foreignID(); f != "" {
+		return f == id
 	}
-	r := &s.slab[0]
-	s.slab = s.slab[1:]
-	return r
-}
-
-// addUnits adds q (negative: takes) to user's held + queued + paid units, making the map at
-// the sale's first buyer and dropping a user whose units are back to none.
-func (s *sale) addUnits(user string, q int) {
-	if s.users == nil {
-		s.users = make(map[string]int)
+	n := len(s.def.ID)
+	if len(id) != n+33 || id[:n] != s.def.ID || id[n] != '-' {
+		return false
 	}
-	if n := s.users[user] + q; n != 0 {
-		s.users[user] = n
-	} else {
-		delete(s.users, user) // the entry's slot is reused by the next buyer
-	}
+	h := hexID(r.seq, r.random)
+	return id[n+1:] == string(h[:])
 }
 
 // remember indexes r by its buyer's idempotency key.
@@ -662,56 +763,42 @@ func (s *sale) remember(r *reservation) {
 	if s.idem == nil {
 		s.idem = make(map[idemKey]*reservation)
 	}
-	s.idem[idemKey{r.user, r.idemKey}] = r
-}
-
-// lookup returns the reservation with sequence seq, or nil.
-func (s *sale) lookup(seq uint64) *reservation {
-	if seq == 0 || seq > uint64(len(s.reservations)) {
-		return nil
-	}
-	return s.reservations[seq-1]
+	s.idem[idemKey{r.user, r.idemKey()}] = r
 }
 
 // find returns the reservation with this id, or nil.
 func (s *sale) find(id string) *reservation {
 	if seq, ok := seqOf(id); ok {
-		if r := s.lookup(seq); r != nil && r.foreignID == "" && s.id(r) == id {
+		if r := s.book.get(seq); r != nil && s.isID(r, id) {
 			return r
 		}
 	}
 	return s.foreign[id]
 }
 
-// store indexes r: at its sequence's slot when its id carries that sequence (growing the slice
-// with holes for reservations that were never persisted), otherwise in the foreign map (ids made
-// by another engine, restored after a switch).
-func (s *sale) store(r *reservation) {
-	if r.foreignID != "" {
-		own := *r
-		if seq, ok := seqOf(r.foreignID); ok && seq == r.seq && s.lookup(seq) == nil {
-			own.random, _ = strconv.ParseUint(r.foreignID[len(r.foreignID)-16:], 16, 64)
-			own.foreignID = ""
-		}
-		if own.foreignID == "" && s.id(&own) == r.foreignID {
-			// The id is in our own format: index it by seq; it renders exactly as stored.
-			r.random, r.foreignID = own.random, ""
-		} else {
-			if s.foreign == nil {
-				s.foreign = make(map[string]*reservation)
-			}
-			s.foreign[r.foreignID] = r
-			return
+// maxPlacedSeq bounds the seq of a restored reservation that is kept in the book: one with a
+// larger seq (never written by the engines, whose seqs count a sale's buyers) is kept in the
+// foreign map, so that it cannot make the book's chunk list huge.
+const maxPlacedSeq = 1 << 32
+
+// place returns a zeroed reservation for in, a reservation being restored, with its seq, its
+// random half and, for an id not in the engine's format, its foreign id set: in the book at its
+// seq when its id is "<sale>-<seq><random>" as this engine renders it and the seq is free,
+// otherwise (made by another engine, restored after a switch) in the foreign map.
+func (s *sale) place(in seckill.Reservation) *reservation {
+	if seq, ok := seqOf(in.ID); ok && seq == in.Seq && seq <= maxPlacedSeq && s.book.get(seq) == nil {
+		random, err := strconv.ParseUint(in.ID[len(in.ID)-16:], 16, 64)
+		own := reservation{seq: seq, random: random}
+		if err == nil && s.isID(&own, in.ID) {
+			r := s.book.put(seq)
+			r.random = random
+			return r
 		}
 	}
-	if n := r.seq; n > uint64(cap(s.reservations)) {
-		// Doubling, as for the hold heap: append grows a large slice by a quarter only.
-		grown := make([]*reservation, len(s.reservations), max(n, 2*uint64(cap(s.reservations)), 16))
-		copy(grown, s.reservations)
-		s.reservations = grown
+	r := &reservation{seq: in.Seq, extra: &extra{foreignID: in.ID}}
+	if s.foreign == nil {
+		s.foreign = make(map[string]*reservation)
 	}
-	for uint64(len(s.reservations)) < r.seq {
-		s.reservations = append(s.reservations, nil)
-	}
-	s.reservations[r.seq-1] = r
+	s.foreign[in.ID] = r
+	return r
 }

@@ -96,13 +96,7 @@ func (e *Engine) releaseSale(ctx context.Context, s *sale) {
 // archivedAsIs reports whether rows are exactly the sale's reservations as the engine shows
 // them: the same set, and every field a read shows equal.
 func (s *sale) archivedAsIs(rows []seckill.Reservation) bool {
-	n := len(s.foreign)
-	for _, r := range s.reservations {
-		if r != nil {
-			n++
-		}
-	}
-	if len(rows) != n {
+	if len(rows) != s.book.n+len(s.foreign) {
 		return false
 	}
 	for _, row := range rows {
@@ -124,9 +118,9 @@ func sameReservation(a, b seckill.Reservation) bool {
 // drop releases the sale: it keeps the definition and the counts. It is closed from now on,
 // so that a clock stepping back before ends_at cannot reopen a sale whose buyers are gone.
 func (s *sale) drop() {
-	s.reservations, s.foreign, s.users, s.idem = nil, nil, nil, nil
-	s.holds, s.queue = nil, fifo{}
-	s.idBuf, s.slab, s.slabN = nil, nil, 0
+	s.book, s.foreign, s.users, s.idem = book{}, nil, userUnits{}, nil
+	s.holds, s.queue = holdSet{}, fifo{}
+	s.idBuf, s.idPos = nil, 0
 	s.closed = true
 	s.rel.done = true
 }

@@ -44,22 +44,33 @@ func TestFootprintFollowsUse(t *testing.T) {
 	}
 }
 
-// TestHoldHeapShrinks: the hold heap gives back the array a rush grew once its holds are gone.
-func TestHoldHeapShrinks(t *testing.T) {
-	var h holdHeap
+// TestHoldSetShrinks: the hold set gives back what a rush grew once its holds are gone, both
+// the run (holds in expiry order) and the heap (holds out of order).
+func TestHoldSetShrinks(t *testing.T) {
+	var h holdSet
 	rs := make([]reservation, 10_000)
-	for i := range rs {
-		rs[i] = reservation{seq: uint64(i + 1), expiresAt: int64(i), status: seckill.StatusHeld}
+	for i := range rs { // descending expiries: the first starts the run, the others go to the heap
+		rs[i] = reservation{seq: uint64(i + 1), expiresAt: int64(len(rs) - i), status: stHeld}
 		h.push(&rs[i])
 	}
-	grown := cap(h)
-	for len(h) > 10 {
+	grown := cap(h.heap)
+	for h.len() > 10 {
 		h.pop()
 	}
-	if cap(h) > 256 || cap(h) >= grown {
-		t.Fatalf("heap of %d entries keeps capacity %d (was %d)", len(h), cap(h), grown)
+	if cap(h.heap) > 256 || cap(h.heap) >= grown {
+		t.Fatalf("heap of %d entries keeps capacity %d (was %d)", len(h.heap), cap(h.heap), grown)
 	}
-	for i := 9_990; i < 10_000; i++ { // still a heap: pops in expiry order
+	for i := range rs { // ascending: the run
+		rs[i].expiresAt = int64(len(rs) + i)
+		h.push(&rs[i])
+	}
+	for h.len() > 10 {
+		h.pop()
+	}
+	if n := len(h.run.chunks); n > 1 {
+		t.Fatalf("run of %d entries keeps %d chunks", h.run.n, n)
+	}
+	for i := 9_990; i < 10_000; i++ { // still in order
 		if e := h.pop(); e.seq != uint64(i+1) {
 			t.Fatalf("pop = seq %d, want %d", e.seq, i+1)
 		}
@@ -166,8 +177,8 @@ func (r *releaseRig) released() bool {
 	if !s.rel.done {
 		return false
 	}
-	if s.reservations != nil || s.foreign != nil || s.users != nil || s.idem != nil || s.holds != nil ||
-		s.queue.slots != nil || s.slab != nil || s.idBuf != nil {
+	if s.book.chunks != nil || s.foreign != nil || s.users.hs != nil || s.idem != nil || s.holds.run.chunks != nil ||
+		s.holds.heap != nil || s.queue.slots != nil || s.idBuf != nil {
 		r.t.Fatal("released sale keeps per-reservation state")
 	}
 	return true

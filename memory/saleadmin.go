@@ -30,7 +30,7 @@ func (s *sale) unreserved() bool {
 	if s.sold > 0 {
 		return false
 	}
-	return s.rel.done || s.seq == 0 && len(s.reservations) == 0 && len(s.foreign) == 0
+	return s.rel.done || s.seq == 0 && s.book.n == 0 && len(s.foreign) == 0
 }
 
 // CloseUnreserved closes the sale, as CloseSale does, if nobody has reserved in it. The check
