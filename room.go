@@ -357,3 +357,36 @@ type RoomRestorer interface {
 	// It closes nothing: the next Admit does, from the sale's stock and window.
 	RestoreRoom(ctx context.Context, sale Sale, entrants []RestoredEntrant, admitted RoomAdmissions) error
 }
+
+// Telling an admission (docs/MODEL.md invariant 14, docs/DECISIONS.md "An admission is told
+// once it is journaled"). The journal must hold every admission anyone was told of, or a room
+// restored after a loss would admit that entrant again. So an admitter with a journal admits
+// without telling (AdmitUntold), writes the admitted entrants and the count to the journal, and
+// then tells them (TellAdmitted): an entrant's ticket reads admitted, with its admission token,
+// only from then on; before, it reads waiting, first in line.
+
+// UntoldAdmissions are a room's admitted entrants nobody has been told of yet, in the order of
+// their admission: Entrants[i] is the room's admission First+i (its Ticket.Index).
+type UntoldAdmissions struct {
+	First int64
+	// Entrants carry the journal's facts (SaleID, Entrant, Arrival, Drawn, JoinedAt); the
+	// engine does not know the incarnation, which the caller sets.
+	Entrants []RoomEntrant
+}
+
+// Last is the index of the last untold admission (First−1 when there is none).
+func (u UntoldAdmissions) Last() int64 { return u.First + int64(len(u.Entrants)) - 1 }
+
+// RoomTeller is the engines' admission that waits for the journal (both engines have it).
+// Admit is AdmitUntold followed by TellAdmitted of everything admitted.
+type RoomTeller interface {
+	// AdmitUntold admits as Admit does but tells no one: the entrants it admits read waiting
+	// (Ahead 0 for the first) until TellAdmitted covers them, and the room's counts count them
+	// as waiting, not admitted. It admits no more while RoomAdmitBatch admitted entrants are
+	// untold, and answers every untold admission, this call's and earlier calls' (at most
+	// RoomAdmitBatch). A closed room answers none: its untold entrants read the closing state.
+	AdmitUntold(ctx context.Context, sale Sale) (RoomState, UntoldAdmissions, error)
+	// TellAdmitted tells the room's admissions up to index n (at most those admitted): it
+	// raises the told count, never lowers it.
+	TellAdmitted(ctx context.Context, saleID string, n int64) error
+}

@@ -20,6 +20,7 @@ type RoomEngine interface {
 	seckill.Inventory
 	seckill.WaitingRooms
 	seckill.RoomRestorer
+	seckill.RoomTeller
 }
 
 // NewRoomEngine builds a fresh, empty engine that reads time from clock, for TestWaitingRooms.
@@ -35,6 +36,9 @@ type NewRoomEngine = func(t *testing.T, clock seckill.Clock) RoomEngine
 //     closes, and requires identical tickets, counts and entrant lists.
 //   - Restore: a room rebuilt in a fresh engine from what the journal keeps (RestoreRoom)
 //     answers the same tickets and counts, admits no one twice and goes on in the draw's order.
+//   - Tell: an admission held untold (seckill.RoomTeller) reads waiting until it is told, at
+//     most a batch is untold, and a room restored from the count of those told admits the
+//     untold again at their places.
 //   - Concurrency: thousands of entrants joining on many goroutines before and after the start
 //     while several admitters and releasers run, checked by CheckRoom (whose negative controls
 //     are in this package's own tests).
@@ -42,6 +46,7 @@ func TestWaitingRooms(t *testing.T, newEngine NewRoomEngine) {
 	t.Run("Rules", func(t *testing.T) { testRoomRules(t, newEngine) })
 	t.Run("Model", func(t *testing.T) { testRoomModel(t, newEngine) })
 	t.Run("Restore", func(t *testing.T) { testRoomRestore(t, newEngine) })
+	t.Run("Tell", func(t *testing.T) { testRoomTell(t, newEngine) })
 	t.Run("Concurrency", func(t *testing.T) { testRoomConcurrency(t, newEngine) })
 }
 

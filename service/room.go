@@ -564,7 +564,7 @@ func (a *admitter) pass(ctx context.Context) {
 		if inc, ok := a.closed[sale.ID]; ok && inc == sale.Incarnation {
 			continue
 		}
-		st, err := a.s.rooms.Admit(ctx, sale)
+		st, err := a.s.admit(ctx, sale, now)
 		if err != nil {
 			if seckill.ErrorCode(err) != seckill.CodeNotFound {
 				background.Report(ctx, fmt.Errorf("admit in the room of sale %s: %w", sale.ID, err))
@@ -572,12 +572,8 @@ func (a *admitter) pass(ctx context.Context) {
 			continue
 		}
 		a.s.rates.observe(sale.ID, st.Admitted, now)
-		if err := a.s.journalAdmitted(ctx, sale, st.Admitted, now); err != nil {
-			background.Report(ctx, err)
-		}
 		if st.Closed != "" {
 			a.closed[sale.ID] = sale.Incarnation
-			a.s.forgetAdmitted(sale)
 		}
 	}
 	for id := range a.closed {
