@@ -249,6 +249,9 @@ type RoomState struct {
 	Active   int64 // admitted, place still counting against max_active
 	// Closed is "" while the room admits, else TicketSoldOut or TicketEnded.
 	Closed string
+	// ClosedAt is when the room closed, on the engine's clock (zero while it admits; the time
+	// of the Admit that closed it again after a restore).
+	ClosedAt time.Time
 }
 
 // WaitingRooms keeps sales' waiting rooms (docs/MODEL.md "The waiting room"): every engine

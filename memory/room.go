@@ -37,6 +37,7 @@ type room struct {
 	active   int64 // admitted entrants whose place has not ended
 	places   placeHeap
 	closed   string
+	closedAt int64 // when closed was set (ms)
 }
 
 // entrant is one entrant of a room.
@@ -246,9 +247,9 @@ func (e *Engine) admit(def seckill.Sale, tell bool) (seckill.RoomState, seckill.
 	if r.closed == "" && ms >= starts {
 		switch {
 		case s.sold >= s.def.Sellable():
-			r.closed = seckill.TicketSoldOut
+			r.closed, r.closedAt = seckill.TicketSoldOut, ms
 		case s.closed || !now.Before(s.def.EndsAt):
-			r.closed = seckill.TicketEnded
+			r.closed, r.closedAt = seckill.TicketEnded, ms
 		}
 	}
 	if r.closed != "" || ms < starts {
@@ -308,6 +309,8 @@ func (r *room) state() seckill.RoomState {
 		Entrants: int64(len(r.entrants)), PreQueue: int64(len(r.byID) + len(r.pre))}
 	if r.closed == "" {
 		st.Waiting = st.Entrants - r.told
+	} else {
+		st.ClosedAt = time.UnixMilli(r.closedAt).UTC()
 	}
 	return st
 }

@@ -215,8 +215,12 @@ func ticketOf(entrant string, r reply) seckill.Ticket {
 
 // roomStateOf decodes a counts reply (room_common.lua room_counts).
 func roomStateOf(r reply) seckill.RoomState {
-	return seckill.RoomState{Entrants: r.int(1), PreQueue: r.int(2), Admitted: r.int(3), Waiting: r.int(4),
+	st := seckill.RoomState{Entrants: r.int(1), PreQueue: r.int(2), Admitted: r.int(3), Waiting: r.int(4),
 		Active: r.int(5), Closed: r.str(6)}
+	if at := r.int(7); st.Closed != "" && at > 0 {
+		st.ClosedAt = fromMillis(at)
+	}
+	return st
 }
 
 func errNoRoom(saleID string) error {
@@ -333,11 +337,11 @@ func (e *Engine) admit(ctx context.Context, sale seckill.Sale, tell bool) (secki
 	default:
 		return seckill.RoomState{}, seckill.UntoldAdmissions{}, unexpected("room_admit", r)
 	}
-	if len(r) < 9 {
+	if len(r) < 10 {
 		return seckill.RoomState{}, seckill.UntoldAdmissions{}, unexpected("room_admit", r)
 	}
-	u := seckill.UntoldAdmissions{First: r.int(7)}
-	flat, err := r[8].ToArray()
+	u := seckill.UntoldAdmissions{First: r.int(8)}
+	flat, err := r[9].ToArray()
 	if err != nil || len(flat)%4 != 0 {
 		return seckill.RoomState{}, seckill.UntoldAdmissions{}, unexpected("room_admit", r)
 	}

@@ -419,9 +419,13 @@ func testRoomRules(t *testing.T, newEngine NewRoomEngine) {
 			res := rg.buy(u, 1, "")
 			rg.payFull("p"+strconv.Itoa(i), res, seckill.PaymentApplied)
 		}
+		if st := r.room(); st.Closed != "" || !st.ClosedAt.IsZero() {
+			t.Fatalf("room before the close = %+v, want open, no closed_at", st)
+		}
+		closedAt := r.clock.Now().Truncate(time.Millisecond)
 		st := r.admit(0)
-		if st.Closed != seckill.TicketSoldOut || st.Waiting != 0 {
-			t.Fatalf("room after the last unit was paid = %+v, want closed sold_out, none waiting", st)
+		if st.Closed != seckill.TicketSoldOut || st.Waiting != 0 || !st.ClosedAt.Equal(closedAt) {
+			t.Fatalf("room after the last unit was paid = %+v, want closed sold_out at %s, none waiting", st, closedAt)
 		}
 		for _, u := range us {
 			tk := r.ticket(u)
@@ -435,8 +439,8 @@ func testRoomRules(t *testing.T, newEngine NewRoomEngine) {
 		if tk := r.join("late"); tk.State != seckill.TicketSoldOut {
 			t.Fatalf("join after sold out = %+v, want sold_out", tk)
 		}
-		if st := r.room(); st.Admitted != 10 || st.Closed != seckill.TicketSoldOut {
-			t.Fatalf("room = %+v", st)
+		if st := r.room(); st.Admitted != 10 || st.Closed != seckill.TicketSoldOut || !st.ClosedAt.Equal(closedAt) {
+			t.Fatalf("room = %+v, want sold_out, closed at %s (the close's time, kept)", st, closedAt)
 		}
 	})
 

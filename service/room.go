@@ -80,13 +80,15 @@ type RoomView struct {
 	Admitted   int64   `json:"admitted"`
 	Waiting    int64   `json:"waiting"`
 	Active     int64   `json:"active"`
-	// Closed is null while the room admits, else "sold_out" or "ended".
-	Closed         *string   `json:"closed"`
-	AdmitPerSecond int       `json:"admit_per_second"`
-	MaxActive      int       `json:"max_active"`
-	TokenSeconds   int       `json:"token_seconds"`
-	PowBits        int       `json:"pow_bits"`
-	ServerTime     time.Time `json:"server_time"`
+	// Closed is null while the room admits, else "sold_out" or "ended"; ClosedAt is when it
+	// closed (the engine's clock), null while it admits.
+	Closed         *string    `json:"closed"`
+	ClosedAt       *time.Time `json:"closed_at"`
+	AdmitPerSecond int        `json:"admit_per_second"`
+	MaxActive      int        `json:"max_active"`
+	TokenSeconds   int        `json:"token_seconds"`
+	PowBits        int        `json:"pow_bits"`
+	ServerTime     time.Time  `json:"server_time"`
 }
 
 // RoomView returns the sale's room as anyone may see it.
@@ -114,6 +116,10 @@ func (s *Service) RoomView(ctx context.Context, saleID string) (RoomView, error)
 	if st.Closed != "" {
 		c := st.Closed
 		v.Closed = &c
+		if !st.ClosedAt.IsZero() {
+			at := st.ClosedAt
+			v.ClosedAt = &at
+		}
 	}
 	return v, nil
 }

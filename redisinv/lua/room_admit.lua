@@ -54,7 +54,7 @@ local function main()
     return untold(room_counts(), false)
   end
   if S.sold >= S.sellable or S.closed == 1 or now >= S.ends then
-    R.closed = 2
+    R.closed, R.closedat = 2, now
     if S.sold >= S.sellable then
       R.closed = 1
     end

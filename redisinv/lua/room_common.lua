@@ -7,13 +7,14 @@
 --   KEYS[1] sale   HASH  the sale's hash (common.lua), read only: its window, stock and clock,
 --                        and its room policy (the field room: room_policy)
 --   KEYS[2] room   HASH  field p while a restore runs (room_restore.lua); field r = cmsgpack(entrants, pre, admitted, seq, closed, credit, refill,
---                        now, told): the entrants joined so far, those joined before the start, those
+--                        now, told, closed at): the entrants joined so far, those joined before the start, those
 --                        admitted so far, the last arrival's number,
 --                        closed (0 admitting, 1 sold out, 2 ended), the admission bucket's credit
 --                        in thousandths of an admission (-1 before the first admission), the time
 --                        it was last refilled (ms), the latest time a room script used, and the
 --                        admissions told (the serving counter, room.go RoomTeller: absent in a
---                        room written before it was kept, read as admitted); field u =
+--                        room written before it was kept, read as admitted), and when the room
+--                        closed (ms; 0 while it admits, and in a room closed before it was kept); field u =
 --                        cmsgpack(entrant...) the admitted entrants not told yet (admissions
 --                        told+1 .. admitted, in order; absent when none)
 --   KEYS[3] rwait  ZSET  the entrants not admitted: scored by draw key (below 2^48) for the
@@ -129,14 +130,14 @@ local function room_ready(restoring)
   end
   local r = redis.call('HGET', KEYS[2], 'r')
   if r then
-    local entrants, pre, admitted, seq, rclosed, credit, refill, rnow, told = cmsgpack.unpack(r)
+    local entrants, pre, admitted, seq, rclosed, credit, refill, rnow, told, closedat = cmsgpack.unpack(r)
     R = {entrants = entrants, pre = pre, admitted = admitted, seq = seq, closed = rclosed, credit = credit,
-      refill = refill, told = told or admitted}
+      refill = refill, told = told or admitted, closedat = closedat or 0}
     if rnow > now then
       now = rnow
     end
   else
-    R = {entrants = 0, pre = 0, admitted = 0, seq = 0, closed = 0, credit = -1, refill = 0, told = 0}
+    R = {entrants = 0, pre = 0, admitted = 0, seq = 0, closed = 0, credit = -1, refill = 0, told = 0, closedat = 0}
   end
   return nil
 end
@@ -145,7 +146,7 @@ end
 local function save_room()
   if rchanged then
     redis.call('HSET', KEYS[2], 'r',
-      cmsgpack.pack(R.entrants, R.pre, R.admitted, R.seq, R.closed, R.credit, R.refill, now, R.told))
+      cmsgpack.pack(R.entrants, R.pre, R.admitted, R.seq, R.closed, R.credit, R.refill, now, R.told, R.closedat))
   end
 end
 
@@ -194,7 +195,7 @@ local function ticket_reply(e, t)
 end
 
 -- room_counts is {'ok', entrants, pre, admitted, waiting, active, closed ('' while admitting,
--- else 'sold_out' or 'ended')}: admitted counts the admissions told, waiting those not told
+-- else 'sold_out' or 'ended'), closed at (ms, 0 while admitting)}: admitted counts the admissions told, waiting those not told
 -- besides rwait's; waiting is 0 once the room closed (those left were told).
 local function room_counts()
   local waiting, closed = 0, ''
@@ -204,5 +205,5 @@ local function room_counts()
     closed = CLOSED[R.closed]
   end
   local active = redis.call('ZCOUNT', KEYS[6], '(' .. num(now), '+inf')
-  return {'ok', R.entrants, R.pre, R.told, waiting, active, closed}
+  return {'ok', R.entrants, R.pre, R.told, waiting, active, closed, R.closedat}
 end
