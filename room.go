@@ -1,11 +1,13 @@
 package seckill
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
@@ -106,6 +108,30 @@ type RoomInput struct {
 	MaxActive      int    `json:"max_active"`
 	TokenSeconds   *int   `json:"token_seconds"`
 	PowBits        int    `json:"pow_bits"`
+
+	// emptyOrder: the JSON gave "order": "", which is refused as any order that is neither
+	// draw nor fifo (the OpenAPI document's enum), where an omitted order is draw.
+	emptyOrder bool
+}
+
+// UnmarshalJSON reads a waiting_room object as encoding/json would, unknown fields refused
+// (the API's bodies refuse them), telling an order given as "" from one omitted.
+func (in *RoomInput) UnmarshalJSON(b []byte) error {
+	type plain RoomInput
+	var w struct {
+		plain
+		Order *string `json:"order"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return err
+	}
+	*in = RoomInput(w.plain)
+	if w.Order != nil {
+		in.Order, in.emptyOrder = *w.Order, *w.Order == ""
+	}
+	return nil
 }
 
 // policy is the RoomPolicy in asks for sale s, defaults filled (validated by Sale.Validate).
@@ -117,7 +143,11 @@ func (in RoomInput) policy(s Sale) RoomPolicy {
 	if in.TokenSeconds != nil {
 		p.TokenSeconds = *in.TokenSeconds
 	}
-	return p.withDefaults(s, in.OpensSeconds != nil, in.TokenSeconds != nil)
+	p = p.withDefaults(s, in.OpensSeconds != nil, in.TokenSeconds != nil)
+	if in.emptyOrder {
+		p.Order = "" // refused by validate
+	}
+	return p
 }
 
 // validate checks p against the bounds, for sale s.

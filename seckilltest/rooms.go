@@ -166,24 +166,18 @@ func users(from, to int) []string {
 	return us
 }
 
-// admissionOrder is the entrants of us in the order they were admitted (by Index), and
-// fails unless every one of them was admitted.
+// admissionOrder is the entrant ids of us in the order they were admitted (admittedUsers),
+// and fails unless every one of them was admitted.
 func (r *roomRig) admissionOrder(us []string) []string {
 	r.t.Helper()
-	var obs []Admission
-	for _, u := range us {
-		tk := r.ticket(u)
-		if tk.State != seckill.TicketAdmitted {
-			r.t.Fatalf("ticket of %s = %+v, want admitted", u, tk)
-		}
-		obs = append(obs, Admission{Entrant: tk.Entrant, Index: tk.Index})
+	got := r.admittedUsers(us)
+	if len(got) != len(us) {
+		r.t.Fatalf("%d of %d admitted (%v), want all", len(got), len(us), got)
 	}
-	sort.Slice(obs, func(i, j int) bool { return obs[i].Index < obs[j].Index })
-	out := make([]string, len(obs))
-	for i, a := range obs {
-		out[i] = a.Entrant
+	for i, u := range got {
+		got[i] = r.entrant(u)
 	}
-	return out
+	return got
 }
 
 func testRoomRules(t *testing.T, newEngine NewRoomEngine) {
