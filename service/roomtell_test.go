@@ -9,11 +9,6 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
-	"github.com/seckill-go/seckill/internal/testkit/redistest"
-	"github.com/seckill-go/seckill/internal/testkit/testenv"
-	"github.com/seckill-go/seckill/lock"
-	"github.com/seckill-go/seckill/memory"
-	"github.com/seckill-go/seckill/redisinv"
 	"github.com/seckill-go/seckill/sqlstore"
 )
 
@@ -48,14 +43,7 @@ func (j failingJournal) SetRoomAdmitted(ctx context.Context, saleID, inc string,
 // admissions waited for the journal): the scenario must then find a second admission.
 func tellScenario(t *testing.T, clock *testClock, svc *Service, down *atomic.Bool, lose func() *Service, admitAtOnce bool) error {
 	ctx := context.Background()
-	start := clock.Now().Add(time.Minute)
-	stock, limit, hold, token, opens, preheat := 100, 1, 10, 10, 60, 60
-	in := seckill.SaleInput{ID: "restart1", PriceCents: ptrTo(int64(500)), Stock: &stock, PerUserLimit: &limit,
-		HoldSeconds: &hold, StartsAt: &start, PreheatSeconds: &preheat,
-		WaitingRoom: &seckill.RoomInput{Order: seckill.RoomDraw, MaxActive: 3, TokenSeconds: &token, OpensSeconds: &opens}}
-	if _, err := svc.CreateSale(ctx, in); err != nil {
-		t.Fatalf("CreateSale: %v", err)
-	}
+	start := createRoomSale(t, svc, clock)
 	var users []string
 	for i := range 8 {
 		clock.Advance(time.Second)
@@ -147,39 +135,10 @@ func (s *Service) roomDefsSale(t *testing.T, id string) seckill.Sale {
 func TestRoomAdmissionToldOnlyOnceJournaledRestart(t *testing.T) {
 	for _, atOnce := range []bool{false, true} {
 		t.Run(fmt.Sprint("admitAtOnce=", atOnce), func(t *testing.T) {
-			ctx := context.Background()
-			dsn := "sqlite://" + t.TempDir() + "/seckill.db"
 			clock := &testClock{now: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
 			down := &atomic.Bool{}
-			var store *sqlstore.Store
-			boot := func() *Service {
-				t.Helper()
-				if store != nil {
-					if err := store.Close(); err != nil {
-						t.Fatal(err)
-					}
-				}
-				var err error
-				if store, err = sqlstore.Open(ctx, dsn); err != nil {
-					t.Fatalf("open store: %v", err)
-				}
-				svc := New(Config{Inventory: memory.New(clock), Store: store, Clock: clock, AuthSecret: []byte("restart-secret"),
-					RoomJournal: failingJournal{store, down}})
-				if err := svc.Recover(ctx); err != nil {
-					t.Fatalf("Recover: %v", err)
-				}
-				return svc
-			}
-			t.Cleanup(func() { _ = store.Close() })
-			err := tellScenario(t, clock, boot(), down, boot, atOnce)
-			switch {
-			case !atOnce && err != nil:
-				t.Fatal(err)
-			case atOnce && err == nil:
-				t.Fatal("the control (admissions told at once) lost no told admission: the scenario shows nothing")
-			case atOnce:
-				t.Logf("the control fails as it should: %v", err)
-			}
+			boot, _ := restartRig(t, clock, func(s *sqlstore.Store) seckill.RoomJournal { return failingJournal{s, down} })
+			judgeTell(t, atOnce, tellScenario(t, clock, boot(), down, boot, atOnce))
 		})
 	}
 }
@@ -189,41 +148,23 @@ func TestRoomAdmissionToldOnlyOnceJournaledRestart(t *testing.T) {
 func TestRoomAdmissionToldOnlyOnceJournaledFlush(t *testing.T) {
 	for _, atOnce := range []bool{false, true} {
 		t.Run(fmt.Sprint("admitAtOnce=", atOnce), func(t *testing.T) {
-			ctx := context.Background()
-			c, err := redisinv.Dial(ctx, testenv.Redis(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = c.Close() })
-			prefix := redistest.KeyPrefix()
-			t.Cleanup(func() { redistest.DropPrefix(t, c.Inventory, prefix) })
-			store, err := sqlstore.Open(ctx, "sqlite://"+t.TempDir()+"/seckill.db")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = store.Close() })
-			locks := lock.New(c.Locks, &lock.Options{Lease: 5 * time.Second})
-			t.Cleanup(func() { _ = locks.Close() })
 			clock := &testClock{now: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
-			eng := redisinv.New(c.Inventory, redisinv.WithPrefix(prefix), redisinv.WithTestClock(clock), redisinv.WithRebuild(store, locks))
-			t.Cleanup(func() { _ = eng.Close() })
 			down := &atomic.Bool{}
-			svc := New(Config{Inventory: eng, Windows: eng, Store: store, Clock: clock, LoadOnDemand: true, AuthSecret: []byte("flush-secret"),
-				RoomJournal: failingJournal{store, down}})
-			eng.SetRoomSource(svc.RoomJournal)
-			lose := func() *Service {
-				redistest.DropPrefix(t, c.Inventory, prefix)
-				return svc
-			}
-			err = tellScenario(t, clock, svc, down, lose, atOnce)
-			switch {
-			case !atOnce && err != nil:
-				t.Fatal(err)
-			case atOnce && err == nil:
-				t.Fatal("the control (admissions told at once) lost no told admission: the scenario shows nothing")
-			case atOnce:
-				t.Logf("the control fails as it should: %v", err)
-			}
+			svc, lose, _ := flushRig(t, clock, func(s *sqlstore.Store) seckill.RoomJournal { return failingJournal{s, down} })
+			judgeTell(t, atOnce, tellScenario(t, clock, svc, down, lose, atOnce))
 		})
+	}
+}
+
+// judgeTell requires tellScenario's err to be nil, or, for the control (atOnce), not nil.
+func judgeTell(t *testing.T, atOnce bool, err error) {
+	t.Helper()
+	switch {
+	case !atOnce && err != nil:
+		t.Fatal(err)
+	case atOnce && err == nil:
+		t.Fatal("the control (admissions told at once) lost no told admission: the scenario shows nothing")
+	case atOnce:
+		t.Logf("the control fails as it should: %v", err)
 	}
 }
