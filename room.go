@@ -1,11 +1,13 @@
 package seckill
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
@@ -106,6 +108,30 @@ type RoomInput struct {
 	MaxActive      int    `json:"max_active"`
 	TokenSeconds   *int   `json:"token_seconds"`
 	PowBits        int    `json:"pow_bits"`
+
+	// emptyOrder: the JSON gave "order": "", which is refused as any order that is neither
+	// draw nor fifo (the OpenAPI document's enum), where an omitted order is draw.
+	emptyOrder bool
+}
+
+// UnmarshalJSON reads a waiting_room object as encoding/json would, unknown fields refused
+// (the API's bodies refuse them), telling an order given as "" from one omitted.
+func (in *RoomInput) UnmarshalJSON(b []byte) error {
+	type plain RoomInput
+	var w struct {
+		plain
+		Order *string `json:"order"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return err
+	}
+	*in = RoomInput(w.plain)
+	if w.Order != nil {
+		in.Order, in.emptyOrder = *w.Order, *w.Order == ""
+	}
+	return nil
 }
 
 // policy is the RoomPolicy in asks for sale s, defaults filled (validated by Sale.Validate).
@@ -117,7 +143,11 @@ func (in RoomInput) policy(s Sale) RoomPolicy {
 	if in.TokenSeconds != nil {
 		p.TokenSeconds = *in.TokenSeconds
 	}
-	return p.withDefaults(s, in.OpensSeconds != nil, in.TokenSeconds != nil)
+	p = p.withDefaults(s, in.OpensSeconds != nil, in.TokenSeconds != nil)
+	if in.emptyOrder {
+		p.Order = "" // refused by validate
+	}
+	return p
 }
 
 // validate checks p against the bounds, for sale s.
@@ -249,6 +279,9 @@ type RoomState struct {
 	Active   int64 // admitted, place still counting against max_active
 	// Closed is "" while the room admits, else TicketSoldOut or TicketEnded.
 	Closed string
+	// ClosedAt is when the room closed, on the engine's clock (zero while it admits; the time
+	// of the Admit that closed it again after a restore).
+	ClosedAt time.Time
 }
 
 // WaitingRooms keeps sales' waiting rooms (docs/MODEL.md "The waiting room"): every engine
@@ -356,4 +389,37 @@ type RoomRestorer interface {
 	// (conservative for the rate). Arrivals after it are numbered after the largest restored.
 	// It closes nothing: the next Admit does, from the sale's stock and window.
 	RestoreRoom(ctx context.Context, sale Sale, entrants []RestoredEntrant, admitted RoomAdmissions) error
+}
+
+// Telling an admission (docs/MODEL.md invariant 14, docs/DECISIONS.md "An admission is told
+// once it is journaled"). The journal must hold every admission anyone was told of, or a room
+// restored after a loss would admit that entrant again. So an admitter with a journal admits
+// without telling (AdmitUntold), writes the admitted entrants and the count to the journal, and
+// then tells them (TellAdmitted): an entrant's ticket reads admitted, with its admission token,
+// only from then on; before, it reads waiting, first in line.
+
+// UntoldAdmissions are a room's admitted entrants nobody has been told of yet, in the order of
+// their admission: Entrants[i] is the room's admission First+i (its Ticket.Index).
+type UntoldAdmissions struct {
+	First int64
+	// Entrants carry the journal's facts (SaleID, Entrant, Arrival, Drawn, JoinedAt); the
+	// engine does not know the incarnation, which the caller sets.
+	Entrants []RoomEntrant
+}
+
+// Last is the index of the last untold admission (First−1 when there is none).
+func (u UntoldAdmissions) Last() int64 { return u.First + int64(len(u.Entrants)) - 1 }
+
+// RoomTeller is the engines' admission that waits for the journal (both engines have it).
+// Admit is AdmitUntold followed by TellAdmitted of everything admitted.
+type RoomTeller interface {
+	// AdmitUntold admits as Admit does but tells no one: the entrants it admits read waiting
+	// (Ahead 0 for the first) until TellAdmitted covers them, and the room's counts count them
+	// as waiting, not admitted. It admits no more while RoomAdmitBatch admitted entrants are
+	// untold, and answers every untold admission, this call's and earlier calls' (at most
+	// RoomAdmitBatch). A closed room answers none: its untold entrants read the closing state.
+	AdmitUntold(ctx context.Context, sale Sale) (RoomState, UntoldAdmissions, error)
+	// TellAdmitted tells the room's admissions up to index n (at most those admitted): it
+	// raises the told count, never lowers it.
+	TellAdmitted(ctx context.Context, saleID string, n int64) error
 }

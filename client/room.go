@@ -15,23 +15,26 @@ import (
 // RoomView is GET /api/v1/sales/{id}/waiting-room: the room's policy, commitment (and seed
 // from the start on) and counts. (WaitingRoom is NewSale's room.)
 type RoomView struct {
-	SaleID         string    `json:"sale_id"`
-	Order          string    `json:"order"`
-	OpensAt        time.Time `json:"opens_at"`
-	StartsAt       time.Time `json:"starts_at"`
-	Commitment     string    `json:"commitment"`
-	Seed           *string   `json:"seed"` // hex, from starts_at on
-	Entrants       int64     `json:"entrants"`
-	PreQueue       int64     `json:"pre_queue"`
-	Admitted       int64     `json:"admitted"`
-	Waiting        int64     `json:"waiting"`
-	Active         int64     `json:"active"`
-	Closed         *string   `json:"closed"` // nil while admitting; "sold_out" or "ended"
-	AdmitPerSecond int       `json:"admit_per_second"`
-	MaxActive      int       `json:"max_active"`
-	TokenSeconds   int       `json:"token_seconds"`
-	PowBits        int       `json:"pow_bits"`
-	ServerTime     time.Time `json:"server_time"`
+	SaleID     string    `json:"sale_id"`
+	Order      string    `json:"order"`
+	OpensAt    time.Time `json:"opens_at"`
+	StartsAt   time.Time `json:"starts_at"`
+	Commitment string    `json:"commitment"`
+	Seed       *string   `json:"seed"` // hex, from starts_at on
+	Entrants   int64     `json:"entrants"`
+	PreQueue   int64     `json:"pre_queue"`
+	Admitted   int64     `json:"admitted"`
+	Waiting    int64     `json:"waiting"`
+	Active     int64     `json:"active"`
+	Closed     *string   `json:"closed"` // nil while admitting; "sold_out" or "ended"
+	// ClosedAt is when the room closed (nil while admitting): the instant the last unit was
+	// paid or the sale ended was seen by the room's admission, on the engine's clock.
+	ClosedAt       *time.Time `json:"closed_at"`
+	AdmitPerSecond int        `json:"admit_per_second"`
+	MaxActive      int        `json:"max_active"`
+	TokenSeconds   int        `json:"token_seconds"`
+	PowBits        int        `json:"pow_bits"`
+	ServerTime     time.Time  `json:"server_time"`
 }
 
 // Ticket is a buyer's place in a sale's waiting room.

@@ -166,6 +166,7 @@ func TestWaitingRoomCreate(t *testing.T) {
 		docRefuses bool
 	}{
 		{nil, map[string]any{"order": "random"}, true},
+		{nil, map[string]any{"order": ""}, true}, // the document's enum refuses it; so does the edge
 		{nil, map[string]any{"order": "FIFO"}, true},
 		{nil, map[string]any{"order": 1}, true},
 		{nil, map[string]any{"opens_seconds": -1}, true},

@@ -14,6 +14,7 @@ import (
 var (
 	_ seckill.WaitingRooms = (*Engine)(nil)
 	_ seckill.RoomRestorer = (*Engine)(nil)
+	_ seckill.RoomTeller   = (*Engine)(nil)
 )
 
 // maxRoomEntrants is seckill.MaxRoomEntrants, a variable so that a test can lower it.
@@ -30,11 +31,13 @@ type room struct {
 
 	seq      int64 // the last arrival's number (Ticket.Arrival)
 	admitted int64
+	told     int64 // admissions told (seckill.RoomTeller): order[told:admitted] read waiting
 	credit   int64 // the rate's bucket, in thousandths of an admission
 	last     int64 // when credit was last filled (ms); 0 until the first admission call
 	active   int64 // admitted entrants whose place has not ended
 	places   placeHeap
 	closed   string
+	closedAt int64 // when closed was set (ms)
 }
 
 // entrant is one entrant of a room.
@@ -167,15 +170,15 @@ func (r *room) place() {
 func (r *room) ticket(x *entrant) seckill.Ticket {
 	t := seckill.Ticket{Entrant: x.id, Drawn: x.drawn, Arrival: x.arrival, JoinedAt: time.UnixMilli(x.joined).UTC()}
 	switch {
-	case x.admittedAt != 0:
+	case x.admittedAt != 0 && x.index <= r.told:
 		t.State, t.Index = seckill.TicketAdmitted, x.index
 		t.AdmittedAt, t.ActiveUntil = time.UnixMilli(x.admittedAt).UTC(), time.UnixMilli(x.activeUntil).UTC()
 	case r.closed != "":
 		t.State = r.closed
 	case !r.placed:
 		t.State = seckill.TicketPreQueue
-	default:
-		t.State, t.Index, t.Ahead = seckill.TicketWaiting, x.index, x.index-1-r.admitted
+	default: // waiting, or admitted and not told yet: first in line
+		t.State, t.Index, t.Ahead = seckill.TicketWaiting, x.index, x.index-1-r.told
 	}
 	return t
 }
@@ -200,16 +203,41 @@ func (e *Engine) Ticket(_ context.Context, saleID, id string) (seckill.Ticket, e
 	return r.ticket(x), nil
 }
 
-// Admit admits what the sale's policy allows now (seckill.WaitingRooms).
+// Admit admits what the sale's policy allows now, and tells every admission
+// (seckill.WaitingRooms).
 func (e *Engine) Admit(_ context.Context, def seckill.Sale) (seckill.RoomState, error) {
+	st, _, err := e.admit(def, true)
+	return st, err
+}
+
+// AdmitUntold admits what the sale's policy allows now without telling (seckill.RoomTeller).
+func (e *Engine) AdmitUntold(_ context.Context, def seckill.Sale) (seckill.RoomState, seckill.UntoldAdmissions, error) {
+	return e.admit(def, false)
+}
+
+// TellAdmitted tells the admissions up to index n (seckill.RoomTeller).
+func (e *Engine) TellAdmitted(_ context.Context, saleID string, n int64) error {
+	s, err := e.roomOf(saleID)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if r := s.room; r != nil {
+		r.told = max(r.told, min(n, r.admitted))
+	}
+	return nil
+}
+
+// admit is Admit (tell) and AdmitUntold (not tell).
+func (e *Engine) admit(def seckill.Sale, tell bool) (seckill.RoomState, seckill.UntoldAdmissions, error) {
 	s, err := e.roomOf(def.ID)
 	if err != nil {
-		return seckill.RoomState{}, err
+		return seckill.RoomState{}, seckill.UntoldAdmissions{}, err
 	}
 	defer s.mu.Unlock()
 	p := s.def.Room
 	if p == nil {
-		return seckill.RoomState{}, seckill.Errorf(seckill.CodeInvalidArgument, "sale %s has no waiting room", s.def.ID)
+		return seckill.RoomState{}, seckill.UntoldAdmissions{}, seckill.Errorf(seckill.CodeInvalidArgument, "sale %s has no waiting room", s.def.ID)
 	}
 	now := e.clock.Now()
 	ms := now.UnixMilli()
@@ -219,13 +247,13 @@ func (e *Engine) Admit(_ context.Context, def seckill.Sale) (seckill.RoomState, 
 	if r.closed == "" && ms >= starts {
 		switch {
 		case s.sold >= s.def.Sellable():
-			r.closed = seckill.TicketSoldOut
+			r.closed, r.closedAt = seckill.TicketSoldOut, ms
 		case s.closed || !now.Before(s.def.EndsAt):
-			r.closed = seckill.TicketEnded
+			r.closed, r.closedAt = seckill.TicketEnded, ms
 		}
 	}
 	if r.closed != "" || ms < starts {
-		return r.state(), nil
+		return r.state(), seckill.UntoldAdmissions{First: r.told + 1}, nil
 	}
 	n := int64(len(r.order)) - r.admitted
 	if p.AdmitPerSecond > 0 {
@@ -242,7 +270,7 @@ func (e *Engine) Admit(_ context.Context, def seckill.Sale) (seckill.RoomState, 
 	if p.MaxActive > 0 {
 		n = min(n, int64(p.MaxActive)-r.active)
 	}
-	n = min(n, seckill.RoomAdmitBatch)
+	n = min(n, seckill.RoomAdmitBatch-(r.admitted-r.told)) // at most a batch untold
 	for range max(n, 0) {
 		x := r.order[r.admitted]
 		r.admitted++
@@ -253,7 +281,15 @@ func (e *Engine) Admit(_ context.Context, def seckill.Sale) (seckill.RoomState, 
 			r.credit -= 1000
 		}
 	}
-	return r.state(), nil
+	if tell {
+		r.told = r.admitted
+	}
+	u := seckill.UntoldAdmissions{First: r.told + 1}
+	for _, x := range r.order[r.told:r.admitted] {
+		u.Entrants = append(u.Entrants, seckill.RoomEntrant{SaleID: s.def.ID, Entrant: x.id, Arrival: x.arrival,
+			Drawn: x.drawn, JoinedAt: time.UnixMilli(x.joined).UTC()})
+	}
+	return r.state(), u, nil
 }
 
 // endPlaces ends the admitted places whose time has come.
@@ -269,10 +305,12 @@ func (r *room) endPlaces(ms int64) {
 
 // state is the room's counts.
 func (r *room) state() seckill.RoomState {
-	st := seckill.RoomState{Admitted: r.admitted, Active: r.active, Closed: r.closed,
+	st := seckill.RoomState{Admitted: r.told, Active: r.active, Closed: r.closed,
 		Entrants: int64(len(r.entrants)), PreQueue: int64(len(r.byID) + len(r.pre))}
 	if r.closed == "" {
-		st.Waiting = st.Entrants - r.admitted
+		st.Waiting = st.Entrants - r.told
+	} else {
+		st.ClosedAt = time.UnixMilli(r.closedAt).UTC()
 	}
 	return st
 }
@@ -291,7 +329,7 @@ func (e *Engine) Release(_ context.Context, saleID, id string, until time.Time) 
 	ms := e.clock.Now().UnixMilli()
 	r.endPlaces(ms)
 	x := r.entrants[id]
-	if x == nil || x.admittedAt == 0 || x.ended {
+	if x == nil || x.admittedAt == 0 || x.index > r.told || x.ended {
 		return nil
 	}
 	if u := until.UnixMilli(); u > ms {
@@ -402,6 +440,7 @@ func (e *Engine) RestoreRoom(_ context.Context, def seckill.Sale, es []seckill.R
 			x.ended = true
 		}
 	}
+	r.told = r.admitted // the journal's count is of admissions told
 	if p.AdmitPerSecond > 0 {
 		r.last, r.credit = ms, 0 // an empty bucket: no burst on top of what was admitted before
 	}

@@ -19,7 +19,10 @@ import (
 	"github.com/seckill-go/seckill"
 )
 
-var _ seckill.WaitingRooms = (*Engine)(nil)
+var (
+	_ seckill.WaitingRooms = (*Engine)(nil)
+	_ seckill.RoomTeller   = (*Engine)(nil)
+)
 
 // roomParts are the suffixes of a room's keys after the sale's, in the order of room_common.lua's
 // KEYS[2..6] (and prelude.lua's ROOM_PARTS).
@@ -46,7 +49,7 @@ func (e *Engine) roomKeys(saleID string) []string {
 
 // roomScriptSet is the room's scripts.
 type roomScriptSet struct {
-	join, ticket, admit, release, state, draw, restore *script
+	join, ticket, admit, release, state, draw, restore, tell *script
 }
 
 var defaultRoomScripts = newRoomScriptSet(scriptSource)
@@ -61,7 +64,7 @@ func newRoomScriptSet(source func(name string) string) *roomScriptSet {
 	return &roomScriptSet{
 		join: load("room_join"), ticket: load("room_ticket"), admit: load("room_admit"),
 		release: load("room_release"), state: load("room_state"), draw: load("room_draw"),
-		restore: load("room_restore"),
+		restore: load("room_restore"), tell: load("room_tell"),
 	}
 }
 
@@ -144,8 +147,12 @@ func ticketOf(entrant string, r reply) seckill.Ticket {
 
 // roomStateOf decodes a counts reply (room_common.lua room_counts).
 func roomStateOf(r reply) seckill.RoomState {
-	return seckill.RoomState{Entrants: r.int(1), PreQueue: r.int(2), Admitted: r.int(3), Waiting: r.int(4),
+	st := seckill.RoomState{Entrants: r.int(1), PreQueue: r.int(2), Admitted: r.int(3), Waiting: r.int(4),
 		Active: r.int(5), Closed: r.str(6)}
+	if at := r.int(7); st.Closed != "" && at > 0 {
+		st.ClosedAt = fromMillis(at)
+	}
+	return st
 }
 
 func errNoRoom(saleID string) error {
@@ -227,29 +234,78 @@ func (e *Engine) Ticket(ctx context.Context, saleID, entrant string) (seckill.Ti
 }
 
 // Admit is seckill.WaitingRooms.Admit, with the loaded sale's policy (as Join). It admits at
-// most seckill.RoomAdmitBatch per call.
-//
-// room_admit.lua: KEYS the room's six; ARGV [1] clock, [2] seckill.RoomAdmitBatch. Reply the
-// counts, or {'no_room'}.
+// most seckill.RoomAdmitBatch per call, and tells every admission.
 func (e *Engine) Admit(ctx context.Context, sale seckill.Sale) (seckill.RoomState, error) {
+	st, _, err := e.admit(ctx, sale, true)
+	return st, err
+}
+
+// AdmitUntold is seckill.RoomTeller.AdmitUntold.
+func (e *Engine) AdmitUntold(ctx context.Context, sale seckill.Sale) (seckill.RoomState, seckill.UntoldAdmissions, error) {
+	return e.admit(ctx, sale, false)
+}
+
+// admit is Admit (tell) and AdmitUntold.
+//
+// room_admit.lua: KEYS the room's six; ARGV [1] clock, [2] seckill.RoomAdmitBatch, [3] tell (1/0).
+// Reply the counts, the first untold index and the untold entrants (4 values each), or
+// {'no_room'}.
+func (e *Engine) admit(ctx context.Context, sale seckill.Sale, tell bool) (seckill.RoomState, seckill.UntoldAdmissions, error) {
 	if !seckill.ValidID(sale.ID) {
-		return seckill.RoomState{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", sale.ID)
+		return seckill.RoomState{}, seckill.UntoldAdmissions{}, seckill.Errorf(seckill.CodeNotFound, "sale %q not found", sale.ID)
 	}
-	r, err := e.execRoom(ctx, e.rooms().admit, sale.ID, itoa(seckill.RoomAdmitBatch))
+	r, err := e.execRoom(ctx, e.rooms().admit, sale.ID, itoa(seckill.RoomAdmitBatch), boolArg(tell))
 	if asCold(err) != nil {
-		return seckill.RoomState{}, nil // outside its hot window: nobody to admit, its room gone
+		// outside its hot window: nobody to admit, its room gone
+		return seckill.RoomState{}, seckill.UntoldAdmissions{First: 1}, nil
 	}
 	if err != nil {
-		return seckill.RoomState{}, err
+		return seckill.RoomState{}, seckill.UntoldAdmissions{}, err
 	}
 	switch r.code() {
 	case "ok":
 	case "no_room":
-		return seckill.RoomState{}, errNoRoom(sale.ID)
+		return seckill.RoomState{}, seckill.UntoldAdmissions{}, errNoRoom(sale.ID)
 	default:
-		return seckill.RoomState{}, unexpected("room_admit", r)
+		return seckill.RoomState{}, seckill.UntoldAdmissions{}, unexpected("room_admit", r)
 	}
-	return roomStateOf(r), nil
+	if len(r) < 10 {
+		return seckill.RoomState{}, seckill.UntoldAdmissions{}, unexpected("room_admit", r)
+	}
+	u := seckill.UntoldAdmissions{First: r.int(8)}
+	flat, err := r[9].ToArray()
+	if err != nil || len(flat)%4 != 0 {
+		return seckill.RoomState{}, seckill.UntoldAdmissions{}, unexpected("room_admit", r)
+	}
+	for i := 0; i < len(flat); i += 4 {
+		f := reply(flat[i : i+4])
+		u.Entrants = append(u.Entrants, seckill.RoomEntrant{SaleID: sale.ID, Entrant: f.str(0), JoinedAt: fromMillis(f.int(1)),
+			Drawn: f.int(2) == 1, Arrival: f.int(3)})
+	}
+	return roomStateOf(r), u, nil
+}
+
+// TellAdmitted is seckill.RoomTeller.TellAdmitted.
+//
+// room_tell.lua: KEYS the room's six; ARGV [1] clock, [2] n. Reply {'ok', told} or {'no_room'}.
+func (e *Engine) TellAdmitted(ctx context.Context, saleID string, n int64) error {
+	if !seckill.ValidID(saleID) {
+		return seckill.Errorf(seckill.CodeNotFound, "sale %q not found", saleID)
+	}
+	r, err := e.execRoom(ctx, e.rooms().tell, saleID, i64toa(min(max(n, 0), seckill.MaxQuantity)))
+	if asCold(err) != nil {
+		return nil // its room is gone with its keys
+	}
+	if err != nil {
+		return err
+	}
+	switch r.code() {
+	case "ok":
+		return nil
+	case "no_room":
+		return errNoRoom(saleID)
+	}
+	return unexpected("room_tell", r)
 }
 
 // Release is seckill.WaitingRooms.Release.

@@ -44,6 +44,7 @@ type roomModel struct {
 	entrants, npre, admitted int64
 	seq                      int64
 	closed                   string
+	closedAt                 int64 // ms, when closed was set
 	credit, refill           int64 // credit -1: never admitted
 }
 
@@ -117,6 +118,8 @@ func (m *roomModel) counts(now int64) seckill.RoomState {
 	st := seckill.RoomState{Entrants: m.entrants, PreQueue: m.npre, Admitted: m.admitted, Active: m.active(now), Closed: m.closed}
 	if m.closed == "" {
 		st.Waiting = int64(len(m.waiting))
+	} else {
+		st.ClosedAt = fromMillis(m.closedAt)
 	}
 	return st
 }
@@ -126,7 +129,7 @@ func (m *roomModel) admit(now int64) seckill.RoomState {
 		return m.counts(now)
 	}
 	if m.sold >= m.sellable || now >= m.ends {
-		m.closed = seckill.TicketEnded
+		m.closed, m.closedAt = seckill.TicketEnded, now
 		if m.sold >= m.sellable {
 			m.closed = seckill.TicketSoldOut
 		}

@@ -263,8 +263,10 @@ func roomSpecs() []roomSpec {
 			{"most entrants", digits("0", "1000000001")}}},
 		{"room_ticket", rs.ticket, func(f *roomFixture) []string { return []string{f.clockMS(), f.waiting} },
 			[]argSpec{clock, ent}},
-		{"room_admit", rs.admit, func(f *roomFixture) []string { return []string{f.clockMS(), "1000"} },
-			[]argSpec{clock, {"most", digits("0", "10001")}}},
+		{"room_admit", rs.admit, func(f *roomFixture) []string { return []string{f.clockMS(), "1000", "0"} },
+			[]argSpec{clock, {"most", digits("0", "10001")}, {"tell", digits("2")}}},
+		{"room_tell", rs.tell, func(f *roomFixture) []string { return []string{f.clockMS(), "1"} },
+			[]argSpec{clock, {"told", digits("1000000001")}}},
 		{"room_release", rs.release, func(f *roomFixture) []string { return []string{f.clockMS(), f.admitted, "0"} },
 			[]argSpec{clock, ent, {"until", digits()}}},
 		{"room_state", rs.state, func(f *roomFixture) []string { return []string{f.clockMS()} }, []argSpec{clock}},
@@ -323,7 +325,7 @@ func TestRoomScriptsValidateBeforeFirstWrite(t *testing.T) {
 		covered = append(covered, sp.s.name)
 	}
 	v := defaultRoomScripts
-	for _, s := range []*script{v.join, v.ticket, v.admit, v.release, v.state, v.draw, v.restore} {
+	for _, s := range []*script{v.join, v.ticket, v.admit, v.release, v.state, v.draw, v.restore, v.tell} {
 		all = append(all, s.name)
 	}
 	if slices.Sort(covered); !slices.Equal(covered, slices.Sorted(slices.Values(all))) {
@@ -389,7 +391,7 @@ func TestRoomScriptsCatchAWriteBeforeValidation(t *testing.T) {
 		return src
 	})
 	before := takeSnapshot(t, c.Inventory, rf.all)
-	if _, err := execScript(c.Inventory, broken.admit, rf.keys, []string{rf.clockMS(), "abc"}); !isValidationError(err) {
+	if _, err := execScript(c.Inventory, broken.admit, rf.keys, []string{rf.clockMS(), "abc", "1"}); !isValidationError(err) {
 		t.Fatalf("broken room_admit.lua: %v, want its validation error", err)
 	}
 	if before.diff(t, takeSnapshot(t, c.Inventory, rf.all)) == "" {

@@ -79,6 +79,7 @@ func TestOrderStore(t *testing.T, open func(t *testing.T) seckill.OrderStore) {
 		// The waiting rooms' journal (seckill.RoomJournal, orderstore_rooms.go).
 		{"RoomJournal/EntrantsRoundTrip", osRoomEntrantsRoundTrip},
 		{"RoomJournal/AdmittedMonotonic", osRoomAdmittedMonotonic},
+		{"RoomJournal/GoesWithItsSale", osRoomJournalGoesWithItsSale},
 	}
 	runStories(t, tests, nil, open)
 }

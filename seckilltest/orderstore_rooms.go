@@ -128,3 +128,44 @@ func osRoomAdmittedMonotonic(t *testing.T, s seckill.OrderStore) {
 		t.Fatalf("SetRoomAdmitted(-1) = %v, want invalid_argument", err)
 	}
 }
+
+// osRoomJournalGoesWithItsSale: deleting a sale deletes its room's journal (entrants and
+// count, of every incarnation under its id), and only its: another sale's rows stay.
+func osRoomJournalGoesWithItsSale(t *testing.T, s seckill.OrderStore) {
+	j := osRoomJournal(t, s)
+	ctx := t.Context()
+	osCreate(t, s, osSale("rgone", 5, 0))
+	osCreate(t, s, osSale("rkept", 5, 0))
+	var es []seckill.RoomEntrant
+	for i := 1; i <= 3; i++ {
+		es = append(es, osEntrant("rgone", "inc1", i, false), osEntrant("rgone", "inc0", i, false), osEntrant("rkept", "inc1", i, false))
+	}
+	if err := j.AddRoomEntrants(ctx, es); err != nil {
+		t.Fatalf("AddRoomEntrants: %v", err)
+	}
+	for _, k := range [][2]string{{"rgone", "inc1"}, {"rgone", "inc0"}, {"rkept", "inc1"}} {
+		if err := j.SetRoomAdmitted(ctx, k[0], k[1], 2, osT0); err != nil {
+			t.Fatalf("SetRoomAdmitted: %v", err)
+		}
+	}
+	if err := s.DeleteSale(ctx, "rgone"); err != nil {
+		t.Fatalf("DeleteSale: %v", err)
+	}
+	for _, k := range [][2]string{{"rgone", "inc1"}, {"rgone", "inc0"}, {"rkept", "inc1"}} {
+		got, err := j.RoomEntrants(ctx, k[0], k[1])
+		if err != nil {
+			t.Fatalf("RoomEntrants: %v", err)
+		}
+		adm, err := j.RoomAdmitted(ctx, k[0], k[1])
+		if err != nil {
+			t.Fatalf("RoomAdmitted: %v", err)
+		}
+		want, wantAdm := 0, int64(0)
+		if k[0] == "rkept" {
+			want, wantAdm = 3, 2
+		}
+		if len(got) != want || adm.Count != wantAdm {
+			t.Fatalf("room %s/%s after DeleteSale(rgone): %d entrants, %d admitted; want %d, %d", k[0], k[1], len(got), adm.Count, want, wantAdm)
+		}
+	}
+}

@@ -20,6 +20,7 @@ type RoomEngine interface {
 	seckill.Inventory
 	seckill.WaitingRooms
 	seckill.RoomRestorer
+	seckill.RoomTeller
 }
 
 // NewRoomEngine builds a fresh, empty engine that reads time from clock, for TestWaitingRooms.
@@ -35,6 +36,9 @@ type NewRoomEngine = func(t *testing.T, clock seckill.Clock) RoomEngine
 //     closes, and requires identical tickets, counts and entrant lists.
 //   - Restore: a room rebuilt in a fresh engine from what the journal keeps (RestoreRoom)
 //     answers the same tickets and counts, admits no one twice and goes on in the draw's order.
+//   - Tell: an admission held untold (seckill.RoomTeller) reads waiting until it is told, at
+//     most a batch is untold, and a room restored from the count of those told admits the
+//     untold again at their places.
 //   - Concurrency: thousands of entrants joining on many goroutines before and after the start
 //     while several admitters and releasers run, checked by CheckRoom (whose negative controls
 //     are in this package's own tests).
@@ -42,6 +46,7 @@ func TestWaitingRooms(t *testing.T, newEngine NewRoomEngine) {
 	t.Run("Rules", func(t *testing.T) { testRoomRules(t, newEngine) })
 	t.Run("Model", func(t *testing.T) { testRoomModel(t, newEngine) })
 	t.Run("Restore", func(t *testing.T) { testRoomRestore(t, newEngine) })
+	t.Run("Tell", func(t *testing.T) { testRoomTell(t, newEngine) })
 	t.Run("Concurrency", func(t *testing.T) { testRoomConcurrency(t, newEngine) })
 }
 
@@ -161,24 +166,18 @@ func users(from, to int) []string {
 	return us
 }
 
-// admissionOrder is the entrants of us in the order they were admitted (by Index), and
-// fails unless every one of them was admitted.
+// admissionOrder is the entrant ids of us in the order they were admitted (admittedUsers),
+// and fails unless every one of them was admitted.
 func (r *roomRig) admissionOrder(us []string) []string {
 	r.t.Helper()
-	var obs []Admission
-	for _, u := range us {
-		tk := r.ticket(u)
-		if tk.State != seckill.TicketAdmitted {
-			r.t.Fatalf("ticket of %s = %+v, want admitted", u, tk)
-		}
-		obs = append(obs, Admission{Entrant: tk.Entrant, Index: tk.Index})
+	got := r.admittedUsers(us)
+	if len(got) != len(us) {
+		r.t.Fatalf("%d of %d admitted (%v), want all", len(got), len(us), got)
 	}
-	sort.Slice(obs, func(i, j int) bool { return obs[i].Index < obs[j].Index })
-	out := make([]string, len(obs))
-	for i, a := range obs {
-		out[i] = a.Entrant
+	for i, u := range got {
+		got[i] = r.entrant(u)
 	}
-	return out
+	return got
 }
 
 func testRoomRules(t *testing.T, newEngine NewRoomEngine) {
@@ -414,9 +413,13 @@ func testRoomRules(t *testing.T, newEngine NewRoomEngine) {
 			res := rg.buy(u, 1, "")
 			rg.payFull("p"+strconv.Itoa(i), res, seckill.PaymentApplied)
 		}
+		if st := r.room(); st.Closed != "" || !st.ClosedAt.IsZero() {
+			t.Fatalf("room before the close = %+v, want open, no closed_at", st)
+		}
+		closedAt := r.clock.Now().Truncate(time.Millisecond)
 		st := r.admit(0)
-		if st.Closed != seckill.TicketSoldOut || st.Waiting != 0 {
-			t.Fatalf("room after the last unit was paid = %+v, want closed sold_out, none waiting", st)
+		if st.Closed != seckill.TicketSoldOut || st.Waiting != 0 || !st.ClosedAt.Equal(closedAt) {
+			t.Fatalf("room after the last unit was paid = %+v, want closed sold_out at %s, none waiting", st, closedAt)
 		}
 		for _, u := range us {
 			tk := r.ticket(u)
@@ -430,8 +433,8 @@ func testRoomRules(t *testing.T, newEngine NewRoomEngine) {
 		if tk := r.join("late"); tk.State != seckill.TicketSoldOut {
 			t.Fatalf("join after sold out = %+v, want sold_out", tk)
 		}
-		if st := r.room(); st.Admitted != 10 || st.Closed != seckill.TicketSoldOut {
-			t.Fatalf("room = %+v", st)
+		if st := r.room(); st.Admitted != 10 || st.Closed != seckill.TicketSoldOut || !st.ClosedAt.Equal(closedAt) {
+			t.Fatalf("room = %+v, want sold_out, closed at %s (the close's time, kept)", st, closedAt)
 		}
 	})
 

@@ -25,7 +25,8 @@ type roomModel struct {
 	credit   int64
 	last     int64
 	closed   string
-	saleShut bool // CloseSale was called
+	closedAt int64 // ms, when closed was set
+	saleShut bool  // CloseSale was called
 }
 
 type modelJoin struct {
@@ -106,6 +107,8 @@ func (m *roomModel) state(now int64) seckill.RoomState {
 	}
 	if m.closed == "" {
 		st.Waiting = st.Entrants - st.Admitted
+	} else {
+		st.ClosedAt = time.UnixMilli(m.closedAt).UTC()
 	}
 	return st
 }
@@ -132,6 +135,7 @@ func (m *roomModel) admit(now int64) seckill.RoomState {
 	p := m.sale.Room
 	if m.closed == "" && now >= m.starts() && (m.saleShut || now >= m.sale.EndsAt.UnixMilli()) {
 		m.closed = seckill.TicketEnded // the model sells nothing: a room closes only by the end
+		m.closedAt = now
 	}
 	if m.closed != "" || now < m.starts() {
 		return m.state(now)

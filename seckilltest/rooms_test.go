@@ -99,3 +99,21 @@ func TestRoomConcurrencyCatchesABrokenDraw(t *testing.T) {
 		t.Fatalf("runRoomConcurrency on an engine that ignores the draw = %v, want the draw's order refused", err)
 	}
 }
+
+// tellsAtOnce is the memory engine with a fault: AdmitUntold tells every admission at once
+// (what the admitter did before admissions waited for the journal).
+type tellsAtOnce struct{ *memory.Engine }
+
+func (e tellsAtOnce) AdmitUntold(ctx context.Context, s seckill.Sale) (seckill.RoomState, seckill.UntoldAdmissions, error) {
+	st, err := e.Engine.Admit(ctx, s)
+	return st, seckill.UntoldAdmissions{First: st.Admitted + 1}, err
+}
+
+// TestRoomTellCatchesAnAdmissionToldAtOnce: the rule "Tell" fails on an engine that tells an
+// admission before the journal holds it.
+func TestRoomTellCatchesAnAdmissionToldAtOnce(t *testing.T) {
+	err := checkRoomTell(t, func(t *testing.T, clock seckill.Clock) RoomEngine { return tellsAtOnce{memory.New(clock)} })
+	if err == nil || !strings.Contains(err.Error(), "AdmitUntold answered untold") {
+		t.Fatalf("checkRoomTell on an engine that tells at once = %v, want its untold admissions refused", err)
+	}
+}

@@ -80,13 +80,15 @@ type RoomView struct {
 	Admitted   int64   `json:"admitted"`
 	Waiting    int64   `json:"waiting"`
 	Active     int64   `json:"active"`
-	// Closed is null while the room admits, else "sold_out" or "ended".
-	Closed         *string   `json:"closed"`
-	AdmitPerSecond int       `json:"admit_per_second"`
-	MaxActive      int       `json:"max_active"`
-	TokenSeconds   int       `json:"token_seconds"`
-	PowBits        int       `json:"pow_bits"`
-	ServerTime     time.Time `json:"server_time"`
+	// Closed is null while the room admits, else "sold_out" or "ended"; ClosedAt is when it
+	// closed (the engine's clock), null while it admits.
+	Closed         *string    `json:"closed"`
+	ClosedAt       *time.Time `json:"closed_at"`
+	AdmitPerSecond int        `json:"admit_per_second"`
+	MaxActive      int        `json:"max_active"`
+	TokenSeconds   int        `json:"token_seconds"`
+	PowBits        int        `json:"pow_bits"`
+	ServerTime     time.Time  `json:"server_time"`
 }
 
 // RoomView returns the sale's room as anyone may see it.
@@ -114,6 +116,10 @@ func (s *Service) RoomView(ctx context.Context, saleID string) (RoomView, error)
 	if st.Closed != "" {
 		c := st.Closed
 		v.Closed = &c
+		if !st.ClosedAt.IsZero() {
+			at := st.ClosedAt
+			v.ClosedAt = &at
+		}
 	}
 	return v, nil
 }
@@ -564,7 +570,7 @@ func (a *admitter) pass(ctx context.Context) {
 		if inc, ok := a.closed[sale.ID]; ok && inc == sale.Incarnation {
 			continue
 		}
-		st, err := a.s.rooms.Admit(ctx, sale)
+		st, err := a.s.admit(ctx, sale, now)
 		if err != nil {
 			if seckill.ErrorCode(err) != seckill.CodeNotFound {
 				background.Report(ctx, fmt.Errorf("admit in the room of sale %s: %w", sale.ID, err))
@@ -572,12 +578,8 @@ func (a *admitter) pass(ctx context.Context) {
 			continue
 		}
 		a.s.rates.observe(sale.ID, st.Admitted, now)
-		if err := a.s.journalAdmitted(ctx, sale, st.Admitted, now); err != nil {
-			background.Report(ctx, err)
-		}
 		if st.Closed != "" {
 			a.closed[sale.ID] = sale.Incarnation
-			a.s.forgetAdmitted(sale)
 		}
 	}
 	for id := range a.closed {

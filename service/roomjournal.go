@@ -13,11 +13,12 @@ import (
 )
 
 // The rooms' journal, the service's side (docs/DECISIONS.md "Rooms recover from the
-// database"): every join's entrant is buffered here and written to the order store
-// (seckill.RoomJournal) in batches by a background service, and the admitter writes each room's
-// count of admissions after it flushed the buffer (so that, on this instance, the entrants
-// counted as admitted are journaled before the count). A crash loses what the buffer holds (at
-// most the joins of one flush interval); a full buffer drops the joins beyond its bound, logged.
+// database", "An admission is told once it is journaled"): every join's entrant is buffered
+// here and written to the order store (seckill.RoomJournal) in batches by a background service.
+// The admitter admits without telling (seckill.RoomTeller), writes the admitted entrants' rows
+// and the room's count itself, and only then tells them: no one is told an admission the
+// journal does not hold. A crash loses what the buffer holds (at most the joins of one flush
+// interval, never an admitted entrant's); a full buffer drops the joins beyond its bound, logged.
 
 // MaxRoomJournalPending bounds the journal's buffer: joins beyond it are not journaled (and
 // logged), so that a database that is down costs bounded memory.
@@ -31,8 +32,7 @@ type roomJournal struct {
 	pending []seckill.RoomEntrant
 	dropped int64
 
-	flushMu  sync.Mutex // one flush at a time: batches are written in buffer order
-	admitted sync.Map   // sale id + incarnation → int64: the count last written
+	flushMu sync.Mutex // one flush at a time: batches are written in buffer order
 }
 
 // add buffers an entrant; false when the buffer is full and it was dropped.
@@ -89,31 +89,44 @@ func (s *Service) journalJoin(ctx context.Context, sale seckill.Sale, t seckill.
 	}
 }
 
-// journalAdmitted writes the room's count of admissions when it rose since this instance last
-// wrote it, after flushing the joins (so that those admitted are journaled first).
-func (s *Service) journalAdmitted(ctx context.Context, sale seckill.Sale, n int64, at time.Time) error {
-	if s.journal == nil || n <= 0 {
-		return nil
+// admit admits in the sale's room. With a journal and an engine that can hold admissions
+// untold (seckill.RoomTeller), the admissions are told only after the journal holds them: the
+// admitted entrants' rows (written again if their joins' rows are already there, or still in
+// some instance's buffer) and the room's count. An error after the admission leaves them
+// untold: the next pass, on any instance, is answered them again and journals them. Without a
+// journal every admission is told at once (Admit).
+func (s *Service) admit(ctx context.Context, sale seckill.Sale, now time.Time) (seckill.RoomState, error) {
+	teller, ok := s.rooms.(seckill.RoomTeller)
+	if s.journal == nil || !ok {
+		return s.rooms.Admit(ctx, sale)
 	}
-	key := sale.ID + "\x00" + sale.Incarnation
-	if last, ok := s.journal.admitted.Load(key); ok && last.(int64) >= n {
-		return nil
+	st, u, err := teller.AdmitUntold(ctx, sale)
+	if err != nil || len(u.Entrants) == 0 {
+		return st, err
 	}
-	if err := s.journal.flush(ctx); err != nil {
-		return err
+	rows := make([]seckill.RoomEntrant, len(u.Entrants))
+	for i, e := range u.Entrants {
+		e.SaleID, e.Incarnation = sale.ID, sale.Incarnation
+		rows[i] = e
 	}
-	if err := s.journal.j.SetRoomAdmitted(ctx, sale.ID, sale.Incarnation, n, at); err != nil {
-		return fmt.Errorf("journal the admissions of sale %s: %w", sale.ID, err)
+	for len(rows) > 0 {
+		n := min(len(rows), seckill.MaxRoomJournalBatch)
+		if err := s.journal.j.AddRoomEntrants(ctx, rows[:n]); err != nil {
+			return st, fmt.Errorf("journal the admitted entrants of sale %s: %w", sale.ID, err)
+		}
+		rows = rows[n:]
 	}
-	s.journal.admitted.Store(key, n)
-	return nil
-}
-
-// forgetAdmitted drops the written count of a room no longer admitting (bounded memory).
-func (s *Service) forgetAdmitted(sale seckill.Sale) {
-	if s.journal != nil {
-		s.journal.admitted.Delete(sale.ID + "\x00" + sale.Incarnation)
+	last := u.Last()
+	if err := s.journal.j.SetRoomAdmitted(ctx, sale.ID, sale.Incarnation, last, now); err != nil {
+		return st, fmt.Errorf("journal the admissions of sale %s: %w", sale.ID, err)
 	}
+	if err := teller.TellAdmitted(ctx, sale.ID, last); err != nil {
+		return st, fmt.Errorf("tell the admissions of sale %s: %w", sale.ID, err)
+	}
+	told := st.Admitted
+	st.Admitted = max(st.Admitted, last)
+	st.Waiting -= st.Admitted - told
+	return st, nil
 }
 
 // RoomJournaler returns the background service "room-journal" that writes the buffered joins

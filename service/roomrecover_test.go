@@ -25,11 +25,24 @@ import (
 // service, Recover) with the same tickets and counts, and goes on admitting from where it
 // was, no one twice. Without the journal's rows (the control) the same restart loses the room.
 func TestRoomSurvivesRestart(t *testing.T) {
-	ctx := context.Background()
-	dsn := "sqlite://" + t.TempDir() + "/seckill.db"
 	clock := &testClock{now: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
+	boot, dsn := restartRig(t, clock, nil)
+	roomLossScenario(t, clock, boot(), boot, func() { forgetEntrants(t, dsn) })
+}
+
+// restartRig makes services on the memory engine over one SQLite file: each boot closes the
+// last store, opens it again and builds a new engine and service (a restart), Recover done.
+// journal, if set, wraps the store as the service's room journal.
+func restartRig(t *testing.T, clock *testClock, journal func(*sqlstore.Store) seckill.RoomJournal) (boot func() *Service, dsn string) {
+	ctx := context.Background()
+	dsn = "sqlite://" + t.TempDir() + "/seckill.db"
 	var store *sqlstore.Store
-	boot := func() *Service {
+	t.Cleanup(func() {
+		if store != nil {
+			_ = store.Close()
+		}
+	})
+	return func() *Service {
 		t.Helper()
 		if store != nil {
 			if err := store.Close(); err != nil {
@@ -40,25 +53,29 @@ func TestRoomSurvivesRestart(t *testing.T) {
 		if store, err = sqlstore.Open(ctx, dsn); err != nil {
 			t.Fatalf("open store: %v", err)
 		}
-		svc := New(Config{Inventory: memory.New(clock), Store: store, Clock: clock, AuthSecret: []byte("restart-secret")})
+		cfg := Config{Inventory: memory.New(clock), Store: store, Clock: clock, AuthSecret: []byte("restart-secret")}
+		if journal != nil {
+			cfg.RoomJournal = journal(store)
+		}
+		svc := New(cfg)
 		if err := svc.Recover(ctx); err != nil {
 			t.Fatalf("Recover: %v", err)
 		}
 		return svc
+	}, dsn
+}
+
+// forgetEntrants deletes the journal's entrants from the SQLite file of dsn.
+func forgetEntrants(t *testing.T, dsn string) {
+	t.Helper()
+	raw, err := sql.Open("sqlite", strings.TrimPrefix(dsn, "sqlite://"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = store.Close() })
-	forget := func() {
-		t.Helper()
-		raw, err := sql.Open("sqlite", strings.TrimPrefix(dsn, "sqlite://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer raw.Close()
-		if _, err := raw.ExecContext(ctx, `DELETE FROM room_entrants`); err != nil {
-			t.Fatalf("delete the journal: %v", err)
-		}
+	defer raw.Close()
+	if _, err := raw.ExecContext(context.Background(), `DELETE FROM room_entrants`); err != nil {
+		t.Fatalf("delete the journal: %v", err)
 	}
-	roomLossScenario(t, clock, boot(), boot, forget)
 }
 
 // roomLossScenario runs a draw room through its pre-queue, the draw, later arrivals and two
@@ -69,15 +86,7 @@ func TestRoomSurvivesRestart(t *testing.T) {
 // showing that the tickets came from the journal.
 func roomLossScenario(t *testing.T, clock *testClock, svc *Service, lose func() *Service, forget func()) {
 	ctx := context.Background()
-	t0 := clock.Now()
-	start := t0.Add(time.Minute)
-	stock, limit, hold, token, opens, preheat := 100, 1, 10, 10, 60, 60
-	in := seckill.SaleInput{ID: "restart1", PriceCents: ptrTo(int64(500)), Stock: &stock, PerUserLimit: &limit,
-		HoldSeconds: &hold, StartsAt: &start, PreheatSeconds: &preheat,
-		WaitingRoom: &seckill.RoomInput{Order: seckill.RoomDraw, MaxActive: 3, TokenSeconds: &token, OpensSeconds: &opens}}
-	if _, err := svc.CreateSale(ctx, in); err != nil {
-		t.Fatalf("CreateSale: %v", err)
-	}
+	start := createRoomSale(t, svc, clock)
 	var users []string
 	join := func(svc *Service, u string) TicketView {
 		t.Helper()
@@ -165,6 +174,21 @@ func roomLossScenario(t *testing.T, clock *testClock, svc *Service, lose func() 
 	}
 }
 
+// createRoomSale makes the sale "restart1": 100 units, a draw room opening now, starting in a
+// minute, max_active 3, token_seconds 10. It returns the start.
+func createRoomSale(t *testing.T, svc *Service, clock *testClock) time.Time {
+	t.Helper()
+	start := clock.Now().Add(time.Minute)
+	stock, limit, hold, token, opens, preheat := 100, 1, 10, 10, 60, 60
+	in := seckill.SaleInput{ID: "restart1", PriceCents: ptrTo(int64(500)), Stock: &stock, PerUserLimit: &limit,
+		HoldSeconds: &hold, StartsAt: &start, PreheatSeconds: &preheat,
+		WaitingRoom: &seckill.RoomInput{Order: seckill.RoomDraw, MaxActive: 3, TokenSeconds: &token, OpensSeconds: &opens}}
+	if _, err := svc.CreateSale(context.Background(), in); err != nil {
+		t.Fatalf("CreateSale: %v", err)
+	}
+	return start
+}
+
 // roomTicket reads u's ticket, waiting out a room being restored (unavailable: a rebuild
 // runs after a FLUSHALL) for up to a minute.
 func roomTicket(svc *Service, u string) (TicketView, error) {
@@ -208,6 +232,16 @@ func (c *testClock) Advance(d time.Duration) {
 // of the sale restores the room from the journal (redisinv SetRoomSource) before the sale
 // answers again.
 func TestRoomSurvivesFlush(t *testing.T) {
+	clock := &testClock{now: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
+	svc, lose, dsn := flushRig(t, clock, nil)
+	roomLossScenario(t, clock, svc, lose, func() { forgetEntrants(t, dsn) })
+}
+
+// flushRig makes a service on the Redis engine (a key prefix of its own on the shared Redis)
+// over SQLite, rebuilding lost sales and their rooms from the store; lose deletes the engine's
+// keys (the FLUSHALL, of this test's keys only) and returns the same service. journal, if set,
+// wraps the store as the service's room journal.
+func flushRig(t *testing.T, clock *testClock, journal func(*sqlstore.Store) seckill.RoomJournal) (svc *Service, lose func() *Service, dsn string) {
 	ctx := context.Background()
 	c, err := redisinv.Dial(ctx, testenv.Redis(t))
 	if err != nil {
@@ -216,7 +250,7 @@ func TestRoomSurvivesFlush(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	prefix := redistest.KeyPrefix()
 	t.Cleanup(func() { redistest.DropPrefix(t, c.Inventory, prefix) })
-	dsn := "sqlite://" + t.TempDir() + "/seckill.db"
+	dsn = "sqlite://" + t.TempDir() + "/seckill.db"
 	store, err := sqlstore.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -224,24 +258,16 @@ func TestRoomSurvivesFlush(t *testing.T) {
 	t.Cleanup(func() { _ = store.Close() })
 	locks := lock.New(c.Locks, &lock.Options{Lease: 5 * time.Second})
 	t.Cleanup(func() { _ = locks.Close() })
-	clock := &testClock{now: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
 	eng := redisinv.New(c.Inventory, redisinv.WithPrefix(prefix), redisinv.WithTestClock(clock), redisinv.WithRebuild(store, locks))
 	t.Cleanup(func() { _ = eng.Close() })
-	svc := New(Config{Inventory: eng, Windows: eng, Store: store, Clock: clock, LoadOnDemand: true, AuthSecret: []byte("flush-secret")})
+	cfg := Config{Inventory: eng, Windows: eng, Store: store, Clock: clock, LoadOnDemand: true, AuthSecret: []byte("flush-secret")}
+	if journal != nil {
+		cfg.RoomJournal = journal(store)
+	}
+	svc = New(cfg)
 	eng.SetRoomSource(svc.RoomJournal)
-	lose := func() *Service {
-		redistest.DropPrefix(t, c.Inventory, prefix) // the FLUSHALL, of this test's keys only
+	return svc, func() *Service {
+		redistest.DropPrefix(t, c.Inventory, prefix)
 		return svc
-	}
-	forget := func() {
-		raw, err := sql.Open("sqlite", strings.TrimPrefix(dsn, "sqlite://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer raw.Close()
-		if _, err := raw.ExecContext(ctx, `DELETE FROM room_entrants`); err != nil {
-			t.Fatalf("delete the journal: %v", err)
-		}
-	}
-	roomLossScenario(t, clock, svc, lose, forget)
+	}, dsn
 }

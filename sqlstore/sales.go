@@ -49,16 +49,36 @@ func (s *Store) CreateSale(ctx context.Context, sale seckill.Sale) error {
 // DeleteSale removes a sale nothing refers to: no reservation row, no payment, nothing sold. The
 // guard is in the DELETE itself, so a reservation or payment that arrives concurrently either
 // lands first (and the sale stays) or finds no sale.
+//
+// The sale's rows in other tables go with it in the same transaction: sale_versions by its
+// foreign key (ON DELETE CASCADE), the waiting room's journal (room_entrants, room_admissions,
+// of every incarnation under the id: none is live once the sale is gone) by DELETEs here.
 func (s *Store) DeleteSale(ctx context.Context, id string) error {
-	res, err := s.db.ExecContext(ctx, s.q(`DELETE FROM sales WHERE id = ? AND sold = 0
-		AND NOT EXISTS (SELECT 1 FROM reservations WHERE sale_id = ?)
-		AND NOT EXISTS (SELECT 1 FROM payments WHERE sale_id = ?)`), id, id, id)
+	deleted := false
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		deleted = false
+		res, err := tx.ExecContext(ctx, s.q(`DELETE FROM sales WHERE id = ? AND sold = 0
+			AND NOT EXISTS (SELECT 1 FROM reservations WHERE sale_id = ?)
+			AND NOT EXISTS (SELECT 1 FROM payments WHERE sale_id = ?)`), id, id, id)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil || n != 1 {
+			return err
+		}
+		for _, q := range []string{`DELETE FROM room_entrants WHERE sale_id = ?`, `DELETE FROM room_admissions WHERE sale_id = ?`} {
+			if _, err := tx.ExecContext(ctx, s.q(q), id); err != nil {
+				return err
+			}
+		}
+		deleted = true
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("sqlstore: delete sale %s: %w", id, err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("sqlstore: delete sale %s: %w", id, err)
-	} else if n == 1 {
+	if deleted {
 		return nil
 	}
 	if _, _, err := s.Sale(ctx, id); err != nil {

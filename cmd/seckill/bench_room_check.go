@@ -65,7 +65,10 @@ type roomObservation struct {
 	soldOut     bool          // every unit was paid: the room must close
 	lastPaid    time.Time     // the bench's clock, no later than the last unit's payment (roomRun.paidNow)
 	lastPaidAck time.Time     // when the bench learned of the last payment (after the close)
-	toldWithin  time.Duration // how soon a waiting buyer must be told after that
+	toldWithin  time.Duration // how soon a waiting buyer must be told after the close
+	// closedAt is the room's closed_at (its view after the crowd): the instant the room closed,
+	// what told_sold_out measures from (zero when the room did not say).
+	closedAt time.Time
 }
 
 // roomChecks runs every check; each returns the violations it found (none: it held).
@@ -81,7 +84,7 @@ func checkRoom(o roomObservation) []roomCheck {
 		{"draw", "the seed matches the commitment published before the start, the published entrants are the pre-queue, and the pre-queue's indexes are seckill.DrawOrder of them", checkDraw(o)},
 		{"admission_order", "admitted in index order (the prefix 1…admitted, admitted_at never decreasing with the index), and after the pre-queue in order of arrival (joined_at)", checkAdmissionOrder(o)},
 		{"no_bypass", "the purchase path refused without an admission token and with another buyer's (403 admission_required), and every buy came from an admitted buyer", checkBypass(o)},
-		{"told_sold_out", fmt.Sprintf("every buyer not admitted told sold out within %s of the last unit paid", o.toldWithin), checkTold(o)},
+		{"told_sold_out", fmt.Sprintf("every buyer not admitted told sold out within %s of the room's closed_at", o.toldWithin), checkTold(o)},
 	}
 }
 
@@ -266,9 +269,13 @@ func checkTold(o roomObservation) []string {
 			// The stock was not all paid: the room stays open; nobody is owed a "sold out".
 		case b.told.IsZero():
 			bad = appendBad(bad, "buyer %s was never told the sale sold out (last state %q)", b.user, b.state)
-		case b.told.Sub(o.lastPaid) > o.toldWithin:
-			bad = appendBad(bad, "buyer %s told %s after the last unit was paid (by %s)", b.user, b.told.Sub(o.lastPaid).Round(time.Millisecond), b.by)
+		case o.closedAt.IsZero():
+		case b.told.Sub(o.closedAt) > o.toldWithin:
+			bad = appendBad(bad, "buyer %s told %s after the room closed (closed_at; by %s)", b.user, b.told.Sub(o.closedAt).Round(time.Millisecond), b.by)
 		}
+	}
+	if o.soldOut && o.closedAt.IsZero() {
+		bad = appendBad(bad, "every unit was paid and the room publishes no closed_at")
 	}
 	return bad
 }

@@ -57,7 +57,7 @@ func goodRoom(t *testing.T) roomObservation {
 	}
 	o := roomObservation{rate: 2, burst: 1, order: seckill.RoomDraw, commitmentBefore: seckill.RoomCommitment(seed),
 		commitment: seckill.RoomCommitment(seed), seed: hex.EncodeToString(seed), entrants: drawn, preQueue: 4,
-		soldOut: true, lastPaid: t0.Add(10 * time.Second), toldWithin: time.Second}
+		soldOut: true, lastPaid: t0.Add(10 * time.Second), closedAt: t0.Add(10*time.Second + 50*time.Millisecond), toldWithin: time.Second}
 	for i, e := range seckill.DrawOrder(seed, drawn) {
 		o.buyers = append(o.buyers, &roomBuyer{user: "d" + e[:4], entrant: e, joined: true, drawn: true, index: int64(i + 1),
 			admittedAt: t0.Add(time.Duration(i) * 600 * time.Millisecond), admissions: 1})
@@ -111,7 +111,8 @@ func TestRoomChecksCatch(t *testing.T) {
 			o.buyers[2].admittedAt = o.buyers[0].admittedAt.Add(-time.Second)
 		}},
 		{"arrival out of order", "admission_order", func(o *roomObservation) { o.buyers[5].joinedAt = o.buyers[4].joinedAt.Add(-time.Millisecond) }},
-		{"told late", "told_sold_out", func(o *roomObservation) { o.buyers[5].told = o.lastPaid.Add(1500 * time.Millisecond) }},
+		{"told late", "told_sold_out", func(o *roomObservation) { o.buyers[5].told = o.closedAt.Add(1001 * time.Millisecond) }},
+		{"no closed_at", "told_sold_out", func(o *roomObservation) { o.closedAt = time.Time{} }},
 		{"path without admission", "no_bypass", func(o *roomObservation) { o.bypass = []string{"GET /path answered 200"} }},
 		{"bought unadmitted", "no_bypass", func(o *roomObservation) { o.buyers[5].bought = true }},
 		{"counter above the failed", "admitted_once", func(o *roomObservation) {

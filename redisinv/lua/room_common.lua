@@ -7,11 +7,16 @@
 --   KEYS[1] sale   HASH  the sale's hash (common.lua), read only: its window, stock and clock,
 --                        and its room policy (the field room: room_policy)
 --   KEYS[2] room   HASH  field p while a restore runs (room_restore.lua); field r = cmsgpack(entrants, pre, admitted, seq, closed, credit, refill,
---                        now): the entrants joined so far, those joined before the start, those
---                        admitted so far (the serving counter), the last arrival's number,
+--                        now, told, closed at): the entrants joined so far, those joined before the start, those
+--                        admitted so far, the last arrival's number,
 --                        closed (0 admitting, 1 sold out, 2 ended), the admission bucket's credit
 --                        in thousandths of an admission (-1 before the first admission), the time
---                        it was last refilled (ms), and the latest time a room script used
+--                        it was last refilled (ms), the latest time a room script used, and the
+--                        admissions told (the serving counter, room.go RoomTeller: absent in a
+--                        room written before it was kept, read as admitted), and when the room
+--                        closed (ms; 0 while it admits, and in a room closed before it was kept); field u =
+--                        cmsgpack(entrant...) the admitted entrants not told yet (admissions
+--                        told+1 .. admitted, in order; absent when none)
 --   KEYS[3] rwait  ZSET  the entrants not admitted: scored by draw key (below 2^48) for the
 --                        draw's pre-queue, by 2^48 + arrival number otherwise; equal scores
 --                        sort by entrant id, which is seckill.DrawOrder's tie-break; removed
@@ -125,14 +130,14 @@ local function room_ready(restoring)
   end
   local r = redis.call('HGET', KEYS[2], 'r')
   if r then
-    local entrants, pre, admitted, seq, rclosed, credit, refill, rnow = cmsgpack.unpack(r)
+    local entrants, pre, admitted, seq, rclosed, credit, refill, rnow, told, closedat = cmsgpack.unpack(r)
     R = {entrants = entrants, pre = pre, admitted = admitted, seq = seq, closed = rclosed, credit = credit,
-      refill = refill}
+      refill = refill, told = told or admitted, closedat = closedat or 0}
     if rnow > now then
       now = rnow
     end
   else
-    R = {entrants = 0, pre = 0, admitted = 0, seq = 0, closed = 0, credit = -1, refill = 0}
+    R = {entrants = 0, pre = 0, admitted = 0, seq = 0, closed = 0, credit = -1, refill = 0, told = 0, closedat = 0}
   end
   return nil
 end
@@ -141,7 +146,7 @@ end
 local function save_room()
   if rchanged then
     redis.call('HSET', KEYS[2], 'r',
-      cmsgpack.pack(R.entrants, R.pre, R.admitted, R.seq, R.closed, R.credit, R.refill, now))
+      cmsgpack.pack(R.entrants, R.pre, R.admitted, R.seq, R.closed, R.credit, R.refill, now, R.told, R.closedat))
   end
 end
 
@@ -167,33 +172,38 @@ end
 -- ticket_reply is {'ok', state, index, ahead, drawn, joined ms, admitted ms, active ms, arrival} for
 -- entrant e with ticket t. An entrant waiting has, from the start, the index its place in rwait
 -- gives it (rank + admitted + 1: both change by one at each admission, so it is fixed); one in
--- a closed room has none (0): it was told.
+-- a closed room has none (0): it was told. An admission not told yet (index above R.told) reads
+-- waiting at its index; every waiting entrant has index − told − 1 ahead.
 local function ticket_reply(e, t)
-  if t.index > 0 then
+  if t.index > 0 and t.index <= R.told then
     return {'ok', 'admitted', t.index, 0, t.drawn, t.joined, t.admitted, t.active, t.arrival}
   end
   local state, index, ahead = 'pre_queue', 0, 0
   if R.closed ~= 0 then
     state = CLOSED[R.closed]
+  elseif t.index > 0 then
+    state, index, ahead = 'waiting', t.index, t.index - R.told - 1
   elseif now >= S.starts then
     state = 'waiting'
     local rank = redis.call('ZRANK', KEYS[3], e)
     if rank then
-      index, ahead = rank + R.admitted + 1, rank
+      index = rank + R.admitted + 1
+      ahead = index - R.told - 1
     end
   end
   return {'ok', state, index, ahead, t.drawn, t.joined, 0, 0, t.arrival}
 end
 
 -- room_counts is {'ok', entrants, pre, admitted, waiting, active, closed ('' while admitting,
--- else 'sold_out' or 'ended')}: waiting is 0 once the room closed (those left were told).
+-- else 'sold_out' or 'ended'), closed at (ms, 0 while admitting)}: admitted counts the admissions told, waiting those not told
+-- besides rwait's; waiting is 0 once the room closed (those left were told).
 local function room_counts()
   local waiting, closed = 0, ''
   if R.closed == 0 then
-    waiting = redis.call('ZCARD', KEYS[3])
+    waiting = redis.call('ZCARD', KEYS[3]) + R.admitted - R.told
   else
     closed = CLOSED[R.closed]
   end
   local active = redis.call('ZCOUNT', KEYS[6], '(' .. num(now), '+inf')
-  return {'ok', R.entrants, R.pre, R.admitted, waiting, active, closed}
+  return {'ok', R.entrants, R.pre, R.told, waiting, active, closed, R.closedat}
 end

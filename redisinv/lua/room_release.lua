@@ -4,7 +4,7 @@
 -- ARGV: [1] clock (common.lua); [2] entrant (32 lower-case hex); [3] until (ms, 0 to 2^53):
 --       the place counts until then, or ends now when until is not after now.
 -- Returns: {'ok', 1} when the place changed, {'ok', 0} when nothing did (an entrant unknown,
---          not admitted, or whose place had ended: it is never revived); {'not_loaded'} /
+--          not admitted (or not told: room_tell.lua), or whose place had ended: it is never revived); {'not_loaded'} /
 --          {'loading'} / {'segmented'}.
 -- @room
 local function main()
@@ -17,7 +17,7 @@ local function main()
   end
   room_check_types()
   local t = get_ticket(e)
-  if not t or t.index == 0 or t.active <= now then
+  if not t or t.index == 0 or t.index > R.told or t.active <= now then
     return {'ok', 0}
   end
   if till < now then

@@ -107,7 +107,7 @@ local function main()
     return {'ok'}
   end
   R = {entrants = fin.entrants, pre = fin.pre, admitted = fin.admitted, seq = fin.seq, closed = 0, credit = -1,
-    refill = 0}
+    refill = 0, told = fin.admitted, closedat = 0} -- the journal's count is of admissions told
   if P.rate > 0 and now >= S.starts then
     R.credit, R.refill = 0, now -- an empty bucket: no burst on top of what was admitted before
   end
