@@ -23,7 +23,8 @@ import (
 // of a buy costs on top of the engine, every buy a new user as in `seckill bench --calibrate`.
 // "hold" buys from a sale with stock, "sold-out" from one without, "bare" is the calibration's
 // reference handler (a ServeMux route answering a fixed body of the same size), the floor.
-// Profile with -cpuprofile / -memprofile.
+// cpu-ns/op is the process's CPU time per buy (GC included), steadier than ns/op on a shared
+// machine. Profile with -cpuprofile / -memprofile.
 func BenchmarkBuyHandler(b *testing.B) {
 	const secret = "bench-auth-secret-0123456789abcdef"
 	ctx := b.Context()
@@ -65,6 +66,8 @@ func BenchmarkBuyHandler(b *testing.B) {
 		w := &discardWriter{h: http.Header{}}
 		b.ReportAllocs()
 		b.ResetTimer()
+		cpu := processCPU()
+		defer func() { b.ReportMetric(float64(processCPU()-cpu)/float64(n), "cpu-ns/op") }()
 		for i := range n {
 			bodies[i].Reset(`{"quantity":1}`)
 			reqs[i].Body = io.NopCloser(&bodies[i])
