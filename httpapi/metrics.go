@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,9 @@ type metrics struct {
 	// streams and streamsDropped count live event streams, and those cut for reading too slowly.
 	streams        prometheus.Gauge
 	streamsDropped prometheus.Counter
+	// outcomes are reservations' counters of the usual outcomes (knownOutcomes), each resolved
+	// on its first count; the map is read-only after newMetrics.
+	outcomes map[string]*lazySeries[prometheus.Counter]
 }
 
 func newMetrics(reg *prometheus.Registry, svc *service.Service) *metrics {
@@ -41,6 +45,7 @@ func newMetrics(reg *prometheus.Registry, svc *service.Service) *metrics {
 		payments: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_payments_total", Help: "Webhook deliveries by result.",
 		}, []string{"result"}),
+		outcomes: knownOutcomes(),
 	}
 	m.streams = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "seckill_event_streams", Help: "Open GET /api/v1/sales/{id}/events streams.",
@@ -54,13 +59,69 @@ func newMetrics(reg *prometheus.Registry, svc *service.Service) *metrics {
 	return m
 }
 
-func (m *metrics) observe(route string, status int, d time.Duration) {
-	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
-	m.duration.WithLabelValues(route).Observe(d.Seconds())
+// routeMetrics are one route's series, looked up once per route and status rather than per
+// request: a request then costs no label hashing, no lookup under the vectors' locks and no
+// allocation. Each series is resolved on its first use, so /metrics shows the same series as
+// before (none for a route nobody called).
+type routeMetrics struct {
+	route    string
+	m        *metrics
+	duration lazySeries[prometheus.Observer]
+	byStatus [600]lazySeries[prometheus.Counter] // by status code, 0–599
+}
+
+// lazySeries is a series resolved on first use; a race resolves it twice, to the same series.
+type lazySeries[T any] struct{ p atomic.Pointer[T] }
+
+func (l *lazySeries[T]) get(resolve func() T) T {
+	if p := l.p.Load(); p != nil {
+		return *p
+	}
+	v := resolve()
+	l.p.Store(&v)
+	return v
+}
+
+// route returns the series of route ("METHOD /pattern").
+func (m *metrics) route(route string) *routeMetrics {
+	return &routeMetrics{route: route, m: m}
+}
+
+// observe counts one request of the route answered status after d.
+func (rm *routeMetrics) observe(status int, d time.Duration) {
+	counter := func() prometheus.Counter { return rm.m.requests.WithLabelValues(rm.route, strconv.Itoa(status)) }
+	if status >= 0 && status < len(rm.byStatus) {
+		rm.byStatus[status].get(counter).Inc()
+	} else {
+		counter().Inc()
+	}
+	rm.duration.get(func() prometheus.Observer { return rm.m.duration.WithLabelValues(rm.route) }).Observe(d.Seconds())
 }
 
 // outcome counts a buy or cancel outcome; labels are fixed words or error codes, never ids.
-func (m *metrics) outcome(o string) { m.reservations.WithLabelValues(o).Inc() }
+// The usual ones are resolved once each (metrics.outcomes); another is looked up in the vector.
+func (m *metrics) outcome(o string) {
+	if l, ok := m.outcomes[o]; ok {
+		l.get(func() prometheus.Counter { return m.reservations.WithLabelValues(o) }).Inc()
+		return
+	}
+	m.reservations.WithLabelValues(o).Inc()
+}
+
+// knownOutcomes are the outcomes metrics.outcomes holds: a buy's (activityOutcomes) and a
+// cancel's, and the error codes a buy can end with.
+func knownOutcomes() map[string]*lazySeries[prometheus.Counter] {
+	m := map[string]*lazySeries[prometheus.Counter]{"cancelled": {}}
+	for _, o := range activityOutcomes {
+		m[o] = &lazySeries[prometheus.Counter]{}
+	}
+	for _, c := range []seckill.Code{seckill.CodeInternal, seckill.CodeInvalidArgument, seckill.CodeNotFound, seckill.CodeConflict,
+		seckill.CodeHoldExpired, seckill.CodeUnavailable, seckill.CodeAdmissionRequired} {
+		m[string(c)] = &lazySeries[prometheus.Counter]{}
+	}
+	return m
+}
+
 func (m *metrics) payment(r string) { m.payments.WithLabelValues(r).Inc() }
 
 // MetricsHandler serves the Prometheus metrics, behind Config.MetricsToken when it is set: on

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"hash/maphash"
 	"net/http"
 	"sync"
 	"time"
@@ -17,7 +18,7 @@ import (
 // keeps a flood off Redis); with the Redis engine, the shared check then makes N instances
 // allow what one would: the buy's inside the buy script (redisinv WithRateLimits), the other
 // scopes' through Config.SharedLimiter, one Redis round trip. A new endpoint is one line:
-// `addr, err := s.rates.spend(r, scopeX, user)`.
+// `addr, err := s.rates.spend(r, scopeX, user)`, and its noun in scopeNoun.
 
 // Scopes of the request budgets.
 const (
@@ -48,23 +49,19 @@ type rates struct {
 	user, addr seckill.RateLimit
 	trusted    clientaddr.Trusted
 	shared     SharedLimiter // nil: this instance's buckets only
-	mu         sync.Mutex
-	local      map[string]*rateLimiter // scope + "u" / scope + "a" -> buckets
+	// local are the buckets by scope: each scope's users' and addresses', made in newRates
+	// for every scope; read-only after it.
+	local map[string]scopeBuckets
 }
+
+type scopeBuckets struct{ user, addr *rateLimiter }
 
 func newRates(user, addr seckill.RateLimit, trusted clientaddr.Trusted, shared SharedLimiter) *rates {
-	return &rates{user: user, addr: addr, trusted: trusted, shared: shared, local: map[string]*rateLimiter{}}
-}
-
-func (rs *rates) buckets(scope, kind string, l seckill.RateLimit) *rateLimiter {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	b := rs.local[scope+kind]
-	if b == nil {
-		b = newRateLimiter(l)
-		rs.local[scope+kind] = b
+	rs := &rates{user: user, addr: addr, trusted: trusted, shared: shared, local: map[string]scopeBuckets{}}
+	for scope := range scopeNoun {
+		rs.local[scope] = scopeBuckets{user: newRateLimiter(user), addr: newRateLimiter(addr)}
 	}
-	return b
+	return rs
 }
 
 // spend spends one request of user's and of r's client address's budgets in scope, at now:
@@ -84,12 +81,16 @@ func (rs *rates) spend(r *http.Request, scope, user string, now time.Time) (stri
 			addr = k.Addr().String()
 		}
 	}
+	b, ok := rs.local[scope]
+	if !ok {
+		panic("httpapi: rate limit scope " + scope + " is not in scopeNoun")
+	}
 	var wait time.Duration
 	if rs.user.On() {
-		wait = rs.buckets(scope, "u", rs.user).allow(user, now)
+		wait = b.user.allow(user, now)
 	}
 	if addr != "" {
-		wait = max(wait, rs.buckets(scope, "a", rs.addr).allow(addr, now))
+		wait = max(wait, b.addr.allow(addr, now))
 	}
 	if wait == 0 && rs.shared != nil && scope != scopeBuy {
 		w, err := rs.shared.Allow(r.Context(), scope, user, addr, rs.user, rs.addr)
@@ -104,22 +105,51 @@ func (rs *rates) spend(r *http.Request, scope, user string, now time.Time) (stri
 	return addr, nil
 }
 
-// scopeNoun names a scope's requests in a refusal.
+// scopeNoun names a scope's requests in a refusal; every scope is here (newRates makes the
+// buckets of these).
 var scopeNoun = map[string]string{scopePath: "purchase path", scopeBuy: "buy", scopePay: "payment", scopeJoin: "waiting-room join"}
 
 // rateLimiter is one scope's buckets of one kind (users, or addresses) in this process: GCRA
-// (seckill.RateLimit.GCRA, in µs), a theoretical arrival time per key.
+// (seckill.RateLimit.GCRA, in µs), a theoretical arrival time per key. The keys are spread
+// over shards, each with its own lock and table, so that a buy waits for few others and a
+// sweep holds one shard's lock over one shard's keys.
 type rateLimiter struct {
-	limit seckill.RateLimit
+	limit  seckill.RateLimit
+	seed   maphash.Seed
+	every  int64 // sweep period of a shard, µs (sweepPeriod)
+	shards [rateShards]rateShard
+}
 
+// rateShards is the number of shards of a rateLimiter.
+const rateShards = 16
+
+type rateShard struct {
 	mu     sync.Mutex
 	tats   map[string]int64
 	latest int64 // the latest now seen, µs: the limiter's clock never goes back
 	swept  int64
+	_      [64]byte // keeps neighbouring shards' locks off one cache line
 }
 
 func newRateLimiter(l seckill.RateLimit) *rateLimiter {
-	return &rateLimiter{limit: l, tats: make(map[string]int64)}
+	rl := &rateLimiter{limit: l, seed: maphash.MakeSeed(), every: sweepPeriod(l)}
+	for i := range rl.shards {
+		rl.shards[i].tats = make(map[string]int64)
+	}
+	return rl
+}
+
+// sweepPeriod is how often a shard forgets the keys whose time has passed: as often as a key's
+// time can be ahead of the clock (burst × interval: a key idle that long is forgotten), within
+// a second and a minute. The table then holds about the keys of one such period, not of a whole
+// minute of a rush (a map of a minute of new buyers was slower to grow and to sweep, under
+// the lock), and a sweep costs at most one pass over them per second.
+func sweepPeriod(l seckill.RateLimit) int64 {
+	if !l.On() {
+		return int64(time.Minute / time.Microsecond)
+	}
+	ahead := l.Interval() * l.BurstOrOne()
+	return min(max(ahead, int64(time.Second/time.Microsecond)), int64(time.Minute/time.Microsecond))
 }
 
 // allow spends one request of key's budget at now and answers 0, or answers how long until it
@@ -128,32 +158,33 @@ func (l *rateLimiter) allow(key string, now time.Time) time.Duration {
 	if !l.limit.On() {
 		return 0
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	sh := &l.shards[maphash.String(l.seed, key)%rateShards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	at := now.UnixMicro()
 	// Only forward: a wall clock stepped back (NTP) must not put every active key's time
 	// ahead of the clock, which would lock them out for as long as the step.
-	at = max(at, l.latest)
-	l.latest = at
-	l.sweep(at)
-	ok, tat, wait := l.limit.GCRA(l.tats[key], at)
+	at = max(at, sh.latest)
+	sh.latest = at
+	sh.sweep(at, l.every)
+	ok, tat, wait := l.limit.GCRA(sh.tats[key], at)
 	if !ok {
 		return time.Duration(wait) * time.Microsecond
 	}
-	l.tats[key] = tat
+	sh.tats[key] = tat
 	return 0
 }
 
-// sweep forgets keys whose time has passed (the same as none), at most once a minute, so
+// sweep forgets keys whose time has passed (the same as none), at most once per every µs, so
 // memory follows the number of recently active keys rather than every key ever seen.
-func (l *rateLimiter) sweep(at int64) {
-	if at-l.swept < int64(time.Minute/time.Microsecond) {
+func (sh *rateShard) sweep(at, every int64) {
+	if at-sh.swept < every {
 		return
 	}
-	l.swept = at
-	for k, tat := range l.tats {
+	sh.swept = at
+	for k, tat := range sh.tats {
 		if tat <= at {
-			delete(l.tats, k)
+			delete(sh.tats, k)
 		}
 	}
 }

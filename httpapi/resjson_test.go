@@ -73,3 +73,25 @@ func TestAppendReservationFallsBack(t *testing.T) {
 		t.Fatal("refused a plain reservation")
 	}
 }
+
+// FuzzAppendProblem: whatever appendProblem writes is byte for byte what json.Marshal writes
+// for the same problem; what it leaves to json.Marshal has a string to escape (or non-ASCII).
+func FuzzAppendProblem(f *testing.F) {
+	f.Add("about:blank", "Conflict", 409, "sale s1 is sold out", "sold_out")
+	f.Add("about:blank", "Too Many Requests", 429, "", "rate_limited")
+	f.Add("x", "<&>", -1, "a \"quoted\"\n détail", "é")
+	f.Fuzz(func(t *testing.T, typ, title string, status int, detail, code string) {
+		p := Problem{Type: typ, Title: title, Status: status, Detail: detail, Code: seckill.Code(code)}
+		got, ok := appendProblem(nil, &p)
+		want := mustJSON(p)
+		if !ok {
+			if !bytes.ContainsRune(want, '\\') && utf8.RuneCount(want) == len(want) {
+				t.Fatalf("left to json.Marshal, which writes it plainly: %s", want)
+			}
+			return
+		}
+		if string(got) != string(want) {
+			t.Fatalf("appendProblem %s\njson.Marshal  %s", got, want)
+		}
+	})
+}

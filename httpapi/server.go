@@ -192,7 +192,7 @@ func New(cfg Config) *Server {
 		if !unbounded(rt.pattern) {
 			h = s.inFlight.bound(h)
 		}
-		mux.Handle(rt.method+" "+rt.pattern, s.instrument(rt.pattern, h))
+		mux.Handle(rt.method+" "+rt.pattern, s.instrument(rt.method, rt.pattern, h))
 	}
 	web, _ := fs.Sub(assets, "web")
 	site, err := loadStatic(web)
@@ -266,14 +266,16 @@ func (s *Server) routes() []route {
 
 // instrument turns a handler that returns an error into an http.Handler that writes the error
 // as problem+json and counts the request by route and status.
-func (s *Server) instrument(pattern string, h func(http.ResponseWriter, *http.Request) error) http.Handler {
+func (s *Server) instrument(method, pattern string, h func(http.ResponseWriter, *http.Request) error) http.Handler {
+	// The route's series are looked up once, here, not per request (metrics.route).
+	m := s.metrics.route(method + " " + pattern)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		start := time.Now()
 		if err := h(rec, r); err != nil {
 			s.writeError(rec, r, err)
 		}
-		s.metrics.observe(r.Method+" "+pattern, rec.status, time.Since(start))
+		m.observe(rec.status, time.Since(start))
 	})
 }
 
