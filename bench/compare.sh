@@ -43,6 +43,16 @@ wait_up() {
   return 1
 }
 
+# payment_flags REF: the webhook gateway's flags as REF's serve takes them (before the
+# gateways, a commit had only --payment-secret).
+payment_flags() {
+  if "$work/seckill-$1" serve -h 2>&1 | grep -q -- '-gateway'; then
+    echo --gateway webhook --payment-secret compare-webhook-secret-0123456789abcdef-0123456789
+  else
+    echo --payment-secret compare-webhook-secret-0123456789abcdef-0123456789
+  fi
+}
+
 # calibrate REF NAME ARGS…: serve REF's binary with ARGS, flood it with HEAD's client.
 calibrate() {
   local ref=$1 name=$2
@@ -71,7 +81,7 @@ for i in $(seq 1 "$rounds"); do
       -test.cpu 1 -test.benchmem -test.count 3) | grep -E '^BenchmarkBuy' | sed "s/^/  $ref memory: /" |
       tee -a "$work/memory-$ref.txt"
     rm -f "$work/embedded.db"*
-    calibrate $ref embedded --db "sqlite://$work/embedded.db" --gateway webhook --payment-secret compare-webhook-secret-0123456789abcdef-0123456789
+    calibrate $ref embedded --db "sqlite://$work/embedded.db" $(payment_flags $ref)
     if $redis_ok; then
       redis-server --port 6390 --bind 127.0.0.1 --save "" --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
       pids+=($!)
@@ -79,7 +89,7 @@ for i in $(seq 1 "$rounds"); do
       sleep 0.3
       mysql -uroot -h127.0.0.1 -e 'drop database if exists seckill_compare; create database seckill_compare'
       calibrate $ref redis --engine redis --redis-url redis://127.0.0.1:6390/0 --db "$mysql_url/seckill_compare" \
-        --gateway webhook --payment-secret compare-webhook-secret-0123456789abcdef-0123456789
+        $(payment_flags $ref)
       kill "$rpid"
       wait "$rpid" 2>/dev/null || true
     fi
