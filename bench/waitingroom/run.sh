@@ -19,6 +19,7 @@ repo=$(git rev-parse --show-toplevel)
 work=$(mktemp -d /tmp/seckill-roombench.XXXXXX)
 secret=roombench-auth-secret-0123456789abcdef-0123456789
 admin=roombench-admin-token-0123456789abcdef-0123456789
+payment=roombench-webhook-secret-0123456789abcdef-0123456789
 streams=${ROOMBENCH_STREAMS:-20000}
 pids=()
 
@@ -39,9 +40,9 @@ for i in $(seq 1 "$instances"); do
   SECKILL_AUTH_SECRET=$secret SECKILL_ADMIN_TOKEN=$admin "$work/seckill" serve --addr "127.0.0.1:$port" \
     --engine redis --redis-url redis://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003 \
     --db mysql://root@127.0.0.1:3306/seckill_roombench \
-    --gateway webhook --payment-secret roombench-webhook-secret-0123456789abcdef-0123 \
+    --gateway webhook --payment-secret "$payment" \
     --max-conns-per-addr -1 --max-inflight-per-addr -1 --rate-per-addr -1 --max-streams-per-addr -1 \
-    --max-streams "$streams" >"$work/serve-$i.log" 2>&1 &
+    --max-streams "$streams" --max-conns $((streams * 3 / 2)) >"$work/serve-$i.log" 2>&1 &
   pids+=($!)
   targets+=("http://127.0.0.1:$port")
 done
@@ -53,5 +54,5 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 target_list=$(IFS=,; echo "${targets[*]}")
 "$work/seckill" bench --target "$target_list" --auth-secret "$secret" --admin-token "$admin" \
   --waiting-room --buyers "$buyers" --prequeue $((buyers / 5)) --units 100 --admit-rate 500 \
-  --arrival 5s --hold 10s --streams $((streams * 9 / 10)) "$@"
+  --arrival 5s --hold 10s --streams $((streams * 9 / 10)) --payment-secret "$payment" "$@"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
