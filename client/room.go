@@ -137,7 +137,8 @@ func (c *Client) AdmittedPath(ctx context.Context, saleID, admission string) (Pu
 }
 
 // RoomEvents is GET .../waiting-room/events: the caller's ticket, live, as a sequence (on
-// connect, then whenever its state, place or admission changes). It ends as Events does.
+// connect, then whenever its state or admission changes, and its place at most about once a
+// second). It ends as Events does.
 func (c *Client) RoomEvents(ctx context.Context, saleID string) iter.Seq2[Ticket, error] {
 	return func(yield func(Ticket, error) bool) {
 		for ev, err := range c.stream(ctx, roomPath(saleID)+"/events") {

@@ -13,7 +13,8 @@ import (
 // of
 //
 //	event: ticket   the caller's ticket as GET .../waiting-room/ticket answers it, on connect
-//	                and whenever its state, position or admission changes.
+//	                and whenever its state or admission changes; its place alone at most
+//	                once per roomRefreshEvery.
 //
 // One room feed per sale and instance reads the room's counts every EventInterval while
 // anybody listens (one engine call per sale and tick however many streams follow it) and hands
@@ -24,7 +25,11 @@ import (
 // while it was in the pre-queue (the draw places it) — at most once per roomRefreshEvery. The
 // streams count against the same bounds as the sale's (per user, per address, per instance).
 
-// roomRefreshEvery bounds how often one stream re-reads its ticket while it is due.
+// roomRefreshEvery bounds how often one stream re-reads its ticket while it is due, and how
+// often it writes a ticket whose only change is its place: every tick of a busy room moves
+// every waiting buyer, and a crowd's streams written four times a second would cost an
+// instance more than the crowd's polls (docs/BENCHMARKS.md). A change of state or admission
+// is written at once.
 const roomRefreshEvery = time.Second
 
 // roomFeeds holds the room feed of every sale with live ticket streams on this instance
@@ -128,6 +133,7 @@ func (s *Server) roomEvents(w http.ResponseWriter, r *http.Request) error {
 	var counts seckill.RoomState
 	var haveCounts bool
 	var refreshed time.Time
+	written := time.Now() // the first ticket, just written
 	check := func() {
 		if !haveCounts {
 			return
@@ -148,11 +154,13 @@ func (s *Server) roomEvents(w http.ResponseWriter, r *http.Request) error {
 		} else {
 			v = s.svc.TicketAt(follow, counts)
 		}
-		if shown := shownTicket(v); shown != sent {
-			sent = shown
-			st.write(sseEvent("ticket", v))
-			st.flush()
+		shown := shownTicket(v)
+		if shown == sent || (shown.onlyMoved(sent) && time.Since(written) < roomRefreshEvery*9/10) {
+			return // unchanged, or only its place moved and one was written less than a second ago: the tick sends it
 		}
+		sent, written = shown, time.Now()
+		st.write(sseEvent("ticket", v))
+		st.flush()
 	}
 	ping := time.NewTicker(streamPing)
 	defer ping.Stop()
@@ -185,6 +193,11 @@ type ticketShown struct {
 	index int64
 	ahead int64
 	token string
+}
+
+// onlyMoved reports whether t differs from before only in its place (index or number ahead).
+func (t ticketShown) onlyMoved(before ticketShown) bool {
+	return t.state == before.state && t.token == before.token
 }
 
 func shownTicket(v service.TicketView) ticketShown {

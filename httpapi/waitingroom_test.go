@@ -677,6 +677,63 @@ func TestRoomEventsFollowTicket(t *testing.T) {
 	}
 }
 
+// TestRoomStreamPlaceAtMostOncePerSecond: a live ticket whose only change is its place is
+// written at most about once per second (roomRefreshEvery), however fast the room admits, and
+// the place it settles on does arrive. The detector counts the stream's ticket events during
+// a burst of moves; the room view shows each move happened (one admission per step, each
+// visible to the 5 ms feed), so a stream writing every move would send about one event per
+// step, far above the bound.
+func TestRoomStreamPlaceAtMostOncePerSecond(t *testing.T) {
+	t.Parallel()
+	const interval = 5 * time.Millisecond
+	e := newEnv(t, withServer(func(c *httpapi.Config) { c.EventInterval = interval }))
+	runAdmitter(t, e)
+	start := t0.Add(time.Minute)
+	roomSale(t, e, "pace", start, map[string]any{"admit_per_second": 1}, nil)
+	const crowd, steps = 30, 20
+	for i := range crowd {
+		e.join(t, fmt.Sprintf("p%02d", i), "pace")
+	}
+	e.clock.Set(start)
+	e.waitAdmitted(t, "pace", 1)
+	var last string
+	for i := range crowd {
+		if u := fmt.Sprintf("p%02d", i); e.ticket(t, u, "pace").Index == crowd {
+			last = u
+		}
+	}
+	s := e.events(t, "pace/waiting-room", "", e.user(t, last))
+	if v := ticketData(t, s.next(t, "ticket", func(string) bool { return true })); v.Position != crowd-1 {
+		t.Fatalf("first ticket event: %+v", v)
+	}
+	began := time.Now()
+	for i := range steps {
+		e.clock.Advance(time.Second)
+		e.waitAdmitted(t, "pace", int64(2+i))
+		time.Sleep(3 * interval) // the feed sees every step's counts
+	}
+	elapsed := time.Since(began)
+	events := 0
+	for drained := false; !drained; {
+		select {
+		case m := <-s.events:
+			if m.name == "ticket" {
+				events++
+			}
+		default:
+			drained = true
+		}
+	}
+	if bound := int(elapsed/time.Second) + 2; events > bound {
+		t.Fatalf("%d ticket events for %d moves in %v: more than one a second (at most %d)", events, steps, elapsed, bound)
+	}
+	want := int64(crowd - 1 - steps)
+	v := ticketData(t, s.next(t, "ticket", func(d string) bool { return ticketData(t, d).Position == want }))
+	if v.State != seckill.TicketWaiting || v.Ahead != want-1 {
+		t.Fatalf("the settled place: %+v, want position %d", v, want)
+	}
+}
+
 // countingRooms counts the engine's room calls the live streams make.
 type countingRooms struct {
 	seckill.WaitingRooms
