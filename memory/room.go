@@ -215,14 +215,15 @@ func (e *Engine) AdmitUntold(_ context.Context, def seckill.Sale) (seckill.RoomS
 	return e.admit(def, false)
 }
 
-// TellAdmitted tells the admissions up to index n (seckill.RoomTeller).
+// TellAdmitted tells the admissions up to index n (seckill.RoomTeller); nothing once the room
+// has closed, whose untold were told its closing state.
 func (e *Engine) TellAdmitted(_ context.Context, saleID string, n int64) error {
 	s, err := e.roomOf(saleID)
 	if err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
-	if r := s.room; r != nil {
+	if r := s.room; r != nil && r.closed == "" {
 		r.told = max(r.told, min(n, r.admitted))
 	}
 	return nil

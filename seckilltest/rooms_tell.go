@@ -64,10 +64,18 @@ func testRoomTell(t *testing.T, newEngine NewRoomEngine) {
 		if err != nil || st.Closed != seckill.TicketEnded || len(u.Entrants) != 0 {
 			t.Fatalf("AdmitUntold after the end = %+v, %+v, %v; want ended, none untold", st, u, err)
 		}
+		// A tell that comes after the close (another instance's admitter closed the room
+		// between this one's admission and its tell) tells nobody: they were told "ended".
+		if err := teller.TellAdmitted(r.ctx, r.sale.ID, 2); err != nil {
+			t.Fatalf("TellAdmitted after the close: %v", err)
+		}
 		for _, us := range users(0, 3) {
 			if tk := r.ticket(us); tk.State != seckill.TicketEnded {
 				t.Fatalf("ticket of %s = %+v, want ended (never told admitted)", us, tk)
 			}
+		}
+		if st := r.room(); st.Admitted != 0 {
+			t.Fatalf("room after a tell past the close = %+v, want 0 admitted (told)", st)
 		}
 	})
 }

@@ -3,7 +3,9 @@
 -- from now on.
 -- KEYS: the room's six keys (room_common.lua).
 -- ARGV: [1] clock (common.lua); [2] n, the last admission to tell (0 to 10^9): the told count
---       is raised to the least of n and those admitted, never lowered.
+--       is raised to the least of n and those admitted, never lowered, and never once the room
+--       has closed (its untold were told the closing state: another instance's admitter may
+--       close the room between this one's admission and its tell).
 -- Returns: {'ok', told}; {'no_room'} for a sale without a room; {'not_loaded'} / {'loading'} /
 --          {'segmented'} / {'restoring'}.
 -- @room
@@ -22,7 +24,7 @@ local function main()
   end
   room_check_types()
   n = math.min(n, R.admitted)
-  if n > R.told then
+  if n > R.told and R.closed == 0 then
     local k = n - R.told
     local u = redis.call('HGET', KEYS[2], 'u')
     local rest = {}
