@@ -19,11 +19,13 @@ import (
 // One room feed per sale and instance reads the room's counts every EventInterval while
 // anybody listens (one engine call per sale and tick however many streams follow it) and hands
 // the latest counts to every stream. A stream derives its ticket from them: its Index is fixed
-// once the sale has started, so its position is Index − admitted (service.TicketAt). It reads
-// its own ticket from the engine only when that cannot tell (service.Due): its turn has come
-// (it is admitted, with its token), the room closed (sold_out, ended), or the sale started
-// while it was in the pre-queue (the draw places it) — at most once per roomRefreshEvery. The
-// streams count against the same bounds as the sale's (per user, per address, per instance).
+// once the sale has started, so its position is Index − admitted (service.TicketAt), and once
+// the room closed (sold_out, ended) a ticket beyond the final serving counter has the closing
+// state: the whole crowd is told from the one read of the counts. It reads its own ticket from
+// the engine only when that cannot tell (service.Due): its turn has come (it is admitted, with
+// its token), or the sale started (or closed after admitting) while it was in the pre-queue
+// (the draw places it) — at most once per roomRefreshEvery. The streams count against the same
+// bounds as the sale's (per user, per address, per instance).
 
 // roomRefreshEvery bounds how often one stream re-reads its ticket while it is due, and how
 // often it writes a ticket whose only change is its place: every tick of a busy room moves

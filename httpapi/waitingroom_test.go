@@ -832,4 +832,28 @@ func TestRoomStreamsShareOneRead(t *testing.T) {
 	if got := counted.tickets.Load() - connectTickets; got != 0 {
 		t.Fatalf("%d ticket reads while nobody's turn came, want 0", got)
 	}
+
+	// The sale ends: the room closes, and every waiting stream is told from the counts alone.
+	e.clock.Set(start.Add(time.Hour))
+	if st, err := e.engine.Admit(context.Background(), e.sale(t, "many").Sale); err != nil || st.Closed != seckill.TicketEnded {
+		t.Fatalf("Admit after the end: %+v, %v; want the room closed, ended", st, err)
+	}
+	told := 0
+	for i, s := range open {
+		if e.ticket(t, fmt.Sprintf("s%02d", i), "many").State == seckill.TicketAdmitted {
+			continue
+		}
+		v := ticketData(t, s.next(t, "ticket", func(d string) bool { return ticketData(t, d).State != seckill.TicketWaiting }))
+		if v.State != seckill.TicketEnded || v.Position != 0 || v.Index != 0 {
+			t.Fatalf("stream %d after the close: %+v, want ended with no place", i, v)
+		}
+		told++
+	}
+	if told != streams {
+		t.Fatalf("%d streams told the close, want %d (all but the admitted one)", told, streams)
+	}
+	// (e.ticket above reads through the env's own server, which does not count.)
+	if got := counted.tickets.Load() - connectTickets; got != 0 {
+		t.Fatalf("%d ticket reads by the streams to tell the close, want 0 (the counts tell it)", got)
+	}
 }

@@ -416,16 +416,27 @@ func testRoomRules(t *testing.T, newEngine NewRoomEngine) {
 		if st := r.room(); st.Closed != "" || !st.ClosedAt.IsZero() {
 			t.Fatalf("room before the close = %+v, want open, no closed_at", st)
 		}
+		before := make(map[string]seckill.Ticket, len(us))
+		for _, u := range us {
+			before[u] = r.ticket(u)
+		}
 		closedAt := r.clock.Now().Truncate(time.Millisecond)
 		st := r.admit(0)
 		if st.Closed != seckill.TicketSoldOut || st.Waiting != 0 || !st.ClosedAt.Equal(closedAt) {
 			t.Fatalf("room after the last unit was paid = %+v, want closed sold_out at %s, none waiting", st, closedAt)
 		}
+		// What a live stream derives from the counts alone (service.TicketAt): a ticket placed
+		// beyond the final serving counter was never admitted, and reads the closing state
+		// with no place; one at or below it was admitted.
 		for _, u := range us {
 			tk := r.ticket(u)
 			admitted := slices.Contains(order, u)
 			if admitted && tk.State != seckill.TicketAdmitted || !admitted && tk.State != seckill.TicketSoldOut {
 				t.Fatalf("ticket of %s after sold out = %+v (admitted before: %v)", u, tk, admitted)
+			}
+			if b := before[u]; !admitted && (tk.Index != 0 || tk.Ahead != 0 || b.Index <= st.Admitted) ||
+				admitted && tk.Index > st.Admitted {
+				t.Fatalf("ticket of %s after sold out = %+v, before %+v, counts %+v: its place and the serving counter disagree", u, tk, b, st)
 			}
 		}
 		r.clock.Advance(time.Minute)

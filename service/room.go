@@ -267,24 +267,39 @@ func (s *Service) Refresh(ctx context.Context, f RoomFollow, st seckill.RoomStat
 }
 
 // Due reports whether a followed ticket must be read again from the engine, given the room's
-// counts st: its turn has come (Index at or below the serving counter), the room closed, or a
-// pre-queue ticket's sale has started (the draw places it). Otherwise TicketAt derives it.
+// counts st: its turn has come (Index at or below the serving counter), it has no place yet
+// (Index 0), or a pre-queue ticket's sale has started (the draw places it) or closed after
+// some admissions (it may be among them). Otherwise TicketAt derives it.
+//
+// A closed room alone does not make a ticket due: once a room closes its serving counter never
+// moves again (no admission and no tell after the close, invariant 14), so a ticket placed
+// beyond it, or a pre-queue ticket of a room that admitted nobody, was never admitted, and the
+// engine would answer it the closing state. Reading each one instead made the close cost one
+// engine call per live stream at the very moment the whole crowd must be told
+// (docs/BENCHMARKS.md, "The waiting room at the start instant").
 func (s *Service) Due(f RoomFollow, st seckill.RoomState) bool {
 	switch f.Ticket.State {
 	case seckill.TicketWaiting:
-		return st.Closed != "" || f.Ticket.Index <= st.Admitted
+		return f.Ticket.Index <= st.Admitted
 	case seckill.TicketPreQueue:
-		return st.Closed != "" || !s.clock.Now().Before(f.Sale.StartsAt)
+		if st.Closed != "" {
+			return st.Admitted > 0
+		}
+		return !s.clock.Now().Before(f.Sale.StartsAt)
 	}
 	return false
 }
 
-// TicketAt is a followed waiting ticket as the room's counts st place it, without an engine
-// call: its Index is fixed, so Ahead is Index − Admitted − 1 (entrants are admitted from the
-// head, in Index order).
+// TicketAt is a followed ticket that is not Due as the room's counts st place it, without an
+// engine call: a waiting ticket's Index is fixed, so Ahead is Index − Admitted − 1 (entrants
+// are admitted from the head, in Index order); in a closed room it has the closing state, as
+// the engines answer a ticket never admitted (no place, nobody ahead).
 func (s *Service) TicketAt(f RoomFollow, st seckill.RoomState) TicketView {
 	t := f.Ticket
-	if t.State == seckill.TicketWaiting && t.Index > 0 {
+	switch {
+	case st.Closed != "" && (t.State == seckill.TicketWaiting || t.State == seckill.TicketPreQueue):
+		t.State, t.Index, t.Ahead = st.Closed, 0, 0
+	case t.State == seckill.TicketWaiting && t.Index > 0:
 		t.Ahead = max(t.Index-st.Admitted-1, 0)
 	}
 	v, _ := s.ticketView(context.Background(), f.Sale, f.User, t, &st)
