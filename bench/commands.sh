@@ -31,9 +31,14 @@ mysql_url=${SECKILL_COMPARE_MYSQL:-mysql://root@127.0.0.1:3306}
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_init commands
 
-# build REF: REF's server and redisinv's test binary, with HEAD's TestBuyCommands when REF has none.
+# build REF: REF's server and redisinv's test binary, with HEAD's TestBuyCommands when REF has none
+# (and the redistest.CommandStats it reads, when REF's redistest has none).
 build() {
   [ -f "$work/$1/redisinv/commands_bench_test.go" ] || cp "$repo/redisinv/commands_bench_test.go" "$work/$1/redisinv/"
+  if [ ! -f "$work/$1/internal/testkit/redistest/commandstats.go" ]; then
+    mkdir -p "$work/$1/internal/testkit/redistest"
+    cp "$repo/internal/testkit/redistest/commandstats.go" "$work/$1/internal/testkit/redistest/"
+  fi
   (cd "$work/$1" && go build -o "$work/seckill-$1" ./cmd/seckill && go test -c -o "$work/redisinv-$1.test" ./redisinv/)
 }
 bench_checkout "$base" "$head" build
