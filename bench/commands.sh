@@ -24,46 +24,33 @@ rounds=${3:-1}
 port=${SECKILL_CMD_PORT:-6391}
 http=${SECKILL_CMD_HTTP:-127.0.0.1:18091}
 benchargs=${SECKILL_CMD_BENCH:---buyers 20000 --units 100}
-repo=$(git rev-parse --show-toplevel)
-work=$(mktemp -d /tmp/seckill-commands.XXXXXX)
 secret=commands-auth-secret-0123456789abcdef-0123456789
 admin=commands-admin-token-0123456789abcdef-0123456789
 pay=commands-webhook-secret-0123456789abcdef-0123456789
 mysql_url=${SECKILL_COMPARE_MYSQL:-mysql://root@127.0.0.1:3306}
-pids=()
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_init commands
 
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for ref in base head; do git -C "$repo" worktree remove --force "$work/$ref" 2>/dev/null || true; done
-  rm -rf "$work"
+# build REF: REF's server and redisinv's test binary, with HEAD's TestBuyCommands when REF has none
+# (and the redistest.CommandStats it reads, when REF's redistest has none).
+build() {
+  [ -f "$work/$1/redisinv/commands_bench_test.go" ] || cp "$repo/redisinv/commands_bench_test.go" "$work/$1/redisinv/"
+  if [ ! -f "$work/$1/internal/testkit/redistest/commandstats.go" ]; then
+    mkdir -p "$work/$1/internal/testkit/redistest"
+    cp "$repo/internal/testkit/redistest/commandstats.go" "$work/$1/internal/testkit/redistest/"
+  fi
+  (cd "$work/$1" && go build -o "$work/seckill-$1" ./cmd/seckill && go test -c -o "$work/redisinv-$1.test" ./redisinv/)
 }
-trap cleanup EXIT
-
-for ref in base head; do
-  rev=$([ $ref = base ] && echo "$base" || echo "$head")
-  git -C "$repo" worktree add -q --detach "$work/$ref" "$rev"
-  [ -f "$work/$ref/redisinv/commands_bench_test.go" ] || cp "$repo/redisinv/commands_bench_test.go" "$work/$ref/redisinv/"
-  (cd "$work/$ref" && go build -o "$work/seckill-$ref" ./cmd/seckill && go test -c -o "$work/redisinv-$ref.test" ./redisinv/)
-  echo "$ref = $(git -C "$repo" rev-parse --short "$rev")"
-done
-
-wait_up() {
-  for _ in $(seq 1 100); do curl -fsS -o /dev/null "$1/readyz" 2>/dev/null && return 0; sleep 0.2; done
-  echo "no answer from $1" >&2
-  return 1
-}
+bench_checkout "$base" "$head" build
 
 for i in $(seq 1 "$rounds"); do
   for ref in base head; do
     echo "== round $i, $ref (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-    redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
-    pids+=($!)
-    rpid=$!
-    sleep 0.3
+    bench_redis "$port" "$work/redis.log" --bind 127.0.0.1
     (cd "$work/$ref/redisinv" && SECKILL_BENCH_COMMANDS_REDIS="redis://127.0.0.1:$port/0" "$work/redisinv-$ref.test" \
       -test.run '^TestBuyCommands$' -test.v -test.count 1) | grep -vE '^(=== RUN|--- PASS|PASS|ok)' | sed "s/^/  $ref /"
     if [ "${SECKILL_CMD_RUSH:-0}" != 1 ] && [ "${SECKILL_CMD_CALIBRATE:-0}" != 1 ]; then
-      kill "$rpid"; wait "$rpid" 2>/dev/null || true
+      bench_stop "$redis_pid"
       continue
     fi
     db=seckill_cmd_$ref
@@ -73,7 +60,7 @@ for i in $(seq 1 "$rounds"); do
       >"$work/serve-$ref.log" 2>&1 &
     pids+=($!)
     spid=$!
-    wait_up "http://$http"
+    bench_wait_up "http://$http"
     if [ "${SECKILL_CMD_RUSH:-0}" = 1 ]; then
     redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
     # shellcheck disable=SC2086
@@ -98,7 +85,7 @@ for i in $(seq 1 "$rounds"); do
         sed -E 's/^cmdstat_([^:]*):calls=([0-9]+),usec=([0-9]+),usec_per_call=([0-9.]+).*/\1 \2 calls, \3 µs, \4 µs per call/' |
         sed "s/^/  $ref calibrate redis: /"
     fi
-    kill "$spid"; wait "$spid" 2>/dev/null || true
-    kill "$rpid"; wait "$rpid" 2>/dev/null || true
+    bench_stop "$spid"
+    bench_stop "$redis_pid"
   done
 done

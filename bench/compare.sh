@@ -15,33 +15,17 @@ set -euo pipefail
 base=${1:?usage: bench/compare.sh BASE [HEAD] [ROUNDS]}
 head=${2:-HEAD}
 rounds=${3:-2}
-repo=$(git rev-parse --show-toplevel)
-work=$(mktemp -d /tmp/seckill-compare.XXXXXX)
 secret=compare-auth-secret-0123456789abcdef-0123456789
 admin=compare-admin-token-0123456789abcdef-0123456789
 mysql_url=${SECKILL_COMPARE_MYSQL:-mysql://root@127.0.0.1:3306}
-pids=()
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_init compare
 
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for ref in base head; do git -C "$repo" worktree remove --force "$work/$ref" 2>/dev/null || true; done
-  rm -rf "$work"
+# build REF: REF's server and the memory engine's test binary.
+build() {
+  (cd "$work/$1" && go build -o "$work/seckill-$1" ./cmd/seckill && go test -c -o "$work/memory-$1.test" ./memory/)
 }
-trap cleanup EXIT
-
-for ref in base head; do
-  rev=$([ $ref = base ] && echo "$base" || echo "$head")
-  git -C "$repo" worktree add -q --detach "$work/$ref" "$rev"
-  (cd "$work/$ref" && go build -o "$work/seckill-$ref" ./cmd/seckill && go test -c -o "$work/memory-$ref.test" ./memory/)
-  echo "$ref = $(git -C "$repo" rev-parse --short "$rev")"
-done
-
-# wait_up URL: until the server answers /readyz.
-wait_up() {
-  for _ in $(seq 1 100); do curl -fsS -o /dev/null "$1/readyz" 2>/dev/null && return 0; sleep 0.2; done
-  echo "no answer from $1" >&2
-  return 1
-}
+bench_checkout "$base" "$head" build
 
 # payment_flags REF: the webhook gateway's flags as REF's serve takes them (before the
 # gateways, a commit had only --payment-secret).
@@ -61,12 +45,11 @@ calibrate() {
     >"$work/serve-$ref-$name.log" 2>&1 &
   pids+=($!)
   local pid=$!
-  wait_up http://127.0.0.1:18080
+  bench_wait_up http://127.0.0.1:18080
   "$work/seckill-head" bench --calibrate --target http://127.0.0.1:18080 --auth-secret "$secret" \
     --admin-token "$admin" --rounds 3 --duration 4s 2>&1 | tee -a "$work/calibrate-$ref-$name.txt" |
     grep -E "^(hold|sold)" | sed "s/^/  $ref $name: /"
-  kill "$pid"
-  wait "$pid" 2>/dev/null || true
+  bench_stop "$pid"
 }
 
 redis_ok=false
@@ -83,15 +66,11 @@ for i in $(seq 1 "$rounds"); do
     rm -f "$work/embedded.db"*
     calibrate $ref embedded --db "sqlite://$work/embedded.db" $(payment_flags $ref)
     if $redis_ok; then
-      redis-server --port 6390 --bind 127.0.0.1 --save "" --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
-      pids+=($!)
-      rpid=$!
-      sleep 0.3
+      bench_redis 6390 "$work/redis.log" --bind 127.0.0.1
       mysql -uroot -h127.0.0.1 -e 'drop database if exists seckill_compare; create database seckill_compare'
       calibrate $ref redis --engine redis --redis-url redis://127.0.0.1:6390/0 --db "$mysql_url/seckill_compare" \
         $(payment_flags $ref)
-      kill "$rpid"
-      wait "$rpid" 2>/dev/null || true
+      bench_stop "$redis_pid"
     fi
   done
 done

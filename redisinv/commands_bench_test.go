@@ -20,9 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/testkit/redistest"
 )
 
 func TestBuyCommands(t *testing.T) {
@@ -46,19 +45,12 @@ func TestBuyCommands(t *testing.T) {
 		{"one buyer per call, buy limits per user and address", []Option{WithMaxBatch(1), limits}},
 	} {
 		t.Run(v.name, func(t *testing.T) {
-			prefix := testPrefix()
-			e := New(c.Inventory, append([]Option{WithPrefix(prefix)}, v.opts...)...)
-			t.Cleanup(func() {
-				_ = e.Close()
-				dropPrefix(t, c.Inventory, prefix)
-			})
+			e := newTestEngine(t, c.Inventory, nil, v.opts...) // nil: the server's clock (TIME), as in production
 			ctx := context.Background()
 			now := time.Now()
 			def := seckill.Sale{ID: "rush", Name: "rush", PriceCents: 100, Stock: 100, StartsAt: now.Add(-time.Minute),
 				EndsAt: now.Add(time.Hour), PerUserLimit: 1, HoldSeconds: 600, QueueLimit: 100, CreatedAt: now.Add(-time.Hour)}
-			if err := e.LoadSale(ctx, def, 0); err != nil {
-				t.Fatal(err)
-			}
+			loadT(t, e, def)
 			rdb := c.Inventory
 			if err := rdb.Do(ctx, rdb.B().Arbitrary("CONFIG", "RESETSTAT").Build()).Error(); err != nil {
 				t.Fatal(err)
@@ -89,7 +81,7 @@ func TestBuyCommands(t *testing.T) {
 			}
 			wg.Wait()
 			elapsed := time.Since(start)
-			stats := commandStats(t, rdb)
+			stats := redistest.CommandStats(t, rdb)
 			var out []string
 			outcomes.Range(func(k, v any) bool {
 				out = append(out, fmt.Sprintf("%s %d", k, v.(*atomic.Int64).Load()))
@@ -117,23 +109,4 @@ func TestBuyCommands(t *testing.T) {
 			t.Log("\n" + b.String())
 		})
 	}
-}
-
-// commandStats is INFO commandstats: calls per command (inside scripts included).
-func commandStats(t *testing.T, rdb rueidis.Client) map[string]int64 {
-	t.Helper()
-	s, err := rdb.Do(context.Background(), rdb.B().Info().Section("commandstats").Build()).ToString()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int64{}
-	for _, line := range strings.Split(s, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-		if !ok {
-			continue
-		}
-		n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-		out[strings.TrimPrefix(name, "cmdstat_")] = n
-	}
-	return out
 }

@@ -13,6 +13,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/testkit/redistest"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/seckilltest"
 )
@@ -395,22 +396,6 @@ func TestBuyRoundTripsWithLimits(t *testing.T) {
 	c := dialT(t, url)
 	rdb := c.Inventory
 	ctx := context.Background()
-	stats := func() map[string]int64 {
-		info, err := rdb.Do(ctx, rdb.B().Info().Section("commandstats").Build()).ToString()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]int64{}
-		for line := range strings.SplitSeq(info, "\n") {
-			name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-			if !ok {
-				continue
-			}
-			n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-			out[strings.TrimPrefix(name, "cmdstat_")] = n
-		}
-		return out
-	}
 	const buys = 200
 	perBuy := map[bool]map[string]float64{}
 	// Negative control: a check of its own before each buy (the Limiter's) is a second script
@@ -432,7 +417,7 @@ func TestBuyRoundTripsWithLimits(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if st := stats(); st["evalsha"]+st["eval"] != 40 {
+		if st := redistest.CommandStats(t, rdb); st["evalsha"]+st["eval"] != 40 {
 			t.Fatalf("control: %d script calls for 20 buys each checked apart, want 40", st["evalsha"]+st["eval"])
 		}
 	}
@@ -455,7 +440,7 @@ func TestBuyRoundTripsWithLimits(t *testing.T) {
 				t.Fatalf("buy %d: %v", i, err)
 			}
 		}
-		after := stats()
+		after := redistest.CommandStats(t, rdb)
 		scripts := after["evalsha"] + after["eval"]
 		if scripts != buys {
 			t.Errorf("limited=%v: %d script calls for %d buys, want one each", limited, scripts, buys)

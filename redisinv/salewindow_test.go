@@ -3,8 +3,6 @@ package redisinv
 import (
 	"errors"
 	"reflect"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -124,24 +122,8 @@ func TestSegmentsSaleWindowRebuilt(t *testing.T) {
 // has run, from INFO commandstats.
 func scriptCalls(t *testing.T, rdb rueidis.Client) int64 {
 	t.Helper()
-	info, err := rdb.Do(t.Context(), rdb.B().Info().Section("commandstats").Build()).ToString()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for line := range strings.SplitSeq(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-		switch name {
-		case "cmdstat_evalsha", "cmdstat_evalsha_ro", "cmdstat_eval", "cmdstat_eval_ro":
-		default:
-			continue
-		}
-		if ok {
-			calls, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-			n += calls
-		}
-	}
-	return n
+	s := redistest.CommandStats(t, rdb)
+	return s["evalsha"] + s["evalsha_ro"] + s["eval"] + s["eval_ro"]
 }
 
 // TestPurchasePathScriptCalls counts, on a private Redis that nothing else uses, the script

@@ -13,22 +13,15 @@ set -euo pipefail
 base=${1:?usage: bench/recovery/run.sh BASE [HEAD] [ROUNDS]}
 head=${2:-HEAD}
 rounds=${3:-2}
-repo=$(git rev-parse --show-toplevel)
-work=$(mktemp -d /tmp/seckill-recovery.XXXXXX)
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+bench_init recovery
 
-cleanup() {
-  for ref in base head; do git -C "$repo" worktree remove --force "$work/$ref" 2>/dev/null || true; done
-  rm -rf "$work"
+# build REF: redisinv's test binary with HEAD's BenchmarkRecovery.
+build() {
+  cp "$repo/redisinv/recovery_bench_test.go" "$work/$1/redisinv/"
+  (cd "$work/$1" && go test -c -o "$work/redisinv-$1.test" ./redisinv/)
 }
-trap cleanup EXIT
-
-for ref in base head; do
-  rev=$([ $ref = base ] && echo "$base" || echo "$head")
-  git -C "$repo" worktree add -q --detach "$work/$ref" "$rev"
-  cp "$repo/redisinv/recovery_bench_test.go" "$work/$ref/redisinv/"
-  (cd "$work/$ref" && go test -c -o "$work/redisinv-$ref.test" ./redisinv/)
-  echo "$ref = $(git -C "$repo" rev-parse --short "$rev")"
-done
+bench_checkout "$base" "$head" build
 
 for round in $(seq 1 "$rounds"); do
   for ref in base head; do

@@ -15,33 +15,20 @@ head=${2:-HEAD}
 sales=${3:-1000}
 sinks=${4:-1}
 segments=${5:-1}
-repo=$(git rev-parse --show-toplevel)
-work=$(mktemp -d /tmp/seckill-streamidle.XXXXXX)
 port=6391
-srv=
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+bench_init streamidle
 
-cleanup() {
-  [ -n "$srv" ] && kill "$srv" 2>/dev/null || true
-  for ref in base head; do git -C "$repo" worktree remove --force "$work/$ref" 2>/dev/null || true; done
-  rm -rf "$work"
+# build REF: this directory's program (HEAD's main.go) against REF.
+build() {
+  mkdir -p "$work/$1/bench/streamidle"
+  cp "$repo/bench/streamidle/main.go" "$work/$1/bench/streamidle/main.go"
+  (cd "$work/$1" && go build -o "$work/streamidle-$1" ./bench/streamidle)
 }
-trap cleanup EXIT
+bench_checkout "$base" "$head" build
 
 for ref in base head; do
-  rev=$([ $ref = base ] && echo "$base" || echo "$head")
-  git -C "$repo" worktree add -q --detach "$work/$ref" "$rev"
-  mkdir -p "$work/$ref/bench/streamidle"
-  cp "$repo/bench/streamidle/main.go" "$work/$ref/bench/streamidle/main.go"
-  (cd "$work/$ref" && go build -o "$work/streamidle-$ref" ./bench/streamidle)
-  echo "$ref = $(git -C "$repo" rev-parse --short "$rev")"
-done
-
-for ref in base head; do
-  redis-server --port $port --save '' --appendonly no --maxclients 20000 --daemonize no >"$work/redis-$ref.log" 2>&1 &
-  srv=$!
-  for _ in $(seq 1 50); do redis-cli -p $port ping >/dev/null 2>&1 && break; sleep 0.1; done
+  bench_redis $port "$work/redis-$ref.log" --maxclients 20000
   "$work/streamidle-$ref" -redis "redis://127.0.0.1:$port/0" -sales "$sales" -sinks "$sinks" -segments "$segments" -label "$ref" ${STREAMIDLE_FLAGS:-}
-  kill "$srv"
-  wait "$srv" 2>/dev/null || true
-  srv=
+  bench_stop "$redis_pid"
 done

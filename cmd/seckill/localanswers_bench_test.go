@@ -16,11 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
 	"github.com/seckill-go/seckill/internal/purchasetoken"
+	"github.com/seckill-go/seckill/internal/testkit/redistest"
 	"github.com/seckill-go/seckill/loadgen"
 )
 
@@ -56,25 +55,6 @@ func TestLocalAnswersBenchmark(t *testing.T) {
 	summary := fmt.Sprintf("local answers benchmark (%d units, %d buyers, 3 instances):\n  %s", units, buyers, strings.Join(lines, "\n  "))
 	t.Log(summary)
 	fmt.Println(summary)
-}
-
-// commandStats reads INFO commandstats: calls per command.
-func commandStats(t *testing.T, rdb rueidis.Client) map[string]int64 {
-	t.Helper()
-	info, err := rdb.Do(context.Background(), rdb.B().Info().Section("commandstats").Build()).ToString()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int64{}
-	for line := range strings.SplitSeq(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-		if !ok {
-			continue
-		}
-		n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-		out[strings.TrimPrefix(name, "cmdstat_")] = n
-	}
-	return out
 }
 
 // commandDelta is after − before, without the measurement's own INFO calls; and its total.
@@ -127,7 +107,7 @@ func localAnswersRun(t *testing.T, local bool, units, buyers int) []string {
 	tag := fmt.Sprintf("local=%v", local)
 
 	// 1. The rush.
-	before := commandStats(t, c.rdb)
+	before := redistest.CommandStats(t, c.rdb)
 	var out, errOut bytes.Buffer
 	err := bench(context.Background(), []string{"--target", strings.Join(urls, ","), "--sale", sale,
 		"--units", strconv.Itoa(units), "--buyers", strconv.Itoa(buyers), "--deadline", "10m", "--json"},
@@ -135,7 +115,7 @@ func localAnswersRun(t *testing.T, local bool, units, buyers int) []string {
 	if err != nil {
 		t.Fatalf("bench: %v\n%s\n%s", err, errOut.String(), tail(out.String(), 40))
 	}
-	rushDelta, rushTotal := commandDelta(before, commandStats(t, c.rdb))
+	rushDelta, rushTotal := commandDelta(before, redistest.CommandStats(t, c.rdb))
 	var rep struct {
 		ElapsedMS int64            `json:"elapsed_ms"`
 		Counts    map[string]int64 `json:"counts"`
@@ -158,7 +138,7 @@ func localAnswersRun(t *testing.T, local bool, units, buyers int) []string {
 		t.Fatalf("read the sale: %v", err)
 	}
 	key := purchasetoken.Key([]byte(clusterAuth))
-	before = commandStats(t, c.rdb)
+	before = redistest.CommandStats(t, c.rdb)
 	results := make([]loadgen.FloodResult, len(urls))
 	var wg sync.WaitGroup
 	for i, u := range urls {
@@ -176,7 +156,7 @@ func localAnswersRun(t *testing.T, local bool, units, buyers int) []string {
 		})
 	}
 	wg.Wait()
-	floodDelta, floodTotal := commandDelta(before, commandStats(t, c.rdb))
+	floodDelta, floodTotal := commandDelta(before, redistest.CommandStats(t, c.rdb))
 	var sent int64
 	var rate float64
 	for _, r := range results {

@@ -41,15 +41,11 @@ local function main()
   room_begin()
   local most = int_arg(ARGV[2], 'most admissions', 1, 10000)
   local tell = int_arg(ARGV[3], 'tell', 0, 1)
-  local missing = room_ready()
+  local missing = room_open()
   if missing then
     return missing
   end
-  if not P then
-    return {'no_room'}
-  end
   local rate, maxact, token = P.rate, P.maxact, P.token
-  room_check_types()
   if R.closed ~= 0 or now < S.starts then
     return untold(room_counts(), false)
   end

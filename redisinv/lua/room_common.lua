@@ -78,7 +78,7 @@ local function room_check_types()
 end
 
 -- room_begin validates the keys and reads the clock; scripts then validate their own
--- arguments, then call room_ready.
+-- arguments, then call room_ready, or room_open (which also answers no_room and checks types).
 local function room_begin()
   check_room_keys()
   now = clock_arg(ARGV[1])
@@ -139,6 +139,21 @@ local function room_ready(restoring)
   else
     R = {entrants = 0, pre = 0, admitted = 0, seq = 0, closed = 0, credit = -1, refill = 0, told = 0, closedat = 0}
   end
+  return nil
+end
+
+-- room_open is room_ready for a script that needs the room and writes to it (join, tell, admit):
+-- nil when the sale has a room that can be used, with its keys checked (room_check_types)
+-- before any write; else the reply: room_ready's, or {'no_room'} for a sale without a room.
+local function room_open()
+  local missing = room_ready()
+  if missing then
+    return missing
+  end
+  if not P then
+    return {'no_room'}
+  end
+  room_check_types()
   return nil
 end
 

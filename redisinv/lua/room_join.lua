@@ -20,14 +20,10 @@ local function main()
     key = int_arg(key, 'draw key', 0, TWO48 - 1)
   end
   local most = int_arg(ARGV[4], 'most entrants', 1, MAX_QUANTITY)
-  local missing = room_ready()
+  local missing = room_open()
   if missing then
     return missing
   end
-  if not P then
-    return {'no_room'}
-  end
-  room_check_types()
   local t = get_ticket(e)
   if t then
     return ticket_reply(e, t)

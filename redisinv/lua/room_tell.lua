@@ -15,14 +15,10 @@ local function main()
   if ARGV[3] ~= nil then
     fail('want 2 arguments, got ' .. #ARGV)
   end
-  local missing = room_ready()
+  local missing = room_open()
   if missing then
     return missing
   end
-  if not P then
-    return {'no_room'}
-  end
-  room_check_types()
   n = math.min(n, R.admitted)
   if n > R.told and R.closed == 0 then
     local k = n - R.told
