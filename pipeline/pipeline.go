@@ -106,18 +106,26 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		closed := false
 	fill:
 		for len(batch) < p.cfg.BatchSize {
+			var ev seckill.Event
+			var ok bool
+			// What is in the channel already is taken without waiting: a select on the
+			// channel, the timer and ctx cost more per event than receiving it does.
 			select {
-			case ev, ok := <-p.in:
-				if !ok {
-					closed = true
+			case ev, ok = <-p.in:
+			default:
+				select {
+				case ev, ok = <-p.in:
+				case <-timer.C:
 					break fill
+				case <-ctx.Done():
+					return p.drain(ctx, batch)
 				}
-				batch = append(batch, ev)
-			case <-timer.C:
-				break fill
-			case <-ctx.Done():
-				return p.drain(ctx, batch)
 			}
+			if !ok {
+				closed = true
+				break fill
+			}
+			batch = append(batch, ev)
 		}
 		if err := p.apply.Apply(ctx, batch); err != nil {
 			return p.drain(ctx, batch) // ctx ended while retrying: the batch is still in hand

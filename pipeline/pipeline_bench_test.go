@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/pipeline"
 	"github.com/seckill-go/seckill/sqlstore"
 )
@@ -60,6 +61,7 @@ func benchPipeline(b *testing.B, sink pipeline.Sink, t0 time.Time) {
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	b.ReportAllocs()
+	cpu := testenv.ProcessCPU(b)
 	b.ResetTimer()
 	for _, e := range events {
 		in <- e
@@ -68,6 +70,7 @@ func benchPipeline(b *testing.B, sink pipeline.Sink, t0 time.Time) {
 		time.Sleep(50 * time.Microsecond)
 	}
 	b.StopTimer()
+	b.ReportMetric(float64((testenv.ProcessCPU(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/event")
 	cancel()
 	if err := <-done; err != nil {
 		b.Fatal(err)

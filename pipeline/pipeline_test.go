@@ -181,3 +181,30 @@ func TestPoisonEventIsDroppedNotBlocking(t *testing.T) {
 		t.Fatalf("dropped %d applied %d, want 1 and 3", p.Dropped(), p.Applied())
 	}
 }
+
+// TestBatchesFromAFullChannel: events already waiting in the channel (a backlog, taken without
+// waiting on the timer) are stored in batches of BatchSize, in order, the last one when the
+// channel is closed.
+func TestBatchesFromAFullChannel(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	store := &fakeStore{}
+	ch := make(chan seckill.Event, 10)
+	var want []string
+	for i := range 10 {
+		id := fmt.Sprint("r", i)
+		want = append(want, id)
+		ch <- seckill.Event{Reservation: seckill.Reservation{ID: id}}
+	}
+	close(ch)
+	p := New(store, ch, Config{BatchSize: 4, FlushEvery: time.Hour, RetryDelay: time.Millisecond})
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var sizes []int
+	for _, b := range store.batches {
+		sizes = append(sizes, len(b))
+	}
+	if got := store.ids(); !slices.Equal(sizes, []int{4, 4, 2}) || !slices.Equal(got, want) {
+		t.Fatalf("batches of %v, stored %v; want batches of [4 4 2] storing %v", sizes, got, want)
+	}
+}

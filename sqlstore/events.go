@@ -14,12 +14,14 @@ import (
 // The set-wise path of ApplyEvents. Storing the held events of a buy rush one statement at a
 // time cost more than the rush itself: an INSERT per event (on SQLite, each one parsed anew)
 // and, for each that was already there, a read and an update. Here a batch costs one locking
-// read of the rows it touches, multi-row INSERTs of the new reservations (SQLite: one prepared
-// INSERT; MySQL: INSERTs prepared on the server), and one UPDATE per stored row that changes,
-// with the result of the one-by-one path. A reservation created by its first event in the
-// batch is inserted without being read first: on SQLite one at a time, read only if it turns
-// out to be there already (insertFirst); on server databases with the others, the attempt
-// starting over with every row read if one was there (insertWithoutRead).
+// read of the rows it touches, multi-row INSERTs of the new reservations (SQLite: INSERTs
+// prepared when the store opens; MySQL: INSERTs prepared on the server), and one UPDATE per
+// stored row that changes, with the result of the one-by-one path. A reservation created by
+// its first event in the batch is inserted without being read first: on SQLite in multi-row
+// INSERTs that fail on an id already there, the rows of such an INSERT then inserted one at a
+// time, each read only if it turns out to be there already (insertFirst, insertOrMerge); on
+// server databases with the others, the attempt starting over with every row read if one was
+// there (insertWithoutRead).
 //
 // Why the results are the same: the one-by-one path inserts the first event of a new
 // reservation and merges each later one into the row it just wrote; for a stored reservation
@@ -30,7 +32,10 @@ import (
 // starting row and in the same order, gives the row that the last statement of the one-by-one
 // path would have left, and writing only that row is the same commit. Rows of different
 // reservations do not interact (no triggers; the foreign key reads sales, which events never
-// write), so the order in which they are written does not matter.
+// write), so the order in which they are written does not matter. On SQLite a multi-row
+// INSERT that fails (an id already there: a unique violation) is undone by SQLite alone, the
+// transaction going on, so its rows are as they were before it, and each is then decided
+// on its own as above: inserted, or its events merged into the stored row.
 //
 // What the set-wise path does not decide itself, it hands to the one-by-one path in a fresh
 // transaction (errBatchFallback): a reservation that another transaction inserted between the
@@ -51,6 +56,12 @@ const (
 	// preparedInsertRows is the largest prepared INSERT (dialect.preparedInserts): 1536
 	// parameters, far below MySQL's 65535.
 	preparedInsertRows = 128
+	// sqliteInsertRows is the largest multi-row INSERT on SQLite (insertChunks). SQLite copies
+	// the pages such an INSERT changes to its statement journal, in memory up to 64 KiB and in
+	// a temporary file beyond: a rush's batch over four sales wrote one for INSERTs of 128 rows,
+	// none for 64, which cost the least CPU per event of 32 to 256 rows. The rows of an INSERT
+	// that finds an id already there are inserted again one at a time.
+	sqliteInsertRows = 64
 	// batchPrepareUpdates is the number of changed rows from which the UPDATE is prepared once
 	// for the batch rather than sent (and, on SQLite, compiled) for each row.
 	batchPrepareUpdates = 4
@@ -62,7 +73,8 @@ const (
 func (s *Store) applyBatch(ctx context.Context, tx *sql.Tx, rows []resRow, trustCreations bool) error {
 	var ins inserter
 	defer ins.close()
-	var runs []lockRun // in id order: the reservations read first and those inserted without a read
+	var runs []lockRun   // in id order: the reservations read first and those inserted without a read
+	var first [][]resRow // SQLite: the reservations inserted before any read (insertFirst)
 	var changed []resRow
 	for i := 0; i < len(rows); {
 		j := i + 1
@@ -75,25 +87,16 @@ func (s *Store) applyBatch(ctx context.Context, tx *sql.Tx, rows []resRow, trust
 			runs = lockRunAdd(runs, false, g)
 			continue
 		}
-		if !s.insertFirst(g[0]) {
+		if s.insertFirst(g[0]) {
+			first = append(first, g)
+		} else {
 			runs = lockRunAdd(runs, true, g)
-			continue
 		}
-		// Insert the reservation as its events leave it; if it was already there, merge
-		// them into the stored row instead. The one-by-one path does the same, event by event.
-		inserted, err := ins.insert(ctx, s, tx, fold(g[0], g[1:]))
-		if err != nil || inserted {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		cur, err := s.lockReservation(ctx, tx, g[0].id)
-		if err != nil {
+	}
+	if len(first) > 0 {
+		var err error
+		if changed, err = s.insertOrMerge(ctx, tx, &ins, first, changed); err != nil {
 			return err
-		}
-		if next := fold(cur, g); next != cur {
-			changed = append(changed, next)
 		}
 	}
 	// Run by run, in id order: a reservation one consumer inserts without a read (its
@@ -223,12 +226,20 @@ func lockRunAdd(runs []lockRun, read bool, g []resRow) []lockRun {
 }
 
 // insertFirst reports whether a reservation whose first event in the batch is first is
-// inserted without reading it first. Only on SQLite, where nothing else writes while the
-// transaction runs and a statement costs no round trip, and only for a first event that is
-// held or queued: what a buy reports, so the reservation is most likely new. Anything else
-// (an expiry, a cancellation...) is an update of a stored row, read with the others at once.
+// inserted without reading it first (insertOrMerge). Only on SQLite, where nothing else writes
+// while the transaction runs, and only when the event is the reservation's creation (a buy's
+// hold or queue place, stamped at the moment the reservation was created, as
+// insertWithoutRead): in a rush nearly every event is one, and the reservation is almost
+// always new. Anything else (a queue place granted its hold, an expiry, a cancellation...) is
+// most likely an update of a stored row, read with the others at once.
 func (s *Store) insertFirst(first resRow) bool {
-	return s.d.name == sqliteDialect.name && first.status.Rank() <= seckill.StatusHeld.Rank()
+	return s.d.name == sqliteDialect.name && creation(first)
+}
+
+// creation reports whether an event row is a reservation's creation: held or queued, at the
+// moment the reservation was created.
+func creation(r resRow) bool {
+	return r.status.Rank() <= seckill.StatusHeld.Rank() && r.createdAt == r.updatedAt
 }
 
 // insertWithoutRead reports whether a reservation whose first event in the batch is first
@@ -243,8 +254,7 @@ func (s *Store) insertFirst(first resRow) bool {
 // than it was given and the whole attempt is rolled back (errBatchFallback); ApplyEvents runs
 // the batch again with every row read first, which decides all of these as before.
 func (s *Store) insertWithoutRead(first resRow) bool {
-	return s.d.name != sqliteDialect.name && first.status.Rank() <= seckill.StatusHeld.Rank() &&
-		first.createdAt == first.updatedAt
+	return s.d.name != sqliteDialect.name && creation(first)
 }
 
 // testHookBeforeInsert, when set by a test, runs between the locking read and the INSERT, to
@@ -302,23 +312,11 @@ func (s *Store) lockReservations(ctx context.Context, tx *sql.Tx, ids []string) 
 // ids meanwhile) or a missing sale is errBatchFallback.
 //
 // Server databases get multi-row INSERTs: one round trip per batchInsertRows rows on
-// PostgreSQL, per power-of-two chunk of up to preparedInsertRows on MySQL. SQLite gets
-// one prepared single-row INSERT, run for each row (ins): there is no round trip to save, and
-// a multi-row INSERT inside a transaction would have SQLite copy every page it changes to a
-// statement journal (a temporary file), so that the statement could be undone alone if a
-// constraint failed half way; a single-row INSERT checks its constraints before it writes.
+// PostgreSQL, per power-of-two chunk of up to preparedInsertRows on MySQL. SQLite gets the
+// multi-row INSERTs of insertChunks (ins), which fail on an id already present.
 func (s *Store) insertReservations(ctx context.Context, tx *sql.Tx, ins *inserter, rows []resRow) error {
 	if s.d.name == sqliteDialect.name {
-		for _, r := range rows {
-			inserted, err := ins.insert(ctx, s, tx, r)
-			if err != nil {
-				return err
-			}
-			if !inserted {
-				return errBatchFallback
-			}
-		}
-		return nil
+		return s.insertChunks(ctx, tx, ins, rows, func(int, int) error { return errBatchFallback })
 	}
 	for len(rows) > 0 {
 		size := min(len(rows), batchInsertRows)
@@ -364,11 +362,11 @@ type preparedInserts struct {
 	stmts map[int]*sql.Stmt
 }
 
-// prepare prepares every size.
-func (p *preparedInserts) prepare(ctx context.Context, s *Store) error {
+// prepare prepares query(size) for every size up to maxRows.
+func (p *preparedInserts) prepare(ctx context.Context, s *Store, maxRows int, query func(n int) string) error {
 	p.stmts = make(map[int]*sql.Stmt)
-	for size := 1; size <= preparedInsertRows; size *= 2 {
-		stmt, err := s.db.PrepareContext(ctx, s.insertRowsSQL(size))
+	for size := 1; size <= maxRows; size *= 2 {
+		stmt, err := s.db.PrepareContext(ctx, query(size))
 		if err != nil {
 			return fmt.Errorf("sqlstore: prepare insert of %d reservations: %w", size, err)
 		}
@@ -387,8 +385,93 @@ func (p *preparedInserts) close() error {
 	return errors.Join(errs...)
 }
 
-// inserter inserts single rows with one statement prepared for the transaction.
-type inserter struct{ stmt *sql.Stmt }
+// insertOrMerge inserts, on SQLite, the reservations of groups (each one reservation's rows,
+// in event order, sorted by id) as their events leave them, in multi-row INSERTs. The rows of
+// an INSERT that finds an id already there are then inserted one at a time, and the events of
+// each reservation that was there are merged into the stored row instead, which is appended
+// to changed if that changes it. The one-by-one path does the same, event by event.
+func (s *Store) insertOrMerge(ctx context.Context, tx *sql.Tx, ins *inserter, groups [][]resRow, changed []resRow) ([]resRow, error) {
+	rows := make([]resRow, len(groups))
+	for i, g := range groups {
+		rows[i] = fold(g[0], g[1:])
+	}
+	err := s.insertChunks(ctx, tx, ins, rows, func(from, to int) error {
+		for k := from; k < to; k++ {
+			inserted, err := ins.insert(ctx, s, tx, rows[k])
+			if err != nil || inserted {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			cur, err := s.lockReservation(ctx, tx, rows[k].id)
+			if err != nil {
+				return err
+			}
+			if next := fold(cur, groups[k]); next != cur {
+				changed = append(changed, next)
+			}
+		}
+		return nil
+	})
+	return changed, err
+}
+
+// insertChunks inserts rows (each id once) on SQLite, in the multi-row INSERTs prepared when
+// the store opened, power-of-two chunks of up to sqliteInsertRows rows. None skips an id
+// already present: such an INSERT fails, a unique violation, and SQLite undoes that statement
+// alone from its statement journal, the transaction going on, so the rows of that chunk are
+// as they were, and conflict is called with the chunk's bounds in rows to decide them
+// otherwise. (An INSERT … ON CONFLICT DO NOTHING RETURNING id, which tells which ids it
+// skipped, cost about a fifth more CPU per event: SQLite buffers the returned rows, and each id
+// comes back through the driver as a string.) A missing sale is errBatchFallback.
+func (s *Store) insertChunks(ctx context.Context, tx *sql.Tx, ins *inserter, rows []resRow, conflict func(from, to int) error) error {
+	args := make([]any, 0, 12*min(len(rows), sqliteInsertRows))
+	for from := 0; from < len(rows); {
+		size := sqliteInsertRows
+		for size > len(rows)-from {
+			size /= 2
+		}
+		args = args[:0]
+		for _, r := range rows[from : from+size] {
+			args = appendReservationArgs(args, s.d, r)
+		}
+		_, err := ins.chunk(ctx, s, tx, size).ExecContext(ctx, args...)
+		switch {
+		case err == nil:
+		case s.d.classify(err) == uniqueViolation:
+			err = conflict(from, from+size)
+		default:
+			err = s.insertErr(err, size)
+		}
+		if err != nil {
+			return err
+		}
+		from += size
+	}
+	return nil
+}
+
+// inserter holds the INSERTs of one transaction: a single-row INSERT skipping an id already
+// present, prepared for the transaction when first needed, and, on SQLite, the store's
+// multi-row INSERTs (insertChunks) bound to the transaction.
+type inserter struct {
+	stmt   *sql.Stmt
+	chunks map[int]*sql.Stmt
+}
+
+// chunk returns the store's multi-row INSERT of size rows, bound to tx.
+func (ins *inserter) chunk(ctx context.Context, s *Store, tx *sql.Tx, size int) *sql.Stmt {
+	if stmt, ok := ins.chunks[size]; ok {
+		return stmt
+	}
+	if ins.chunks == nil {
+		ins.chunks = make(map[int]*sql.Stmt)
+	}
+	stmt := tx.StmtContext(ctx, s.inserts.stmts[size])
+	ins.chunks[size] = stmt
+	return stmt
+}
 
 // insert inserts row unless its id exists, reporting whether it did. A missing sale is
 // errBatchFallback: the one-by-one path names the event.
@@ -409,22 +492,31 @@ func (ins *inserter) close() {
 	if ins.stmt != nil {
 		_ = ins.stmt.Close()
 	}
+	for _, stmt := range ins.chunks {
+		_ = stmt.Close()
+	}
 }
 
 // inserted reads the outcome of an INSERT of n rows that skips ids already present: the
 // number of rows it inserted. A missing sale is errBatchFallback.
 func (s *Store) inserted(res sql.Result, err error, n int) (int64, error) {
-	if s.d.classify(err) == foreignKeyViolation {
-		return 0, errBatchFallback
-	}
 	if err != nil {
-		return 0, fmt.Errorf("sqlstore: insert %d reservations: %w", n, err)
+		return 0, s.insertErr(err, n)
 	}
 	got, err := res.RowsAffected()
 	if err != nil {
 		return 0, fmt.Errorf("sqlstore: insert %d reservations: %w", n, err)
 	}
 	return got, nil
+}
+
+// insertErr is the error of a failed INSERT of n reservation rows: errBatchFallback for a
+// missing sale.
+func (s *Store) insertErr(err error, n int) error {
+	if s.d.classify(err) == foreignKeyViolation {
+		return errBatchFallback
+	}
+	return fmt.Errorf("sqlstore: insert %d reservations: %w", n, err)
 }
 
 // insertSQL caches the multi-row INSERT statements by dialect and row count.
@@ -442,6 +534,17 @@ func (s *Store) insertRowsSQL(n int) string {
 	if q, ok := insertSQL.Load(key); ok {
 		return q.(string)
 	}
+	q := s.q(s.d.insertIgnore(insertValuesSQL(n), "id"))
+	insertSQL.Store(key, q)
+	return q
+}
+
+// insertNewSQL is the INSERT of n reservation rows that fails on an id already present
+// (insertChunks).
+func (s *Store) insertNewSQL(n int) string { return s.q(insertValuesSQL(n)) }
+
+// insertValuesSQL is "INSERT INTO reservations (…) VALUES" n rows of '?' placeholders.
+func insertValuesSQL(n int) string {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO reservations (` + resColumns + `) VALUES `)
 	for i := range n {
@@ -450,9 +553,7 @@ func (s *Store) insertRowsSQL(n int) string {
 		}
 		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 	}
-	q := s.q(s.d.insertIgnore(b.String(), "id"))
-	insertSQL.Store(key, q)
-	return q
+	return b.String()
 }
 
 // updateReservations writes the mutable fields of rows, as updateReservation does for one.

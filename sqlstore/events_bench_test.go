@@ -3,11 +3,11 @@ package sqlstore
 import (
 	"fmt"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 )
 
 // benchRushSales is how many sales a rush's events are spread over.
@@ -51,44 +51,31 @@ func openRushStore(b *testing.B) *Store {
 }
 
 // BenchmarkApplyEventsRush stores a buy rush's hold events on SQLite through ApplyEvents, in
-// batches of the pipeline's default size (256), each event a new reservation. ns/event is the
-// cost of storing one; the events are built before the timer runs.
+// batches of the pipeline's default size (256), each event a new reservation: ns/event is the
+// time to store one (mostly waiting for the commit's fsync), cpu-ns/event the CPU it costs.
 func BenchmarkApplyEventsRush(b *testing.B) {
 	const batch = 256
 	s := openRushStore(b)
 	next := 0
-	// Enough batches for any b.N the benchmark reaches, built outside the timed loop.
-	var batches [][]seckill.Event
+	var batches [][]seckill.Event // built 64 at a time, outside the timed loop
 	b.ReportAllocs()
-	cpu := processCPU(b)
+	cpu := testenv.ProcessCPU(b)
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		if i == len(batches) {
 			b.StopTimer()
-			built := processCPU(b)
+			built := testenv.ProcessCPU(b)
 			for range 64 {
 				batches = append(batches, rushEvents(batch, &next))
 			}
-			cpu += processCPU(b) - built // not the store's
+			cpu += testenv.ProcessCPU(b) - built // not the store's
 			b.StartTimer()
 		}
 		if err := s.ApplyEvents(b.Context(), batches[i]); err != nil {
 			b.Fatal(err)
 		}
 	}
-	cpu = processCPU(b) - cpu
+	cpu = testenv.ProcessCPU(b) - cpu
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/event")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*batch), "cpu-ns/event")
-}
-
-// processCPU is the CPU time (user and system) the process has used so far: with the database
-// on a file, a commit waits for its fsync, so wall time per event is not the CPU it costs. It
-// includes the collector's work for the garbage the batches leave, not the events' building.
-func processCPU(b *testing.B) time.Duration {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -332,6 +332,121 @@ func TestApplyBatchFallsBack(t *testing.T) {
 	})
 }
 
+// creationEvent is the event that creates reservation s-c<i> of sale "s" with status st
+// (held or queued): stamped at the moment the reservation was created.
+func creationEvent(i int, st seckill.ReservationStatus) seckill.Event {
+	r := testRes("s", fmt.Sprintf("s-c%04d", i), fmt.Sprintf("u%d", i), 1, uint64(i+1))
+	r.Status, r.CreatedAt = st, batchT0.Add(time.Duration(i)*time.Millisecond)
+	if st != seckill.StatusHeld {
+		r.ExpiresAt = nil
+	}
+	return seckill.Event{Reservation: r, At: r.CreatedAt}
+}
+
+// TestApplyBatchCreationsFindStoredRows: a rush's creation events go to multi-row INSERTs
+// without a read (on SQLite, INSERTs that fail on a stored id, the chunk then done row by row;
+// on server databases, the attempt started over reading every row). Among 150 of them (on
+// SQLite chunks of 64, 64, 16, 4 and 2), reservations stored already (paid by a payment that
+// came first, cancelled, its creation stored before), duplicates within the batch and later
+// events of some leave the rows of the one-by-one path; the stored rows are merged into, not
+// overwritten (what an INSERT of them as new would write differs). On SQLite the batch needs
+// no fallback. A creation event for an unknown sale among them is errBatchFallback, also in a
+// chunk with a stored id, and ApplyEvents names it.
+func TestApplyBatchCreationsFindStoredRows(t *testing.T) {
+	batchStores(t, func(t *testing.T, a, b *Store, _ string) {
+		ctx := t.Context()
+		cancelled := creationEvent(70, seckill.StatusHeld)
+		cancelled.Reservation.Status, cancelled.Reservation.ExpiresAt = seckill.StatusCancelled, nil
+		cancelled.At = cancelled.At.Add(time.Second)
+		before := []seckill.Event{creationEvent(5, seckill.StatusQueued), creationEvent(70, seckill.StatusHeld),
+			cancelled, creationEvent(149, seckill.StatusHeld)}
+		paid := creationEvent(40, seckill.StatusHeld).Reservation
+		for _, s := range []*Store{a, b} {
+			if err := s.ApplyEvents(ctx, before); err != nil {
+				t.Fatal(err)
+			}
+			p := seckill.PaymentRecord{PaymentID: "p40", Reservation: paid, AmountCents: paid.AmountCents,
+				Result: seckill.PaymentApplied, At: batchT0.Add(time.Second)}
+			if _, err := s.RecordPayment(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var batch []seckill.Event
+		for i := range 150 {
+			st := []seckill.ReservationStatus{seckill.StatusHeld, seckill.StatusQueued}[i%3/2]
+			batch = append(batch, creationEvent(i, st))
+			switch i {
+			case 5: // queued, stored; granted its hold in this batch
+				granted := creationEvent(i, seckill.StatusHeld)
+				granted.At = granted.At.Add(time.Second)
+				batch = append(batch, granted)
+			case 10, 149: // the same creation twice (149: stored before too)
+				batch = append(batch, creationEvent(i, st))
+			case 11: // created and expired within the batch
+				expired := creationEvent(i, seckill.StatusExpired)
+				expired.At = expired.At.Add(time.Minute)
+				batch = append(batch, expired)
+			}
+		}
+		rows, err := a.eventRows(batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = a.inTx(ctx, func(tx *sql.Tx) error { return a.applyBatch(ctx, tx, rows, true) })
+		if errors.Is(err, errBatchFallback) && a.d.name != sqliteDialect.name {
+			err = a.inTx(ctx, func(tx *sql.Tx) error { return a.applyBatch(ctx, tx, rows, false) })
+		}
+		if err != nil {
+			t.Fatalf("applyBatch: %v", err)
+		}
+		if err := b.inTx(ctx, func(tx *sql.Tx) error { return b.applyOneByOne(ctx, tx, rows) }); err != nil {
+			t.Fatalf("applyOneByOne: %v", err)
+		}
+		ga, sa := storedRows(t, a)
+		gb, sb := storedRows(t, b)
+		if !slices.Equal(ga, gb) || sa != sb || len(ga) != 150 {
+			t.Fatalf("%d rows (sold %d) set-wise, %d rows (sold %d) one by one; want 150 rows, equal", len(ga), sa, len(gb), sb)
+		}
+		for id, want := range map[string]seckill.ReservationStatus{"s-c0005": seckill.StatusHeld,
+			"s-c0040": seckill.StatusPaid, "s-c0070": seckill.StatusCancelled, "s-c0011": seckill.StatusExpired} {
+			got, err := a.lockReservationRO(ctx, id)
+			if err != nil || got.status != want {
+				t.Fatalf("%s stored as %+v, %v; want %s", id, got, err, want)
+			}
+		}
+
+		// An unknown sale among the creations, alone in its chunk with new ids, and with a
+		// stored id: nothing stored, the one-by-one path names the event.
+		for _, with := range []int{-1, 149} {
+			ghost := creationEvent(500, seckill.StatusHeld)
+			ghost.Reservation.ID, ghost.Reservation.SaleID = "ghost-r1", "ghost"
+			var events []seckill.Event
+			for i := 200; i < 260; i++ {
+				events = append(events, creationEvent(i, seckill.StatusHeld))
+			}
+			events = append(events, ghost)
+			if with >= 0 {
+				events = append(events, creationEvent(with, seckill.StatusHeld))
+			}
+			rows, err := a.eventRows(events)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = a.inTx(ctx, func(tx *sql.Tx) error { return a.applyBatch(ctx, tx, rows, true) })
+			if !errors.Is(err, errBatchFallback) {
+				t.Fatalf("an unknown sale (with stored id %d): applyBatch %v, want errBatchFallback", with, err)
+			}
+			err = a.ApplyEvents(ctx, events)
+			if seckill.ErrorCode(err) != seckill.CodeNotFound || !errorMentions(err, "ghost-r1") {
+				t.Fatalf("ApplyEvents with an unknown sale: %v; want not_found naming ghost-r1", err)
+			}
+			if got := mustStored(t, a); !slices.Equal(got, ga) {
+				t.Fatalf("a failed batch changed the rows: %d rows, had %d", len(got), len(ga))
+			}
+		}
+	})
+}
+
 // TestPreparedInsertsNeedNoSecondConnection: on MySQL the INSERTs of a batch are statements
 // prepared when the store opened, so a batch's transaction never waits for a second
 // connection to prepare one, even with a pool of one (when each was prepared on first use,

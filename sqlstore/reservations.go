@@ -155,6 +155,11 @@ func (s *Store) insertReservation(ctx context.Context, tx *sql.Tx, row resRow) (
 // driver values they convert to (what database/sql would otherwise convert, by reflection,
 // for every argument of every row).
 func insertReservationArgs(d dialect, row resRow) []any {
+	return appendReservationArgs(make([]any, 0, 12), d, row)
+}
+
+// appendReservationArgs appends insertReservationArgs(d, row) to args, for a multi-row INSERT.
+func appendReservationArgs(args []any, d dialect, row resRow) []any {
 	var expiresAt, paymentID any
 	if row.expiresAt.Valid {
 		expiresAt = row.expiresAt.Int64
@@ -162,8 +167,8 @@ func insertReservationArgs(d dialect, row resRow) []any {
 	if row.paymentID.Valid {
 		paymentID = row.paymentID.String
 	}
-	return []any{row.id, row.saleID, row.userID, int64(row.quantity), string(row.status), expiresAt, row.amountCents,
-		paymentID, d.keyArg(row.idempotencyKey), row.seq, row.createdAt, row.updatedAt}
+	return append(args, row.id, row.saleID, row.userID, int64(row.quantity), string(row.status), expiresAt,
+		row.amountCents, paymentID, d.keyArg(row.idempotencyKey), row.seq, row.createdAt, row.updatedAt)
 }
 
 // lockReservation reads a reservation row and, on server databases, locks it until the

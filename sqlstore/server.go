@@ -49,7 +49,7 @@ func openServer(ctx context.Context, db *sql.DB, d dialect, where string) (*Stor
 	// concurrently, so there is no single writer connection to keep reads away from.
 	s := &Store{db: db, rdb: db, d: d, now: time.Now}
 	if d.preparedInserts {
-		if err := s.inserts.prepare(ctx, s); err != nil {
+		if err := s.inserts.prepare(ctx, s, preparedInsertRows, s.insertRowsSQL); err != nil {
 			_ = s.Close()
 			return nil, fmt.Errorf("%w (database %s)", err, where)
 		}

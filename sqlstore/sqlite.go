@@ -97,6 +97,7 @@ func openSQLite(ctx context.Context, rest string) (*Store, error) {
 	}
 	// fail closes what was opened so far; the error that made Open give up is the one to report.
 	fail := func(err error) (*Store, error) {
+		_ = s.inserts.close()
 		_ = s.db.Close()
 		return nil, err
 	}
@@ -118,6 +119,9 @@ func openSQLite(ctx context.Context, rest string) (*Store, error) {
 	}
 	// Migrating is idempotent, so a lock held by another process opening the file is retried.
 	if err := retryBusy(ctx, func() error { return migrate(ctx, s.db, s.d, time.Now) }); err != nil {
+		return fail(err)
+	}
+	if err := s.inserts.prepare(ctx, s, sqliteInsertRows, s.insertNewSQL); err != nil {
 		return fail(err)
 	}
 	if s.rdb == nil {
