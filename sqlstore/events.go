@@ -58,9 +58,9 @@ const (
 	preparedInsertRows = 128
 	// sqliteInsertRows is the largest multi-row INSERT on SQLite (insertChunks). SQLite copies
 	// the pages such an INSERT changes to its statement journal, in memory up to 64 KiB and in
-	// a temporary file beyond: a rush's batch over four sales wrote one for INSERTs of 128 rows,
-	// none for 64, which cost the least CPU per event of 32 to 256 rows. The rows of an INSERT
-	// that finds an id already there are inserted again one at a time.
+	// a temporary file beyond: a rush's batch over four sales wrote one for INSERTs of 128
+	// rows, none for 64, which cost as little CPU per event as any of 32 to 256 rows. The rows
+	// of an INSERT that finds an id already there are inserted again one at a time.
 	sqliteInsertRows = 64
 	// batchPrepareUpdates is the number of changed rows from which the UPDATE is prepared once
 	// for the batch rather than sent (and, on SQLite, compiled) for each row.
