@@ -155,8 +155,10 @@ func (s *Store) writeOutbox(ctx context.Context, tx *sql.Tx, rows []outboxRow) e
 		testHookOutboxSeqs(first, last)
 	}
 	if s.d.name == sqliteDialect.name {
-		// One prepared single-row INSERT, as insertReservations does on SQLite and for the
-		// same reason (no statement journal).
+		// One prepared single-row INSERT per entry: a multi-row INSERT in a transaction has
+		// SQLite copy the pages it changes to a statement journal, a temporary file beyond
+		// 64 KiB, and the event_id index may put each entry on a page of its own.
+		// (insertChunks keeps the reservations' multi-row INSERTs under that bound.)
 		stmt, err := tx.PrepareContext(ctx, s.outboxInsertSQL(1))
 		if err != nil {
 			return fmt.Errorf("sqlstore: outbox: insert: %w", err)
