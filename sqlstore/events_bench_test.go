@@ -53,9 +53,19 @@ func openRushStore(b *testing.B) *Store {
 // BenchmarkApplyEventsRush stores a buy rush's hold events on SQLite through ApplyEvents, in
 // batches of the pipeline's default size (256), each event a new reservation: ns/event is the
 // time to store one (mostly waiting for the commit's fsync), cpu-ns/event the CPU it costs.
-func BenchmarkApplyEventsRush(b *testing.B) {
-	const batch = 256
+func BenchmarkApplyEventsRush(b *testing.B) { benchRush(b, openRushStore(b)) }
+
+// BenchmarkOutboxRush is BenchmarkApplyEventsRush with the export outbox on (EnableOutbox: the
+// memory engine's events exported), every event also written to the outbox.
+func BenchmarkOutboxRush(b *testing.B) {
 	s := openRushStore(b)
+	s.EnableOutbox()
+	benchRush(b, s)
+}
+
+// benchRush stores b.N batches of a rush's hold events in s.
+func benchRush(b *testing.B, s *Store) {
+	const batch = 256
 	next := 0
 	var batches [][]seckill.Event // built 64 at a time, outside the timed loop
 	b.ReportAllocs()
