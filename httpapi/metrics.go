@@ -25,6 +25,11 @@ type metrics struct {
 	// streams and streamsDropped count live event streams, and those cut for reading too slowly.
 	streams        prometheus.Gauge
 	streamsDropped prometheus.Counter
+	// closeWritten is, for each live ticket stream open when its room closed, the time from the
+	// close (closed_at, on the engine's clock) to the stream's writing of the closing ticket:
+	// how soon this instance told its waiting buyers, whatever their own network and machine
+	// add (bench --waiting-room reads it beside what its buyers saw).
+	closeWritten prometheus.Histogram
 	// outcomes are reservations' counters of the usual outcomes (knownOutcomes), each resolved
 	// on its first count; the map is read-only after newMetrics.
 	outcomes map[string]*lazySeries[prometheus.Counter]
@@ -53,11 +58,19 @@ func newMetrics(reg *prometheus.Registry, svc *service.Service) *metrics {
 	m.streamsDropped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "seckill_event_streams_dropped_total", Help: "Event streams disconnected because the client read too slowly.",
 	})
-	reg.MustRegister(m.requests, m.duration, m.reservations, m.payments, m.streams, m.streamsDropped,
+	m.closeWritten = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: CloseWrittenMetric, Help: "Time from a waiting room's close to a live ticket stream open at it being written the closing ticket.",
+		Buckets: []float64{.025, .05, .1, .15, .2, .3, .4, .5, .6, .8, 1, 1.25, 1.5, 2, 3, 5},
+	})
+	reg.MustRegister(m.requests, m.duration, m.reservations, m.payments, m.streams, m.streamsDropped, m.closeWritten,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&stockCollector{svc: svc}, &refundCollector{svc: svc})
 	return m
 }
+
+// CloseWrittenMetric is the histogram of the time from a waiting room's close to each live
+// ticket stream open at it being written the closing ticket (seconds).
+const CloseWrittenMetric = "seckill_room_close_written_seconds"
 
 // routeMetrics are one route's series, looked up once per route and status rather than per
 // request: a request then costs no label hashing, no lookup under the vectors' locks and no

@@ -163,6 +163,9 @@ func (s *Server) roomEvents(w http.ResponseWriter, r *http.Request) error {
 		sent, written = shown, time.Now()
 		st.write(sseEvent("ticket", v))
 		st.flush()
+		if v.State == counts.Closed && !counts.ClosedAt.IsZero() {
+			s.metrics.closeWritten.Observe(max(0, written.Sub(counts.ClosedAt).Seconds()))
+		}
 	}
 	ping := time.NewTicker(streamPing)
 	defer ping.Stop()

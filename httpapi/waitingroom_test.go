@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -855,5 +856,15 @@ func TestRoomStreamsShareOneRead(t *testing.T) {
 	// (e.ticket above reads through the env's own server, which does not count.)
 	if got := counted.tickets.Load() - connectTickets; got != 0 {
 		t.Fatalf("%d ticket reads by the streams to tell the close, want 0 (the counts tell it)", got)
+	}
+	// Each of those writes is timed from the close (the admitted stream's is not one).
+	res, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if want := fmt.Sprintf("%s_count %d\n", httpapi.CloseWrittenMetric, streams); !strings.Contains(string(body), want) {
+		t.Fatalf("/metrics lacks %q", want)
 	}
 }

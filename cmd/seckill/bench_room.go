@@ -115,9 +115,13 @@ func runRoomBench(ctx context.Context, o benchOptions, r roomOptions, stdout, st
 	}
 	fmt.Fprintf(head, "seckill bench --waiting-room: %d buyers (%d before the start, the rest over %s), %d units, admission %d/s (burst %d), max active %d, proof of work %d bits, against %s\n",
 		o.buyers, r.prequeue, r.arrival, o.units, r.admitRate, seckill.RoomPolicy{AdmitPerSecond: r.admitRate}.RoomBurst(), r.maxActive, r.powBits, strings.Join(o.targets, ", "))
+	written, hasWritten := readCloseWritten(ctx, withRoom.hc, o.targets)
 	obs, err := withRoom.run(ctx, stderr)
 	if err != nil {
 		return err
+	}
+	if after, ok := readCloseWritten(ctx, withRoom.hc, o.targets); ok && hasWritten {
+		obs.written = after.since(written).report()
 	}
 	checks := checkRoom(obs)
 	var plain *roomRun
@@ -605,7 +609,10 @@ type roomReportJSON struct {
 	// the engine's, one clock when they share a machine.
 	ToldClosedP50Ms float64 `json:"told_after_closed_at_p50_ms"`
 	ToldClosedMaxMs float64 `json:"told_after_closed_at_max_ms"`
-	Checks          []struct {
+	// CloseWritten is the servers' side of the same (closeWritten): absent when a target does
+	// not serve its metrics.
+	CloseWritten *closeWrittenJSON `json:"close_written,omitempty"`
+	Checks       []struct {
 		Name       string   `json:"name"`
 		What       string   `json:"what"`
 		OK         bool     `json:"ok"`
@@ -649,7 +656,7 @@ func sideOf(rr *roomRun) roomSide {
 }
 
 func roomReport(withRoom, plain *roomRun, ob roomObservation, checks []roomCheck, verifyNs float64) roomReportJSON {
-	rp := roomReportJSON{WithRoom: sideOf(withRoom), Admitted: ob.admitted, PreQueue: ob.preQueue}
+	rp := roomReportJSON{WithRoom: sideOf(withRoom), Admitted: ob.admitted, PreQueue: ob.preQueue, CloseWritten: ob.written}
 	if plain != nil {
 		s := sideOf(plain)
 		rp.WithoutRm = &s
@@ -746,6 +753,10 @@ func (rp roomReportJSON) writeText(w io.Writer) {
 		rp.Streamed, rp.Polled, rp.AtJoin)
 	fmt.Fprintf(w, "  after the room's closed_at (checked) p50 %.0f ms, max %.0f ms; after the last payment's sending p50 %.0f ms, max %.0f ms, after its answer p50 %.0f ms, max %.0f ms\n",
 		rp.ToldClosedP50Ms, rp.ToldClosedMaxMs, rp.ToldP50Ms, rp.ToldMaxMs, rp.ToldLowP50Ms, rp.ToldLowMaxMs)
+	if c := rp.CloseWritten; c != nil {
+		fmt.Fprintf(w, "  the servers wrote it to the %d streams open at the close: p50 %s, p99 %s, the last %s after closed_at (%s)\n",
+			c.Streams, msBound(c.P50Ms), msBound(c.P99Ms), msBound(c.MaxMs), httpapi.CloseWrittenMetric)
+	}
 	for _, c := range rp.Checks {
 		verdict := "ok"
 		if !c.OK {

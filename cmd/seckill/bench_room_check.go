@@ -51,6 +51,7 @@ type roomObservation struct {
 	rate, burst int // admit_per_second and its documented burst (seckill.RoomPolicy.RoomBurst)
 	order       string
 	buyers      []*roomBuyer
+	written     *closeWrittenJSON // the servers' own figure for the tell (nil: not served)
 
 	commitmentBefore string   // the room's commitment read before the start
 	commitment, seed string   // read after the start (seed in hex)

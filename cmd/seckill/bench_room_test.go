@@ -41,6 +41,11 @@ func TestBenchWaitingRoom(t *testing.T) {
 		t.Errorf("told %d+%d of %d not admitted, solve %v ms, verify %v µs: want everyone told, the proof's costs",
 			rp.Streamed, rp.Polled, 300-rp.Admitted, rp.SolveP50Ms, rp.VerifyUs)
 	}
+	// The server's own timing of the tell: the streams open at the close are among those the
+	// bench saw told by stream (the others were told at connect).
+	if w := rp.CloseWritten; w == nil || w.Streams > uint64(rp.Streamed) || (w.Streams > 0 && w.MaxMs == 0) {
+		t.Errorf("close_written %+v with %d told by stream: want the servers' histogram read, no more writes than streams told", w, rp.Streamed)
+	}
 }
 
 // goodRoom is a fabricated observation every check accepts: four drawn entrants admitted in

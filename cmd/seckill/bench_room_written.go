@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/seckill-go/seckill/httpapi"
+)
+
+// closeWritten is the targets' seckill_room_close_written_seconds (httpapi.CloseWrittenMetric)
+// summed: how soon the servers wrote the closing ticket to each live stream open at the close,
+// from closed_at. The bench reports it beside when its buyers read it: on one machine the
+// load generator competes with the servers for the CPU, and what it adds is its own.
+type closeWritten struct {
+	bounds []float64 // the buckets' upper bounds, seconds
+	counts []uint64  // cumulative, per bound
+	total  uint64
+}
+
+// readCloseWritten reads and sums the histogram of every target; ok is false when a target
+// does not serve it (metrics off or behind a token, an older server).
+func readCloseWritten(ctx context.Context, hc *http.Client, targets []string) (closeWritten, bool) {
+	var sum closeWritten
+	for _, t := range targets {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, t+"/metrics", nil)
+		if err != nil {
+			return closeWritten{}, false
+		}
+		res, err := hc.Do(req)
+		if err != nil {
+			return closeWritten{}, false
+		}
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := p.TextToMetricFamilies(res.Body)
+		_ = res.Body.Close()
+		f := fams[httpapi.CloseWrittenMetric]
+		if err != nil || res.StatusCode != http.StatusOK || f == nil || len(f.Metric) != 1 || f.Metric[0].Histogram == nil {
+			return closeWritten{}, false
+		}
+		h := f.Metric[0].Histogram
+		var bounds []float64
+		for _, b := range h.Bucket {
+			bounds = append(bounds, b.GetUpperBound())
+		}
+		if sum.bounds == nil {
+			sum.bounds, sum.counts = bounds, make([]uint64, len(bounds))
+		} else if !slices.Equal(sum.bounds, bounds) {
+			return closeWritten{}, false
+		}
+		for i, b := range h.Bucket {
+			sum.counts[i] += b.GetCumulativeCount()
+		}
+		sum.total += h.GetSampleCount()
+	}
+	return sum, sum.bounds != nil
+}
+
+// since is c less the earlier reading before (the same servers).
+func (c closeWritten) since(before closeWritten) closeWritten {
+	out := closeWritten{bounds: c.bounds, counts: slices.Clone(c.counts), total: c.total - before.total}
+	for i := range out.counts {
+		out.counts[i] -= before.counts[i]
+	}
+	return out
+}
+
+// upTo is the upper bound, in ms, of the bucket holding the q-quantile write (-1 past the
+// last bound; 0 without writes).
+func (c closeWritten) upTo(q float64) float64 {
+	if c.total == 0 {
+		return 0
+	}
+	rank := uint64(math.Ceil(q * float64(c.total)))
+	for i, n := range c.counts {
+		if n >= max(rank, 1) {
+			return c.bounds[i] * 1000
+		}
+	}
+	return -1
+}
+
+// msBound prints an upper bound in ms.
+func msBound(ms float64) string {
+	if ms < 0 {
+		return "more than the last bucket"
+	}
+	return fmt.Sprintf("≤ %.0f ms", ms)
+}
+
+// closeWrittenJSON is closeWritten in the report: the streams open at the close, and the
+// upper bounds of the buckets holding the median, the 99th percentile and the last write.
+type closeWrittenJSON struct {
+	Streams uint64  `json:"streams"`
+	P50Ms   float64 `json:"p50_le_ms"`
+	P99Ms   float64 `json:"p99_le_ms"`
+	MaxMs   float64 `json:"max_le_ms"` // -1: past the last bucket (5 s)
+}
+
+func (c closeWritten) report() *closeWrittenJSON {
+	return &closeWrittenJSON{Streams: c.total, P50Ms: c.upTo(.5), P99Ms: c.upTo(.99), MaxMs: c.upTo(1)}
+}
