@@ -55,7 +55,8 @@ func TestRetriesHonourRetryAfter(t *testing.T) {
 	if _, err := client.New(srv.URL, client.WithRetries(2, 200*time.Millisecond)).Orders(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took < 200*time.Millisecond || took > 2*time.Second || calls.Load() != 3 {
+	// Each wait is at least half the capped 200 ms (the cap itself: TestRetryWaitIsCapped).
+	if took := time.Since(start); took < 200*time.Millisecond || calls.Load() != 3 {
 		t.Errorf("two retries capped at 200 ms took %v and %d calls", took, calls.Load())
 	}
 	srv, calls = flaky(t, 5)
