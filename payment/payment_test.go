@@ -615,7 +615,7 @@ func TestMockGatewayStopAbandonsWaiting(t *testing.T) {
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if time.Since(start) > time.Second {
+	if time.Since(start) > time.Minute { // the delay is an hour: a minute tells them apart on any machine
 		t.Fatal("Close waited for the delay")
 	}
 	if st := g.Stats(); st.DeliveryFailures != 5 || st.Delivered != 0 || st.Pending != 0 {
