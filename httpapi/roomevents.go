@@ -161,11 +161,12 @@ func (s *Server) roomEvents(w http.ResponseWriter, r *http.Request) error {
 			return // unchanged, or only its place moved and one was written less than a second ago: the tick sends it
 		}
 		sent, written = shown, time.Now()
-		st.write(sseEvent("ticket", v))
-		st.flush()
 		if v.State == counts.Closed && !counts.ClosedAt.IsZero() {
+			// Counted before the write, so that a buyer who has read it finds it counted.
 			s.metrics.closeWritten.Observe(max(0, written.Sub(counts.ClosedAt).Seconds()))
 		}
+		st.write(sseEvent("ticket", v))
+		st.flush()
 	}
 	ping := time.NewTicker(streamPing)
 	defer ping.Stop()
