@@ -121,7 +121,9 @@ func runRoomBench(ctx context.Context, o benchOptions, r roomOptions, stdout, st
 		return err
 	}
 	if after, ok := readCloseWritten(ctx, withRoom.hc, o.targets); ok && hasWritten {
-		obs.written = after.since(written).report()
+		if d, ok := after.since(written); ok {
+			obs.written = d.report()
+		}
 	}
 	checks := checkRoom(obs)
 	var plain *roomRun

@@ -156,3 +156,27 @@ func TestSpearman(t *testing.T) {
 		t.Errorf("nothing to correlate: ρ = %v, want 0 (JSON has no NaN)", r)
 	}
 }
+
+// The servers' histogram: a difference of two readings, its buckets' bounds as quantiles, and
+// no difference between readings that cannot be the same servers'.
+func TestCloseWrittenBuckets(t *testing.T) {
+	bounds := []float64{.1, .5, 1}
+	before := closeWritten{bounds: bounds, counts: []uint64{1, 2, 2}, total: 3}
+	after := closeWritten{bounds: bounds, counts: []uint64{5, 11, 12}, total: 14} // 4 ≤ 100 ms, 5 ≤ 500 ms, 1 ≤ 1 s, 1 over
+	d, ok := after.since(before)
+	if !ok || d.total != 11 {
+		t.Fatalf("since = %+v, %v", d, ok)
+	}
+	if got := d.report(); got.Streams != 11 || got.P50Ms != 500 || got.P99Ms != -1 || got.MaxMs != -1 {
+		t.Fatalf("report = %+v, want 11 writes, p50 ≤ 500 ms, p99 and max past the last bucket", got)
+	}
+	if got := (closeWritten{bounds: bounds, counts: []uint64{3, 3, 3}, total: 3}).report(); got.P50Ms != 100 || got.MaxMs != 100 {
+		t.Fatalf("all in the first bucket: %+v", got)
+	}
+	if _, ok := before.since(after); ok {
+		t.Fatal("a reading with fewer counts than the one before (a restarted server) was subtracted")
+	}
+	if got := (closeWritten{bounds: bounds, counts: make([]uint64, 3)}).report(); got.Streams != 0 || got.P50Ms != 0 {
+		t.Fatalf("no writes: %+v", got)
+	}
+}

@@ -60,13 +60,20 @@ func readCloseWritten(ctx context.Context, hc *http.Client, targets []string) (c
 	return sum, sum.bounds != nil
 }
 
-// since is c less the earlier reading before (the same servers).
-func (c closeWritten) since(before closeWritten) closeWritten {
+// since is c less the earlier reading before; ok is false when they cannot be the same
+// servers' (other buckets, or fewer counts: a target restarted in between).
+func (c closeWritten) since(before closeWritten) (closeWritten, bool) {
+	if !slices.Equal(c.bounds, before.bounds) || c.total < before.total {
+		return closeWritten{}, false
+	}
 	out := closeWritten{bounds: c.bounds, counts: slices.Clone(c.counts), total: c.total - before.total}
 	for i := range out.counts {
+		if out.counts[i] < before.counts[i] {
+			return closeWritten{}, false
+		}
 		out.counts[i] -= before.counts[i]
 	}
-	return out
+	return out, true
 }
 
 // upTo is the upper bound, in ms, of the bucket holding the q-quantile write (-1 past the
