@@ -180,6 +180,7 @@ func (s *Server) roomEvents(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		case counts = <-in:
 			haveCounts = true
+			follow = follow.Saw(counts)
 			check()
 		case <-tick.C:
 			check()

@@ -68,6 +68,7 @@ func (r *roomRig) tickets(us []string) map[string]seckill.Ticket {
 }
 
 func testRoomRestore(t *testing.T, newEngine NewRoomEngine) {
+	t.Run("LostRowRenumbers", func(t *testing.T) { testRoomLostRow(t, newEngine) })
 	for _, kind := range []string{seckill.RoomDraw, seckill.RoomFIFO} {
 		t.Run(kind, func(t *testing.T) {
 			r := newRoomRig(t, newEngine, 100, seckill.RoomInput{Order: kind, MaxActive: 4, TokenSeconds: ptr(10)})
@@ -139,5 +140,34 @@ func testRoomRestore(t *testing.T, newEngine NewRoomEngine) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// testRoomLostRow: a join row lost to the journal (a crash within its interval) renumbers the
+// places of those after it when the room is restored, and the room's counts show fewer
+// entrants than before: the signal on which a live stream stops trusting a place it read
+// before (service.Due), which would otherwise derive the closing state for an entrant the
+// restored room admitted.
+func testRoomLostRow(t *testing.T, newEngine NewRoomEngine) {
+	r := newRoomRig(t, newEngine, 10, seckill.RoomInput{Order: seckill.RoomFIFO, MaxActive: 3})
+	j := &journal{seed: r.seed, sale: r.sale}
+	us := users(0, 5)
+	for i, u := range us {
+		tk := r.join(u)
+		if i != 1 {
+			j.joined(tk)
+		}
+	}
+	r.clock.Set(roomStart)
+	before, counts := r.ticket(us[3]), r.room()
+	r.restoreInto(newEngine(t, r.clock), j)
+	r.admit(3)
+	r.clock.Set(r.sale.EndsAt)
+	st := r.admit(0)
+	after := r.ticket(us[3])
+	if before.Index != 4 || counts.Entrants != 5 || st.Entrants != 4 || st.Closed != seckill.TicketEnded ||
+		after.State != seckill.TicketAdmitted || after.Index != 3 {
+		t.Fatalf("%s before the loss %+v (room %+v); after the restore, 3 admissions and the end %+v (room %+v); "+
+			"want index 4 of 5 entrants, then admitted at index 3 of 4 in a room closed ended", us[3], before, counts, after, st)
 	}
 }

@@ -236,6 +236,17 @@ type RoomFollow struct {
 	Sale   seckill.Sale
 	User   string
 	Ticket seckill.Ticket
+	// entrants is the most entrants the room's counts have shown since Ticket was read (Saw).
+	// Fewer later means the room was restored from its journal with rows lost, which
+	// renumbers the places: Ticket's Index then no longer says where the entrant is, and the
+	// ticket is Due until it is read again.
+	entrants int64
+}
+
+// Saw records the room's counts st as seen by the follow (Due compares the next ones with them).
+func (f RoomFollow) Saw(st seckill.RoomState) RoomFollow {
+	f.entrants = max(f.entrants, st.Entrants)
+	return f
 }
 
 // FollowTicket reads the user's ticket for a live stream.
@@ -261,23 +272,29 @@ func (s *Service) Refresh(ctx context.Context, f RoomFollow, st seckill.RoomStat
 	if err != nil {
 		return f, TicketView{}, err
 	}
-	f.Ticket = t
+	f.Ticket, f.entrants = t, st.Entrants
 	v, err := s.ticketView(ctx, f.Sale, f.User, t, &st)
 	return f, v, err
 }
 
 // Due reports whether a followed ticket must be read again from the engine, given the room's
 // counts st: its turn has come (Index at or below the serving counter), it has no place yet
-// (Index 0), or a pre-queue ticket's sale has started (the draw places it) or closed after
-// some admissions (it may be among them). Otherwise TicketAt derives it.
+// (Index 0), a pre-queue ticket's sale has started (the draw places it) or closed after some
+// admissions (it may be among them), or the room was restored with rows lost since the
+// ticket was read (fewer entrants than the follow saw: its place may have moved). Otherwise
+// TicketAt derives it.
 //
 // A closed room alone does not make a ticket due: once a room closes its serving counter never
-// moves again (no admission and no tell after the close, invariant 14), so a ticket placed
-// beyond it, or a pre-queue ticket of a room that admitted nobody, was never admitted, and the
-// engine would answer it the closing state. Reading each one instead made the close cost one
-// engine call per live stream at the very moment the whole crowd must be told
-// (docs/BENCHMARKS.md, "The waiting room at the start instant").
+// moves again (no admission after the close, invariant 13, and a tell after it tells nobody),
+// until a restore reopens it, so a ticket placed beyond it, or a pre-queue ticket of a room
+// that admitted nobody, was never admitted, and the engine would answer it the closing state.
+// Reading each one instead made the close cost one engine call per live stream at the very
+// moment the whole crowd must be told (docs/BENCHMARKS.md, "The waiting room at the start
+// instant").
 func (s *Service) Due(f RoomFollow, st seckill.RoomState) bool {
+	if st.Entrants < f.entrants {
+		return true
+	}
 	switch f.Ticket.State {
 	case seckill.TicketWaiting:
 		return f.Ticket.Index <= st.Admitted
