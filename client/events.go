@@ -107,6 +107,9 @@ func newSSEReader(r io.Reader) *sseReader {
 // line reads the next line, with its end, of at most maxEventBytes; it is valid until the
 // next call.
 func (s *sseReader) line() ([]byte, error) {
+	if cap(s.long) > 2*sseBufferBytes {
+		s.long = nil // a stream keeps no large buffer for one long line it once read
+	}
 	line, err := s.r.ReadSlice('\n')
 	if !errors.Is(err, bufio.ErrBufferFull) {
 		return line, err
@@ -119,7 +122,7 @@ func (s *sseReader) line() ([]byte, error) {
 		line, err = s.r.ReadSlice('\n')
 		s.long = append(s.long, line...)
 	}
-	if len(s.long) > maxEventBytes+2 { // its end ("\r\n") aside
+	if len(bytes.TrimRight(s.long, "\r\n")) > maxEventBytes { // its end aside
 		return nil, fmt.Errorf("seckill: live events: a line over %d bytes", maxEventBytes)
 	}
 	return s.long, err

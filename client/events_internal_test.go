@@ -1,6 +1,7 @@
 package client
 
 import (
+	"io"
 	"strings"
 	"testing"
 )
@@ -27,10 +28,33 @@ func TestSSEReaderLongLines(t *testing.T) {
 	if ev, err := newSSEReader(strings.NewReader(tooLong)).next(); err == nil || !strings.Contains(err.Error(), "line over") {
 		t.Fatalf("a line over %d bytes: %+v, %v; want refused", maxEventBytes, ev, err)
 	}
-	// Exactly at the bound is still an event's line (its data is then too large to be a
-	// ticket's, but it is read).
-	atBound := "data: " + strings.Repeat("c", maxEventBytes-len("data: ")) + "\n\n"
-	if _, err := newSSEReader(strings.NewReader(atBound)).next(); err != nil {
-		t.Fatalf("a line of %d bytes: %v", maxEventBytes, err)
+	// Around the buffer and the bound, with either line end: a line of up to maxEventBytes
+	// (its end aside) is read whole, a longer one refused, and EOF inside a long line is EOF.
+	for _, end := range []string{"\n", "\r\n"} {
+		for _, n := range []int{sseBufferBytes - 1, sseBufferBytes, sseBufferBytes + 1, 2 * sseBufferBytes, maxEventBytes, maxEventBytes + 1} {
+			line := "data: " + strings.Repeat("c", n-len("data: "))
+			s := newSSEReader(strings.NewReader(line + end + end + "event: ticket" + end + "data: {}" + end + end))
+			_, err := s.next()
+			switch {
+			case n <= maxEventBytes && err != nil:
+				t.Fatalf("a line of %d bytes ending %q: %v", n, end, err)
+			case n > maxEventBytes && (err == nil || !strings.Contains(err.Error(), "line over")):
+				t.Fatalf("a line of %d bytes ending %q: %v, want refused", n, end, err)
+			case n > maxEventBytes:
+				continue
+			}
+			if got := s.data.Len(); got != n-len("data: ") {
+				t.Fatalf("a line of %d bytes ending %q: %d bytes of data", n, end, got)
+			}
+			if ev, err := s.next(); err != nil || ev.Ticket == nil || s.data.String() != "{}" {
+				t.Fatalf("after a line of %d bytes ending %q: %+v, %v, data %q", n, end, ev, err, s.data.Bytes())
+			}
+			if cap(s.long) > 2*sseBufferBytes {
+				t.Fatalf("after a line of %d bytes the reader keeps %d bytes for long lines", n, cap(s.long))
+			}
+		}
+	}
+	if _, err := newSSEReader(strings.NewReader("data: " + strings.Repeat("d", 3*sseBufferBytes))).next(); err != io.EOF {
+		t.Fatalf("EOF inside a long line: %v, want io.EOF", err)
 	}
 }

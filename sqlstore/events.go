@@ -398,10 +398,10 @@ func (s *Store) insertOrMerge(ctx context.Context, tx *sql.Tx, ins *inserter, gr
 	err := s.insertChunks(ctx, tx, ins, rows, func(from, to int) error {
 		for k := from; k < to; k++ {
 			inserted, err := ins.insert(ctx, s, tx, rows[k])
-			if err != nil || inserted {
-				if err != nil {
-					return err
-				}
+			if err != nil {
+				return err
+			}
+			if inserted {
 				continue
 			}
 			cur, err := s.lockReservation(ctx, tx, rows[k].id)

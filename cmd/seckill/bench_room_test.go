@@ -4,11 +4,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/seckill-go/seckill"
+	"github.com/seckill-go/seckill/httpapi"
 )
 
 // TestBenchWaitingRoom: `seckill bench --waiting-room` against a --dev server (memory engine):
@@ -43,7 +47,8 @@ func TestBenchWaitingRoom(t *testing.T) {
 	}
 	// The server's own timing of the tell: the streams open at the close are among those the
 	// bench saw told by stream (the others were told at connect).
-	if w := rp.CloseWritten; w == nil || w.Streams > uint64(rp.Streamed) || (w.Streams > 0 && w.MaxMs == 0) {
+	if w := rp.CloseWritten; w == nil || w.Streams > uint64(rp.Streamed) ||
+		(w.Streams > 0 && (w.P50Ms <= 0 || (w.MaxMs != -1 && w.MaxMs < w.P50Ms))) {
 		t.Errorf("close_written %+v with %d told by stream: want the servers' histogram read, no more writes than streams told", w, rp.Streamed)
 	}
 }
@@ -178,5 +183,34 @@ func TestCloseWrittenBuckets(t *testing.T) {
 	}
 	if got := (closeWritten{bounds: bounds, counts: make([]uint64, 3)}).report(); got.Streams != 0 || got.P50Ms != 0 {
 		t.Fatalf("no writes: %+v", got)
+	}
+}
+
+// readCloseWritten reads the histogram as a server serves it, +Inf bucket included: a write
+// past the last bound is "past the last bucket" (-1), which the JSON report can carry.
+func TestReadCloseWritten(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: httpapi.CloseWrittenMetric, Help: "x", Buckets: []float64{.1, 1}})
+	reg.MustRegister(h)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	before, ok := readCloseWritten(t.Context(), srv.Client(), []string{srv.URL})
+	if !ok || before.total != 0 || len(before.bounds) != 2 {
+		t.Fatalf("empty histogram read as %+v, %v", before, ok)
+	}
+	for _, s := range []float64{.05, .05, .5, 7} {
+		h.Observe(s)
+	}
+	after, ok := readCloseWritten(t.Context(), srv.Client(), []string{srv.URL, srv.URL}) // two targets: summed
+	d, ok2 := after.since(before)
+	if !ok || !ok2 {
+		t.Fatal("not read")
+	}
+	rp := d.report()
+	if rp.Streams != 8 || rp.P50Ms != 100 || rp.MaxMs != -1 {
+		t.Fatalf("report %+v, want 8 writes, p50 ≤ 100 ms, the last past the last bucket", rp)
+	}
+	if _, err := json.Marshal(rp); err != nil {
+		t.Fatalf("the report does not encode: %v", err)
 	}
 }

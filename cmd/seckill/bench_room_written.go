@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/seckill-go/seckill/httpapi"
@@ -42,9 +43,12 @@ func readCloseWritten(ctx context.Context, hc *http.Client, targets []string) (c
 		if err != nil || res.StatusCode != http.StatusOK || f == nil || len(f.Metric) != 1 || f.Metric[0].Histogram == nil {
 			return closeWritten{}, false
 		}
+		// The parser keeps the +Inf bucket; the writes past the last bound are total less its
+		// count (upTo: -1).
 		h := f.Metric[0].Histogram
+		buckets := slices.DeleteFunc(slices.Clone(h.Bucket), func(b *dto.Bucket) bool { return math.IsInf(b.GetUpperBound(), 1) })
 		var bounds []float64
-		for _, b := range h.Bucket {
+		for _, b := range buckets {
 			bounds = append(bounds, b.GetUpperBound())
 		}
 		if sum.bounds == nil {
@@ -52,7 +56,7 @@ func readCloseWritten(ctx context.Context, hc *http.Client, targets []string) (c
 		} else if !slices.Equal(sum.bounds, bounds) {
 			return closeWritten{}, false
 		}
-		for i, b := range h.Bucket {
+		for i, b := range buckets {
 			sum.counts[i] += b.GetCumulativeCount()
 		}
 		sum.total += h.GetSampleCount()
