@@ -62,6 +62,12 @@ func (e *env) tryEvents(t testing.TB, saleID, query, auth string) (*sse, respons
 		cancel()
 		return nil, r
 	}
+	return readSSE(t, res, cancel), r
+}
+
+// readSSE reads the stream res in a goroutine into an sse's events (cancel ends it), closed at
+// the test's end.
+func readSSE(t testing.TB, res *http.Response, cancel context.CancelFunc) *sse {
 	s := &sse{events: make(chan sseMsg, 1024), cancel: cancel, done: make(chan struct{}), header: res.Header}
 	go func() {
 		defer close(s.done)
@@ -85,7 +91,7 @@ func (e *env) tryEvents(t testing.TB, saleID, query, auth string) (*sse, respons
 		}
 	}()
 	t.Cleanup(s.close)
-	return s, r
+	return s
 }
 
 func (s *sse) close() {

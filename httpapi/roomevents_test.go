@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -195,28 +194,7 @@ func TestRoomStreamsShareOneRead(t *testing.T) {
 			cancel()
 			t.Fatal(err)
 		}
-		s := &sse{events: make(chan sseMsg, 64), cancel: cancel, done: make(chan struct{})}
-		go func() {
-			defer close(s.done)
-			defer close(s.events)
-			defer res.Body.Close()
-			sc := bufio.NewScanner(res.Body)
-			var m sseMsg
-			for sc.Scan() {
-				switch line := sc.Text(); {
-				case line == "":
-					if m.name != "" {
-						s.events <- m
-					}
-					m = sseMsg{}
-				case strings.HasPrefix(line, "event: "):
-					m.name = line[len("event: "):]
-				case strings.HasPrefix(line, "data: "):
-					m.data = line[len("data: "):]
-				}
-			}
-		}()
-		t.Cleanup(s.close)
+		s := readSSE(t, res, cancel)
 		s.next(t, "ticket", func(string) bool { return true })
 		open = append(open, s)
 	}
