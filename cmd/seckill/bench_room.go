@@ -121,7 +121,7 @@ func runRoomBench(ctx context.Context, o benchOptions, r roomOptions, stdout, st
 		return err
 	}
 	if after, ok := readCloseWritten(ctx, withRoom.hc, o.targets); ok && hasWritten {
-		if d, ok := after.since(written); ok {
+		if d, ok := closeWrittenSince(written, after); ok {
 			obs.written = d.report()
 		}
 	}

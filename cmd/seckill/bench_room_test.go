@@ -194,17 +194,22 @@ func TestReadCloseWritten(t *testing.T) {
 	reg.MustRegister(h)
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
-	before, ok := readCloseWritten(t.Context(), srv.Client(), []string{srv.URL})
-	if !ok || before.total != 0 || len(before.bounds) != 2 {
+	targets := []string{srv.URL, srv.URL} // two targets: summed
+	before, ok := readCloseWritten(t.Context(), srv.Client(), targets)
+	if !ok || len(before) != 2 || before[0].total != 0 || len(before[0].bounds) != 2 {
 		t.Fatalf("empty histogram read as %+v, %v", before, ok)
 	}
 	for _, s := range []float64{.05, .05, .5, 7} {
 		h.Observe(s)
 	}
-	after, ok := readCloseWritten(t.Context(), srv.Client(), []string{srv.URL, srv.URL}) // two targets: summed
-	d, ok2 := after.since(before)
+	after, ok := readCloseWritten(t.Context(), srv.Client(), targets)
+	d, ok2 := closeWrittenSince(before, after)
 	if !ok || !ok2 {
 		t.Fatal("not read")
+	}
+	// One target restarted (fewer counts) while the other grew: not hidden by the sum.
+	if _, ok := closeWrittenSince(after, []closeWritten{before[0], after[1]}); ok {
+		t.Fatal("a restarted target's reading was subtracted")
 	}
 	rp := d.report()
 	if rp.Streams != 8 || rp.P50Ms != 100 || rp.MaxMs != -1 {

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/seckill-go/seckill/httpapi"
@@ -23,45 +22,64 @@ type closeWritten struct {
 	total  uint64
 }
 
-// readCloseWritten reads and sums the histogram of every target; ok is false when a target
+// readCloseWritten reads the histogram of every target, in order; ok is false when a target
 // does not serve it (metrics off or behind a token, an older server).
-func readCloseWritten(ctx context.Context, hc *http.Client, targets []string) (closeWritten, bool) {
-	var sum closeWritten
+func readCloseWritten(ctx context.Context, hc *http.Client, targets []string) ([]closeWritten, bool) {
+	var out []closeWritten
 	for _, t := range targets {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, t+"/metrics", nil)
 		if err != nil {
-			return closeWritten{}, false
+			return nil, false
 		}
 		res, err := hc.Do(req)
 		if err != nil {
-			return closeWritten{}, false
+			return nil, false
 		}
 		p := expfmt.NewTextParser(model.UTF8Validation)
 		fams, err := p.TextToMetricFamilies(res.Body)
 		_ = res.Body.Close()
 		f := fams[httpapi.CloseWrittenMetric]
 		if err != nil || res.StatusCode != http.StatusOK || f == nil || len(f.Metric) != 1 || f.Metric[0].Histogram == nil {
-			return closeWritten{}, false
+			return nil, false
 		}
 		// The parser keeps the +Inf bucket; the writes past the last bound are total less its
 		// count (upTo: -1).
 		h := f.Metric[0].Histogram
-		buckets := slices.DeleteFunc(slices.Clone(h.Bucket), func(b *dto.Bucket) bool { return math.IsInf(b.GetUpperBound(), 1) })
-		var bounds []float64
-		for _, b := range buckets {
-			bounds = append(bounds, b.GetUpperBound())
+		c := closeWritten{total: h.GetSampleCount()}
+		for _, b := range h.Bucket {
+			if !math.IsInf(b.GetUpperBound(), 1) {
+				c.bounds, c.counts = append(c.bounds, b.GetUpperBound()), append(c.counts, b.GetCumulativeCount())
+			}
 		}
-		if sum.bounds == nil {
-			sum.bounds, sum.counts = bounds, make([]uint64, len(bounds))
-		} else if !slices.Equal(sum.bounds, bounds) {
+		out = append(out, c)
+	}
+	return out, len(out) > 0
+}
+
+// closeWrittenSince sums, over the targets, each one's reading after less its reading before;
+// ok is false when one cannot be subtracted (since) or the targets' buckets differ.
+func closeWrittenSince(before, after []closeWritten) (closeWritten, bool) {
+	if len(before) != len(after) || len(after) == 0 {
+		return closeWritten{}, false
+	}
+	var sum closeWritten
+	for i := range after {
+		d, ok := after[i].since(before[i])
+		switch {
+		case !ok:
+			return closeWritten{}, false
+		case i == 0:
+			sum = d
+			continue
+		case !slices.Equal(sum.bounds, d.bounds):
 			return closeWritten{}, false
 		}
-		for i, b := range buckets {
-			sum.counts[i] += b.GetCumulativeCount()
+		for k := range d.counts {
+			sum.counts[k] += d.counts[k]
 		}
-		sum.total += h.GetSampleCount()
+		sum.total += d.total
 	}
-	return sum, sum.bounds != nil
+	return sum, true
 }
 
 // since is c less the earlier reading before; ok is false when they cannot be the same
