@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"fmt"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"io"
 	"net/http"
 	"strconv"
@@ -66,8 +67,8 @@ func BenchmarkBuyHandler(b *testing.B) {
 		w := &discardWriter{h: http.Header{}}
 		b.ReportAllocs()
 		b.ResetTimer()
-		cpu := processCPU()
-		defer func() { b.ReportMetric(float64(processCPU()-cpu)/float64(n), "cpu-ns/op") }()
+		cpu := testenv.ProcessCPU(b)
+		defer func() { b.ReportMetric(float64(testenv.ProcessCPU(b)-cpu)/float64(n), "cpu-ns/op") }()
 		for i := range n {
 			bodies[i].Reset(`{"quantity":1}`)
 			reqs[i].Body = io.NopCloser(&bodies[i])

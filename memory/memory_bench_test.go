@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -50,7 +51,7 @@ func BenchmarkBuy(b *testing.B) {
 		var next atomic.Int64
 		b.ReportAllocs()
 		b.ResetTimer()
-		cpu := cpuTime()
+		cpu := testenv.ProcessCPU(b)
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				i := next.Add(1) - 1
@@ -61,7 +62,7 @@ func BenchmarkBuy(b *testing.B) {
 			}
 		})
 		b.StopTimer()
-		b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(testenv.ProcessCPU(b)-cpu)/float64(b.N), "cpu-ns/op")
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reservations/s")
 	})
 	b.Run("sale-per-goroutine", func(b *testing.B) {
@@ -72,7 +73,7 @@ func BenchmarkBuy(b *testing.B) {
 		var next, sales atomic.Int64
 		b.ReportAllocs()
 		b.ResetTimer()
-		cpu := cpuTime()
+		cpu := testenv.ProcessCPU(b)
 		b.RunParallel(func(pb *testing.PB) {
 			id := "s" + strconv.FormatInt(sales.Add(1), 10)
 			if err := e.LoadSale(ctx, benchSale(id, b.N+1, clock.Now()), 0); err != nil {
@@ -88,7 +89,7 @@ func BenchmarkBuy(b *testing.B) {
 			}
 		})
 		b.StopTimer()
-		b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(testenv.ProcessCPU(b)-cpu)/float64(b.N), "cpu-ns/op")
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reservations/s")
 	})
 }

@@ -7,10 +7,6 @@ import (
 	"time"
 )
 
-// ProcessCPU needs getrusage: elsewhere the benchmark that asks is skipped rather than
-// reporting a CPU time it did not measure.
-func ProcessCPU(tb testing.TB) time.Duration {
-	tb.Helper()
-	tb.Skip("ProcessCPU: no getrusage on this platform")
-	return 0
-}
+// ProcessCPU is not measured without getrusage: it is 0, and so is every CPU figure a
+// benchmark reports from it here.
+func ProcessCPU(testing.TB) time.Duration { return 0 }
