@@ -8,7 +8,8 @@
 # path of `seckill serve` against a bare net/http handler (`seckill bench --calibrate`), on
 # the embedded default (memory engine, SQLite) and, when redis-server and MariaDB are here,
 # on the Redis engine (a private redis-server on :6390, a fresh MariaDB database). The load
-# comes from HEAD's `seckill bench` in every case, so both servers meet the same client.
+# comes from HEAD's `seckill bench` in every case, so both servers meet the same client; on the
+# Redis engine it also floods the bare handler with one Redis script call per buy (+redis).
 # Only loopback is used. Prints each measurement as it comes and a summary at the end.
 set -euo pipefail
 
@@ -46,8 +47,14 @@ calibrate() {
   pids+=($!)
   local pid=$!
   bench_wait_up http://127.0.0.1:18080
+  # On the Redis engine, the rounds also flood the bare handler with one script call per buy on
+  # the same redis-server (--calibrate-redis, when HEAD's client has it).
+  local more=()
+  if [ "$name" = redis ] && "$work/seckill-head" bench -h 2>&1 | grep -q -- '-calibrate-redis'; then
+    more=(--calibrate-redis redis://127.0.0.1:6390/0)
+  fi
   "$work/seckill-head" bench --calibrate --target http://127.0.0.1:18080 --auth-secret "$secret" \
-    --admin-token "$admin" --rounds 3 --duration 4s 2>&1 | tee -a "$work/calibrate-$ref-$name.txt" |
+    --admin-token "$admin" --rounds 3 --duration 4s "${more[@]}" 2>&1 | tee -a "$work/calibrate-$ref-$name.txt" |
     grep -E "^(hold|sold)" | sed "s/^/  $ref $name: /"
   bench_stop "$pid"
 }

@@ -33,6 +33,10 @@ func TestBuyCommands(t *testing.T) {
 	if s := os.Getenv("SECKILL_BENCH_COMMANDS_BUYERS"); s != "" {
 		buyers, _ = strconv.Atoi(s)
 	}
+	stock := 100 // a rush: most buyers are told sold out
+	if s := os.Getenv("SECKILL_BENCH_COMMANDS_STOCK"); s != "" {
+		stock, _ = strconv.Atoi(s) // as many as the buyers: a flood of holds
+	}
 	c := dialT(t, url)
 	limits := WithRateLimits(seckill.RateLimit{Rate: 10, Burst: 10}, seckill.RateLimit{Rate: 1000, Burst: 100})
 	for _, v := range []struct {
@@ -48,13 +52,14 @@ func TestBuyCommands(t *testing.T) {
 			e := newTestEngine(t, c.Inventory, nil, v.opts...) // nil: the server's clock (TIME), as in production
 			ctx := context.Background()
 			now := time.Now()
-			def := seckill.Sale{ID: "rush", Name: "rush", PriceCents: 100, Stock: 100, StartsAt: now.Add(-time.Minute),
+			def := seckill.Sale{ID: "rush", Name: "rush", PriceCents: 100, Stock: stock, StartsAt: now.Add(-time.Minute),
 				EndsAt: now.Add(time.Hour), PerUserLimit: 1, HoldSeconds: 600, QueueLimit: 100, CreatedAt: now.Add(-time.Hour)}
 			loadT(t, e, def)
 			rdb := c.Inventory
 			if err := rdb.Do(ctx, rdb.B().Arbitrary("CONFIG", "RESETSTAT").Build()).Error(); err != nil {
 				t.Fatal(err)
 			}
+			cpu := redistest.CPUSeconds(t, rdb)
 			var next atomic.Int64
 			outcomes := sync.Map{}
 			var wg sync.WaitGroup
@@ -81,6 +86,7 @@ func TestBuyCommands(t *testing.T) {
 			}
 			wg.Wait()
 			elapsed := time.Since(start)
+			cpu = redistest.CPUSeconds(t, rdb) - cpu
 			stats := redistest.CommandStats(t, rdb)
 			var out []string
 			outcomes.Range(func(k, v any) bool {
@@ -100,9 +106,9 @@ func TestBuyCommands(t *testing.T) {
 			}
 			sort.Slice(names, func(i, j int) bool { return stats[names[i]] > stats[names[j]] })
 			var b strings.Builder
-			fmt.Fprintf(&b, "%d buyers in %v (%s): %d script calls, %d commands, %.2f commands per script call (the call included), %.2f per buyer\n",
+			fmt.Fprintf(&b, "%d buyers in %v (%s): %d script calls, %d commands, %.2f commands per script call (the call included), %.2f per buyer, %.1f µs of Redis CPU per buyer\n",
 				buyers, elapsed.Round(time.Millisecond), strings.Join(out, ", "), calls, total, float64(total)/float64(calls),
-				float64(total)/float64(buyers))
+				float64(total)/float64(buyers), cpu*1e6/float64(buyers))
 			for _, k := range names {
 				fmt.Fprintf(&b, "  %-18s %8d %7.2f per script call\n", k, stats[k], float64(stats[k])/float64(calls))
 			}

@@ -123,6 +123,7 @@ func bench(ctx context.Context, args []string, getenv func(string) string, stdou
 	calDuration := fs.Duration("duration", 5*time.Second, "calibrate: length of each flood")
 	calRounds := fs.Int("rounds", 3, "calibrate: rounds, alternating target and reference")
 	calClients := fs.Int("clients", 64, "calibrate: client connections")
+	calRedis := fs.String("calibrate-redis", "", "calibrate: also flood the bare handler with one Redis script call per buy, on this Redis URL (a key of its own)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
@@ -146,7 +147,7 @@ func bench(ctx context.Context, args []string, getenv func(string) string, stdou
 		return runRoomBench(ctx, o, room, stdout, stderr)
 	}
 	if *cal {
-		return calibrate(ctx, o, *calDuration, *calRounds, *calClients, stdout, stderr)
+		return calibrate(ctx, o, *calDuration, *calRounds, *calClients, *calRedis, stdout, stderr)
 	}
 	if o.sales > 1 {
 		return runManySales(ctx, o, stdout, stderr)
@@ -531,13 +532,22 @@ func writeReport(rp loadgen.Report, mdPath string) error {
 
 // calibrate floods the first target's buy path, then a bare net/http handler answering a
 // body of the same size, alternately, and prints the rates and their ratio: once for buys
-// that get a hold (201) and once for a sold-out sale (409).
-func calibrate(ctx context.Context, o benchOptions, d time.Duration, rounds, clients int, stdout, stderr io.Writer) error {
+// that get a hold (201) and once for a sold-out sale (409). With refRedis, each round also
+// floods the bare handler that makes one check-and-take script call on that Redis per buy
+// (refStock), and prints the target's ratio to it too.
+func calibrate(ctx context.Context, o benchOptions, d time.Duration, rounds, clients int, refRedis string, stdout, stderr io.Writer) error {
 	key := purchasetoken.Key([]byte(o.authSecret))
 	fmt.Fprintf(stdout, "calibrate: %s against a bare net/http handler; %d connections, every buy a new user, %v per flood, %d rounds\n",
 		o.targets[0], clients, d, rounds)
+	if refRedis != "" {
+		fmt.Fprintln(stdout, "calibrate: and against the bare handler with one Redis script call per buy (+redis)")
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "path\tround\tseckill buys/s\tp50\tp99\treference buys/s\tp50\tp99\tratio")
+	head := "path\tround\tseckill buys/s\tp50\tp99\treference buys/s\tp50\tp99\tratio"
+	if refRedis != "" {
+		head += "\t+redis buys/s\tp50\tp99\tratio to +redis"
+	}
+	fmt.Fprintln(tw, head)
 	for _, path := range []struct {
 		name  string
 		stock int
@@ -562,64 +572,72 @@ func calibrate(ctx context.Context, o benchOptions, d time.Duration, rounds, cli
 				return client.BuyPath(id, purchasetoken.New(key, id, user, sale.StartsAt)), tok
 			}
 		}
-		// One real answer fixes the reference's body (same status, same size).
+		// One real answer fixes the references' body (same status, same size).
 		probePath, probeTok := buyer("probe")(0)
 		status, body, err := post(ctx, o.targets[0]+probePath, probeTok)
 		if err != nil || status != path.want {
 			return fmt.Errorf("calibration probe: %d %s %v", status, body, err)
 		}
-		ref, stop, err := startReference(status, len(body))
-		if err != nil {
-			return err
-		}
-		var ratios []float64
-		for r := range rounds {
-			tag := fmt.Sprintf("%d-%d", path.want, r)
-			floodOurs := func() (loadgen.FloodResult, error) {
-				return loadgen.Flood(ctx, loadgen.FloodConfig{Target: o.targets[0], SaleID: id, Clients: clients, Duration: d, Buyer: buyer("s" + tag), Want: path.want})
-			}
-			floodTheirs := func() (loadgen.FloodResult, error) {
-				return loadgen.Flood(ctx, loadgen.FloodConfig{Target: ref, SaleID: id, Clients: clients, Duration: d, Buyer: buyer("r" + tag), Want: path.want})
-			}
-			// Odd rounds run the reference first, so that neither side always follows the
-			// other; the pause lets the target's background work of a flood (storing its
-			// events, collecting its garbage) end before the next flood is timed.
-			first, second := floodOurs, floodTheirs
-			if r%2 == 1 {
-				first, second = floodTheirs, floodOurs
-			}
-			a, err := first()
-			if err == nil {
-				if !wait.Sleep(ctx, calibratePause) {
-					err = ctx.Err()
-				}
-			}
-			var b loadgen.FloodResult
-			if err == nil {
-				b, err = second()
-			}
-			if err == nil {
-				if !wait.Sleep(ctx, calibratePause) {
-					err = ctx.Err()
-				}
-			}
-			if err != nil {
+		// The floods of a round: the target's, the bare handler's and, with refRedis, the
+		// bare handler's with Redis.
+		targets := []string{o.targets[0]}
+		var stops []func()
+		stopAll := func() {
+			for _, stop := range stops {
 				stop()
+			}
+		}
+		for _, redisURL := range []string{"", refRedis} {
+			if redisURL == "" && len(targets) > 1 {
+				break
+			}
+			ref, stop, err := startReference(status, len(body), redisURL)
+			if err != nil {
+				stopAll()
 				return err
 			}
-			ours, theirs := a, b
-			if r%2 == 1 {
-				ours, theirs = b, a
+			targets, stops = append(targets, ref), append(stops, stop)
+			if refRedis == "" {
+				break
 			}
-			ratio := ours.Rate / theirs.Rate
-			ratios = append(ratios, ratio)
-			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f ms\t%.2f ms\t%.0f\t%.2f ms\t%.2f ms\t%.2f×\n", path.name, r+1,
-				ours.Rate, float64(ours.Latency.ValueAtQuantile(50))/1000, float64(ours.Latency.ValueAtQuantile(99))/1000,
-				theirs.Rate, float64(theirs.Latency.ValueAtQuantile(50))/1000, float64(theirs.Latency.ValueAtQuantile(99))/1000, ratio)
 		}
-		stop()
-		slices.Sort(ratios)
-		fmt.Fprintf(tw, "%s\tmedian\t\t\t\t\t\t\t%.2f×\n", path.name, ratios[len(ratios)/2])
+		ratios := make([][]float64, len(targets))
+		for r := range rounds {
+			// Each round starts with another flood, so that none always follows the same one;
+			// the pause lets a target's background work of a flood (storing its events,
+			// collecting its garbage) end before the next flood is timed.
+			res := make([]loadgen.FloodResult, len(targets))
+			for k := range targets {
+				i := (r + k) % len(targets)
+				tag := fmt.Sprintf("%d-%d-%d", path.want, r, i)
+				res[i], err = loadgen.Flood(ctx, loadgen.FloodConfig{Target: targets[i], SaleID: id, Clients: clients, Duration: d, Buyer: buyer(tag), Want: path.want})
+				if err == nil && !wait.Sleep(ctx, calibratePause) {
+					err = ctx.Err()
+				}
+				if err != nil {
+					stopAll()
+					return err
+				}
+			}
+			line := fmt.Sprintf("%s\t%d", path.name, r+1)
+			for i, f := range res {
+				line += fmt.Sprintf("\t%.0f\t%.2f ms\t%.2f ms", f.Rate,
+					float64(f.Latency.ValueAtQuantile(50))/1000, float64(f.Latency.ValueAtQuantile(99))/1000)
+				if i > 0 {
+					ratio := res[0].Rate / f.Rate
+					ratios[i] = append(ratios[i], ratio)
+					line += fmt.Sprintf("\t%.2f×", ratio)
+				}
+			}
+			fmt.Fprintln(tw, line)
+		}
+		stopAll()
+		line := fmt.Sprintf("%s\tmedian\t\t\t", path.name)
+		for _, rs := range ratios[1:] {
+			slices.Sort(rs)
+			line += fmt.Sprintf("\t\t\t\t%.2f×", rs[len(rs)/2])
+		}
+		fmt.Fprintln(tw, line)
 	}
 	return tw.Flush()
 }
@@ -646,12 +664,13 @@ func post(ctx context.Context, url, token string) (int, []byte, error) {
 
 // startReference runs `seckill bench-reference` in a process of its own (so that it does not
 // share the client's scheduler) and returns its URL and a stop function.
-func startReference(status, size int) (string, func(), error) {
+func startReference(status, size int, redisURL string) (string, func(), error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", nil, err
 	}
-	cmd := exec.Command(self, "bench-reference", "--addr", "127.0.0.1:0", "--status", strconv.Itoa(status), "--bytes", strconv.Itoa(size))
+	cmd := exec.Command(self, "bench-reference", "--addr", "127.0.0.1:0", "--status", strconv.Itoa(status), "--bytes", strconv.Itoa(size),
+		"--redis", redisURL)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return "", nil, err
@@ -659,7 +678,14 @@ func startReference(status, size int) (string, func(), error) {
 	if err := cmd.Start(); err != nil {
 		return "", nil, err
 	}
-	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	// An interrupt lets the reference remove its Redis key; a kill after a while ends one that
+	// does not stop.
+	stop := func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		t := time.AfterFunc(10*time.Second, func() { _ = cmd.Process.Kill() })
+		_ = cmd.Wait()
+		t.Stop()
+	}
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		stop()
@@ -675,14 +701,33 @@ func benchReference(ctx context.Context, args []string, stdout, stderr io.Writer
 	addr := fs.String("addr", "127.0.0.1:0", "listen address")
 	status := fs.Int("status", 201, "status of every answer")
 	size := fs.Int("bytes", 250, "size of every answer's body")
+	redisURL := fs.String("redis", "", "also run one check-and-take script call on this Redis per buy (the reference with Redis)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
+	}
+	var stock *refStock
+	if *redisURL != "" {
+		units := int64(refStockUnits) // a 201 reference never runs out
+		if *status != http.StatusCreated {
+			units = 0 // a sold-out one has none to take
+		}
+		var err error
+		if stock, err = newRefStock(ctx, *redisURL, units); err != nil {
+			return err
+		}
+		defer stock.close()
 	}
 	pad := max(0, *size-len(`{"pad":""}`)-1)
 	body := []byte(`{"pad":"` + strings.Repeat("x", pad) + `"}` + "\n")
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/v1/sales/{id}/buy/{token}", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
+		if stock != nil {
+			if err := stock.take(r.Context()); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(*status)

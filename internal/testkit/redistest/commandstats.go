@@ -31,3 +31,23 @@ func CommandStats(t testing.TB, rdb rueidis.Client) map[string]int64 {
 	}
 	return out
 }
+
+// CPUSeconds is the server's CPU time so far (INFO cpu: used_cpu_user + used_cpu_sys), every
+// client's work included: TestBuyCommands divides its growth by the buyers of a rush.
+func CPUSeconds(t testing.TB, rdb rueidis.Client) float64 {
+	t.Helper()
+	info, err := rdb.Do(context.Background(), rdb.B().Info().Section("cpu").Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total float64
+	for line := range strings.SplitSeq(info, "\n") {
+		for _, k := range []string{"used_cpu_user:", "used_cpu_sys:"} {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), k); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				total += f
+			}
+		}
+	}
+	return total
+}
