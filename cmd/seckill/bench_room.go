@@ -30,7 +30,9 @@ import (
 // ticket), and once admitted fetches the purchase path with its admission token, buys and
 // pays. Checked (bench_room_check.go): the admission rate, nobody admitted twice, the draw
 // recomputed from the published seed and entrants, the order of admission, and every buyer
-// left waiting told sold out within --told-within of the last unit paid.
+// left waiting told sold out within --told-within of the last unit paid. Beside the tell it
+// reports the servers' timing of it (bench_room_written.go) and, with --tell-reference, this
+// client's against a bare SSE server (bench_room_tell.go).
 
 // roomOptions are --waiting-room's flags.
 type roomOptions struct {
@@ -127,7 +129,7 @@ func runRoomBench(ctx context.Context, o benchOptions, r roomOptions, stdout, st
 		}
 	}
 	if r.tellRef {
-		if t, err := withRoom.tellReference(ctx, stderr); err != nil {
+		if t, err := withRoom.tellReference(ctx, obs.written, stderr); err != nil {
 			fmt.Fprintf(stderr, "no tell reference: %v\n", err)
 		} else {
 			obs.tell = t

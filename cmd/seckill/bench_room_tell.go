@@ -26,7 +26,7 @@ import (
 // than the servers write it; whether the gap is the bench's own client (50 000 goroutines
 // reading streams, starved of CPU on a small machine) is measured as --calibrate measures the
 // buy path: against a bare net/http server in a process of its own, `seckill bench-reference
-// --tell`. It holds as many live streams as the room's buyers were told on, writes each one
+// --tell`. It holds as many live streams as the targets had open at the close, writes each one
 // closing ticket of the room's own bytes at one instant, and the bench reads them with the
 // buyers' own code (roomRun.stream: the client package's RoomEvents, one goroutine a stream).
 // What the bench's reading adds to a bare server's write is its floor for "told sold out".
@@ -210,7 +210,7 @@ func startTellReference(listeners int, ticket []byte) ([]string, func(), error) 
 
 // tellReferenceJSON is the reference's figures in the report.
 type tellReferenceJSON struct {
-	Streams int `json:"streams"` // opened: the room's buyers told by stream
+	Streams int `json:"streams"` // opened: as many as the targets had open at the close
 	Open    int `json:"open"`    // waiting at the reference's tell
 	Told    int `json:"told"`    // read the closing ticket
 	// WrittenMs is the reference's own: from its tell to the last stream written.
@@ -319,8 +319,7 @@ func askTell(ctx context.Context, ref string, streams int, openWait time.Duratio
 	return a, json.NewDecoder(res.Body).Decode(&a)
 }
 
-// toldByStream counts the buyers who read sold out on their live stream: the streams the
-// reference is to hold.
+// toldByStream counts the buyers who read sold out on their live stream.
 func toldByStream(buyers []*roomBuyer) int {
 	n := 0
 	for _, b := range buyers {
@@ -365,10 +364,15 @@ func (rr *roomRun) closingTicket(ctx context.Context) ([]byte, error) {
 	return nil, errors.New("no buyer was told sold out by stream")
 }
 
-// tellReference measures the room's tell against the reference: as many streams as rr's
-// buyers were told on, the room's closing ticket.
-func (rr *roomRun) tellReference(ctx context.Context, stderr io.Writer) (*tellReferenceJSON, error) {
+// tellReference measures the room's tell against the reference: as many streams as were
+// open on the targets at the close (the servers' count of closing tickets written; without
+// it, the buyers told by stream, who include those that connected after the close), the
+// room's closing ticket.
+func (rr *roomRun) tellReference(ctx context.Context, written *closeWrittenJSON, stderr io.Writer) (*tellReferenceJSON, error) {
 	n := toldByStream(rr.buyers)
+	if written != nil && written.Streams > 0 {
+		n = int(written.Streams)
+	}
 	ticket, err := rr.closingTicket(ctx)
 	if err != nil {
 		return nil, err

@@ -52,7 +52,7 @@ func TestBenchWaitingRoom(t *testing.T) {
 		t.Errorf("close_written %+v with %d told by stream: want the servers' histogram read, no more writes than streams told", w, rp.Streamed)
 	}
 	// The bare reference's tell (bench-reference --tell, this test binary: TestMain), read by
-	// as many streams as the buyers were told on.
+	// as many streams as the servers told at the close (at most the buyers told by stream).
 	if tr := rp.TellReference; rp.Streamed > 0 && (tr == nil || tr.Streams == 0 || tr.Streams > rp.Streamed || tr.Told != tr.Streams || tr.Open != tr.Streams) {
 		t.Errorf("tell_reference %+v with %d told by stream: want every one of the room's stream-told buyers' count told by the reference", tr, rp.Streamed)
 	}
