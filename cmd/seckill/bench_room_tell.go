@@ -21,7 +21,7 @@ import (
 	"github.com/seckill-go/seckill/internal/wait"
 )
 
-// The tell's reference (docs/BENCHMARKS.md "The waiting room's tell against a bare reference",
+// The tell's reference (docs/BENCHMARKS.md "The tell against a bare reference",
 // DECISIONS "The tell has a bare reference"). The room's buyers read the closing ticket later
 // than the servers write it; whether the gap is the bench's own client (50 000 goroutines
 // reading streams, starved of CPU on a small machine) is measured as --calibrate measures the
