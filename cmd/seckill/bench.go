@@ -108,7 +108,7 @@ func bench(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.DurationVar(&o.spread, "spread", 10*time.Second, "with --sales: the sales' starts are spread evenly over this")
 	fs.Float64Var(&o.zipf, "zipf", 1.1, "with --sales: exponent of the Zipf law that shares the crowd over the sales (above 1; higher: hotter few)")
 	var room roomOptions
-	withRoom := fs.Bool("waiting-room", false, "run the start instant of a sale with a waiting room, then the same crowd at the same sale without one, side by side (tuned by --admit-rate, --max-active, --pow-bits, --prequeue, --arrival, --lead, --streams, --poll, --told-within, --no-room-run)")
+	withRoom := fs.Bool("waiting-room", false, "run the start instant of a sale with a waiting room, then the same crowd at the same sale without one, side by side (tuned by --admit-rate, --max-active, --pow-bits, --prequeue, --arrival, --lead, --streams, --poll, --told-within, --no-room-run, --tell-reference)")
 	fs.IntVar(&room.admitRate, "admit-rate", 500, "waiting room: admissions per second (0: none, then --max-active)")
 	fs.IntVar(&room.maxActive, "max-active", 0, "waiting room: most admitted buyers without an outcome (0: no bound)")
 	fs.IntVar(&room.powBits, "pow-bits", 0, "waiting room: proof of work per join, in bits (0: none)")
@@ -119,6 +119,7 @@ func bench(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.DurationVar(&room.poll, "poll", 500*time.Millisecond, "waiting room: longest pause between a polling buyer's reads of its ticket")
 	fs.DurationVar(&room.toldWithin, "told-within", time.Second, "waiting room: every buyer left waiting must be told sold out within this of the last unit paid")
 	noRoomRun := fs.Bool("no-room-run", true, "waiting room: also run the same crowd at the same sale without a room, side by side")
+	fs.BoolVar(&room.tellRef, "tell-reference", true, "waiting room: after the room's run, time this client reading as many live streams told at once by a bare SSE server in a process of its own (the tell's floor on this machine)")
 	cal := fs.Bool("calibrate", false, "compare the buy path's rate with a bare net/http handler instead (tuned by --duration, --rounds, --clients)")
 	calDuration := fs.Duration("duration", 5*time.Second, "calibrate: length of each flood")
 	calRounds := fs.Int("rounds", 3, "calibrate: rounds, alternating target and reference")
@@ -665,12 +666,23 @@ func post(ctx context.Context, url, token string) (int, []byte, error) {
 // startReference runs `seckill bench-reference` in a process of its own (so that it does not
 // share the client's scheduler) and returns its URL and a stop function.
 func startReference(status, size int, redisURL string) (string, func(), error) {
+	addr, stop, err := startReferenceProcess("--addr", "127.0.0.1:0", "--status", strconv.Itoa(status), "--bytes", strconv.Itoa(size),
+		"--redis", redisURL)
+	if err != nil {
+		return "", nil, err
+	}
+	return "http://" + addr, stop, nil
+}
+
+// startReferenceProcess runs `seckill bench-reference` with args and returns the line it
+// prints first (its address or addresses) and a stop function.
+func startReferenceProcess(args ...string) (string, func(), error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", nil, err
 	}
-	cmd := exec.Command(self, "bench-reference", "--addr", "127.0.0.1:0", "--status", strconv.Itoa(status), "--bytes", strconv.Itoa(size),
-		"--redis", redisURL)
+	cmd := exec.Command(self, append([]string{"bench-reference"}, args...)...)
+	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return "", nil, err
@@ -691,19 +703,26 @@ func startReference(status, size int, redisURL string) (string, func(), error) {
 		stop()
 		return "", nil, fmt.Errorf("bench-reference did not start: %w", err)
 	}
-	return "http://" + strings.TrimSpace(line), stop, nil
+	return strings.TrimSpace(line), stop, nil
 }
 
 // benchReference is the calibration's bare net/http handler: every buy is answered status
 // with a fixed JSON body of the given size. It prints its address, then serves until killed.
+// With --tell it is the waiting-room tell's reference instead (serveTellReference).
 func benchReference(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench-reference", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:0", "listen address")
 	status := fs.Int("status", 201, "status of every answer")
 	size := fs.Int("bytes", 250, "size of every answer's body")
 	redisURL := fs.String("redis", "", "also run one check-and-take script call on this Redis per buy (the reference with Redis)")
+	tell := fs.Bool("tell", false, "serve live ticket streams and tell them all the closing --ticket at once on POST /tell (bench --waiting-room's reference)")
+	listeners := fs.Int("listeners", 1, "with --tell: listen on this many loopback ports")
+	ticket := fs.String("ticket", "", "with --tell: the closing ticket's JSON")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
+	}
+	if *tell {
+		return serveTellReference(ctx, *listeners, *ticket, stdout)
 	}
 	var stock *refStock
 	if *redisURL != "" {

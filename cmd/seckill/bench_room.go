@@ -30,7 +30,9 @@ import (
 // ticket), and once admitted fetches the purchase path with its admission token, buys and
 // pays. Checked (bench_room_check.go): the admission rate, nobody admitted twice, the draw
 // recomputed from the published seed and entrants, the order of admission, and every buyer
-// left waiting told sold out within --told-within of the last unit paid.
+// left waiting told sold out within --told-within of the last unit paid. Beside the tell it
+// reports the servers' timing of it (bench_room_written.go) and, with --tell-reference, this
+// client's against a bare SSE server (bench_room_tell.go).
 
 // roomOptions are --waiting-room's flags.
 type roomOptions struct {
@@ -44,6 +46,7 @@ type roomOptions struct {
 	poll       time.Duration // longest pause between a polling buyer's reads of its ticket
 	toldWithin time.Duration
 	noRoom     bool // the side-by-side run without a room (on by default)
+	tellRef    bool // the tell against a bare SSE server (bench_room_tell.go; on by default)
 }
 
 func (r roomOptions) validate(o benchOptions) error {
@@ -123,6 +126,13 @@ func runRoomBench(ctx context.Context, o benchOptions, r roomOptions, stdout, st
 	if after, ok := readCloseWritten(ctx, withRoom.hc, o.targets); ok && hasWritten {
 		if d, ok := closeWrittenSince(written, after); ok {
 			obs.written = d.report()
+		}
+	}
+	if r.tellRef {
+		if t, err := withRoom.tellReference(ctx, obs.written, stderr); err != nil {
+			fmt.Fprintf(stderr, "no tell reference: %v\n", err)
+		} else {
+			obs.tell = t
 		}
 	}
 	checks := checkRoom(obs)
@@ -614,7 +624,10 @@ type roomReportJSON struct {
 	// CloseWritten is the servers' side of the same (closeWritten): absent when a target does
 	// not serve its metrics.
 	CloseWritten *closeWrittenJSON `json:"close_written,omitempty"`
-	Checks       []struct {
+	// TellReference is this client reading as many streams told at once by a bare server
+	// (measureTell): absent with --tell-reference=false or when no buyer was told by stream.
+	TellReference *tellReferenceJSON `json:"tell_reference,omitempty"`
+	Checks        []struct {
 		Name       string   `json:"name"`
 		What       string   `json:"what"`
 		OK         bool     `json:"ok"`
@@ -658,7 +671,7 @@ func sideOf(rr *roomRun) roomSide {
 }
 
 func roomReport(withRoom, plain *roomRun, ob roomObservation, checks []roomCheck, verifyNs float64) roomReportJSON {
-	rp := roomReportJSON{WithRoom: sideOf(withRoom), Admitted: ob.admitted, PreQueue: ob.preQueue, CloseWritten: ob.written}
+	rp := roomReportJSON{WithRoom: sideOf(withRoom), Admitted: ob.admitted, PreQueue: ob.preQueue, CloseWritten: ob.written, TellReference: ob.tell}
 	if plain != nil {
 		s := sideOf(plain)
 		rp.WithoutRm = &s
@@ -758,6 +771,9 @@ func (rp roomReportJSON) writeText(w io.Writer) {
 	if c := rp.CloseWritten; c != nil {
 		fmt.Fprintf(w, "  the servers wrote it to the %d streams open at the close: p50 %s, p99 %s, the last %s after closed_at (%s)\n",
 			c.Streams, msBound(c.P50Ms), msBound(c.P99Ms), msBound(c.MaxMs), httpapi.CloseWrittenMetric)
+	}
+	if t := rp.TellReference; t != nil {
+		t.writeText(w)
 	}
 	for _, c := range rp.Checks {
 		verdict := "ok"

@@ -51,7 +51,8 @@ type roomObservation struct {
 	rate, burst int // admit_per_second and its documented burst (seckill.RoomPolicy.RoomBurst)
 	order       string
 	buyers      []*roomBuyer
-	written     *closeWrittenJSON // the servers' own figure for the tell (nil: not served)
+	written     *closeWrittenJSON  // the servers' own figure for the tell (nil: not served)
+	tell        *tellReferenceJSON // this client against a bare server's tell (nil: not measured)
 
 	commitmentBefore string   // the room's commitment read before the start
 	commitment, seed string   // read after the start (seed in hex)

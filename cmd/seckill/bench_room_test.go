@@ -51,6 +51,11 @@ func TestBenchWaitingRoom(t *testing.T) {
 		(w.Streams > 0 && (w.P50Ms <= 0 || (w.MaxMs != -1 && w.MaxMs < w.P50Ms))) {
 		t.Errorf("close_written %+v with %d told by stream: want the servers' histogram read, no more writes than streams told", w, rp.Streamed)
 	}
+	// The bare reference's tell (bench-reference --tell, this test binary: TestMain), read by
+	// as many streams as the servers told at the close (at most the buyers told by stream).
+	if tr := rp.TellReference; rp.Streamed > 0 && (tr == nil || tr.Streams == 0 || tr.Streams > rp.Streamed || tr.Told != tr.Streams || tr.Open != tr.Streams) {
+		t.Errorf("tell_reference %+v with %d told by stream: want every one of the room's stream-told buyers' count told by the reference", tr, rp.Streamed)
+	}
 }
 
 // goodRoom is a fabricated observation every check accepts: four drawn entrants admitted in

@@ -57,7 +57,8 @@ clicks "Pay"), and delivers Stripe's signed checkout.session.completed and
 checkout.session.expired events to the instance's webhook. Give "seckill serve --gateway
 stripe" its address as --stripe-api-url, a test key (sk_test_...) and the same webhook
 secret. docs/PAYMENTS.md, "Rehearsal on a laptop", has every command.`},
-	"bench-reference": {"[flags]", `The bare net/http handler that "seckill bench --calibrate" measures against
+	"bench-reference": {"[flags]", `The bare net/http handler that "seckill bench --calibrate" measures against,
+or with --tell the bare live streams "seckill bench --waiting-room" times its tell against
 (internal).`},
 }
 
