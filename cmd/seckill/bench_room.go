@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/client"
 	"github.com/seckill-go/seckill/httpapi"
+	"github.com/seckill-go/seckill/internal/rxstamp"
 	"github.com/seckill-go/seckill/internal/wait"
 	"github.com/seckill-go/seckill/payment"
 	"github.com/seckill-go/seckill/pow"
@@ -102,7 +104,9 @@ func runRoomBench(ctx context.Context, o benchOptions, r roomOptions, stdout, st
 	// admitted buyer's purchase back; streams have theirs, bounded by --streams.
 	tr := &http.Transport{MaxConnsPerHost: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: 30 * time.Second}
 	ptr := &http.Transport{MaxConnsPerHost: 128, MaxIdleConnsPerHost: 128, IdleConnTimeout: 30 * time.Second}
-	str := &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second}
+	// The streams' connections carry the kernel's receive times (rxstamp): when a close
+	// reached a buyer, whatever this process's own delay in reading it.
+	str := &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second, DialContext: rxstamp.Dial}
 	defer tr.CloseIdleConnections()
 	defer ptr.CloseIdleConnections()
 	defer str.CloseIdleConnections()
@@ -414,11 +418,25 @@ func (rr *roomRun) stream(ctx context.Context, i int, b *roomBuyer) (bool, error
 	if err != nil {
 		return false, err
 	}
+	// The connection each event came on (a reconnect takes another), for its arrival time.
+	var conn atomic.Pointer[rxstamp.Conn]
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
+		conn.Store(rxstamp.Of(ci.Conn))
+	}})
+	first := true
 	for tk, err := range c.RoomEvents(ctx, rr.saleID) {
 		if err != nil {
 			return false, err
 		}
-		if rr.observe(b, tk, "stream") {
+		done := rr.observe(b, tk, "stream")
+		if !b.told.IsZero() {
+			b.atConnect = first
+			if c := conn.Load(); c != nil {
+				b.arrived, _ = c.Arrived()
+			}
+		}
+		first = false
+		if done {
 			return true, nil
 		}
 	}
@@ -618,9 +636,20 @@ type roomReportJSON struct {
 	ToldLowP50Ms float64 `json:"told_after_last_paid_answer_p50_ms"`
 	ToldLowMaxMs float64 `json:"told_after_last_paid_answer_max_ms"`
 	// ToldClosed… are from the room's closed_at (the checked figure): the bench's clock against
-	// the engine's, one clock when they share a machine.
+	// the engine's, one clock when they share a machine. A buyer told by stream is told when
+	// the event reached its socket (roomBuyer.toldAt), as the Told… figures above; ReadClosed…
+	// are when this process read it, later when it is short of CPU.
 	ToldClosedP50Ms float64 `json:"told_after_closed_at_p50_ms"`
 	ToldClosedMaxMs float64 `json:"told_after_closed_at_max_ms"`
+	ReadClosedP50Ms float64 `json:"read_after_closed_at_p50_ms"`
+	ReadClosedMaxMs float64 `json:"read_after_closed_at_max_ms"`
+	// Arrived is how many of the buyers told by stream have the event's arrival time (all of
+	// them on Linux; none where the kernel gives no receive timestamps).
+	Arrived int `json:"told_by_stream_arrival_known"`
+	// AtConnect… are the buyers told by stream whose stream connected after the close (its
+	// first event was the close): they joined before it, and are told when they connect.
+	AtConnect      int     `json:"told_at_stream_connect"`
+	AtConnectMaxMs float64 `json:"told_at_stream_connect_after_closed_at_max_ms"`
 	// CloseWritten is the servers' side of the same (closeWritten): absent when a target does
 	// not serve its metrics.
 	CloseWritten *closeWrittenJSON `json:"close_written,omitempty"`
@@ -676,7 +705,7 @@ func roomReport(withRoom, plain *roomRun, ob roomObservation, checks []roomCheck
 		s := sideOf(plain)
 		rp.WithoutRm = &s
 	}
-	var joins, solves, told, toldLow, toldClosed []time.Duration
+	var joins, solves, told, toldLow, toldClosed, readClosed []time.Duration
 	rp.States = map[string]int{}
 	for _, b := range withRoom.buyers {
 		rp.States[cmp.Or(b.state, "none")]++
@@ -691,13 +720,24 @@ func roomReport(withRoom, plain *roomRun, ob roomObservation, checks []roomCheck
 		case b.by == "join":
 			rp.AtJoin++
 		default:
-			told = append(told, max(0, b.told.Sub(ob.lastPaid)))
-			toldLow = append(toldLow, max(0, b.told.Sub(ob.lastPaidAck)))
+			at := b.toldAt()
+			told = append(told, max(0, at.Sub(ob.lastPaid)))
+			toldLow = append(toldLow, max(0, at.Sub(ob.lastPaidAck)))
 			if !ob.closedAt.IsZero() {
-				toldClosed = append(toldClosed, max(0, b.told.Sub(ob.closedAt)))
+				toldClosed = append(toldClosed, max(0, at.Sub(ob.closedAt)))
+				readClosed = append(readClosed, max(0, b.told.Sub(ob.closedAt)))
 			}
 			if b.by == "stream" {
 				rp.Streamed++
+				if !b.arrived.IsZero() {
+					rp.Arrived++
+				}
+				if b.atConnect {
+					rp.AtConnect++
+					if !ob.closedAt.IsZero() {
+						rp.AtConnectMaxMs = max(rp.AtConnectMaxMs, msOf(at.Sub(ob.closedAt)))
+					}
+				}
 			} else {
 				rp.Polled++
 			}
@@ -709,6 +749,7 @@ func roomReport(withRoom, plain *roomRun, ob roomObservation, checks []roomCheck
 	rp.ToldP50Ms, rp.ToldMaxMs = msOf(quantile(told, .5)), msOf(quantile(told, 1))
 	rp.ToldLowP50Ms, rp.ToldLowMaxMs = msOf(quantile(toldLow, .5)), msOf(quantile(toldLow, 1))
 	rp.ToldClosedP50Ms, rp.ToldClosedMaxMs = msOf(quantile(toldClosed, .5)), msOf(quantile(toldClosed, 1))
+	rp.ReadClosedP50Ms, rp.ReadClosedMaxMs = msOf(quantile(readClosed, .5)), msOf(quantile(readClosed, 1))
 	for _, c := range checks {
 		rp.Checks = append(rp.Checks, struct {
 			Name       string   `json:"name"`
@@ -766,8 +807,12 @@ func (rp roomReportJSON) writeText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "told sold out while waiting: %d by stream, %d by polling; %d more joined after the close and were told by the join\n",
 		rp.Streamed, rp.Polled, rp.AtJoin)
-	fmt.Fprintf(w, "  after the room's closed_at (checked) p50 %.0f ms, max %.0f ms; after the last payment's sending p50 %.0f ms, max %.0f ms, after its answer p50 %.0f ms, max %.0f ms\n",
+	fmt.Fprintf(w, "  after the room's closed_at (checked; a stream's event when it reached the buyer's socket) p50 %.0f ms, max %.0f ms; after the last payment's sending p50 %.0f ms, max %.0f ms, after its answer p50 %.0f ms, max %.0f ms\n",
 		rp.ToldClosedP50Ms, rp.ToldClosedMaxMs, rp.ToldP50Ms, rp.ToldMaxMs, rp.ToldLowP50Ms, rp.ToldLowMaxMs)
+	fmt.Fprintf(w, "  read by this bench p50 %.0f ms, max %.0f ms after closed_at (later than the arrival when the bench is short of CPU); arrival known for %d of the %d told by stream\n",
+		rp.ReadClosedP50Ms, rp.ReadClosedMaxMs, rp.Arrived, rp.Streamed)
+	fmt.Fprintf(w, "  %d of them joined before the close and connected their stream after it (told at connect), the last %.0f ms after closed_at\n",
+		rp.AtConnect, rp.AtConnectMaxMs)
 	if c := rp.CloseWritten; c != nil {
 		fmt.Fprintf(w, "  the servers wrote it to the %d streams open at the close: p50 %s, p99 %s, the last %s after closed_at (%s)\n",
 			c.Streams, msBound(c.P50Ms), msBound(c.P99Ms), msBound(c.MaxMs), httpapi.CloseWrittenMetric)

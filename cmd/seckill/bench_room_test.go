@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,15 @@ func TestBenchWaitingRoom(t *testing.T) {
 	if w := rp.CloseWritten; w == nil || w.Streams > uint64(rp.Streamed) ||
 		(w.Streams > 0 && (w.P50Ms <= 0 || (w.MaxMs != -1 && w.MaxMs < w.P50Ms))) {
 		t.Errorf("close_written %+v with %d told by stream: want the servers' histogram read, no more writes than streams told", w, rp.Streamed)
+	}
+	// The streams' closing events carry their arrival at the buyers' sockets (rxstamp): never
+	// after this process read them.
+	if runtime.GOOS == "linux" && rp.Arrived != rp.Streamed {
+		t.Errorf("arrival known for %d of the %d told by stream: want every one (SO_TIMESTAMPNS)", rp.Arrived, rp.Streamed)
+	}
+	if rp.Streamed > 0 && (rp.ToldClosedMaxMs > rp.ReadClosedMaxMs || rp.ToldClosedP50Ms > rp.ReadClosedP50Ms) {
+		t.Errorf("told after closed_at p50 %v max %v ms, read p50 %v max %v ms: an arrival after its read",
+			rp.ToldClosedP50Ms, rp.ToldClosedMaxMs, rp.ReadClosedP50Ms, rp.ReadClosedMaxMs)
 	}
 	// The bare reference's tell (bench-reference --tell, this test binary: TestMain), read by
 	// as many streams as the servers told at the close (at most the buyers told by stream).
@@ -104,6 +114,13 @@ func TestRoomChecksCatch(t *testing.T) {
 	if bad := failedChecks(goodRoom(t)); len(bad) > 0 {
 		t.Fatalf("a good observation fails %v", bad)
 	}
+	// A buyer whose stream's close arrived in time is told in time, however late this process
+	// read it (short of CPU): the arrival is what a buyer on a machine of its own sees.
+	late := goodRoom(t)
+	late.buyers[5].arrived, late.buyers[5].told = late.closedAt.Add(400*time.Millisecond), late.closedAt.Add(3*time.Second)
+	if bad := failedChecks(late); len(bad) > 0 {
+		t.Fatalf("a close that arrived in time and was read late fails %v", bad)
+	}
 	for _, tc := range []struct {
 		name, check string
 		spoil       func(o *roomObservation)
@@ -127,6 +144,7 @@ func TestRoomChecksCatch(t *testing.T) {
 		}},
 		{"arrival out of order", "admission_order", func(o *roomObservation) { o.buyers[5].joinedAt = o.buyers[4].joinedAt.Add(-time.Millisecond) }},
 		{"told late", "told_sold_out", func(o *roomObservation) { o.buyers[5].told = o.closedAt.Add(1001 * time.Millisecond) }},
+		{"arrived late", "told_sold_out", func(o *roomObservation) { o.buyers[5].arrived = o.closedAt.Add(1001 * time.Millisecond) }},
 		{"no closed_at", "told_sold_out", func(o *roomObservation) { o.closedAt = time.Time{} }},
 		{"path without admission", "no_bypass", func(o *roomObservation) { o.bypass = []string{"GET /path answered 200"} }},
 		{"bought unadmitted", "no_bypass", func(o *roomObservation) { o.buyers[5].bought = true }},

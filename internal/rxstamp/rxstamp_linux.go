@@ -1,0 +1,74 @@
+package rxstamp
+
+import (
+	"io"
+	"net"
+	"syscall"
+	"unsafe"
+)
+
+// control asks for SO_TIMESTAMPNS before the connection is made.
+func control(network, address string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1)
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+// oobSize holds one SCM_TIMESTAMPNS message (a header and a timespec) with room to spare.
+const oobSize = 64
+
+// Read reads as net.Conn does, through recvmsg, and keeps the receive timestamp that comes
+// with the data. It waits for data through the runtime's poller (RawConn.Read), so deadlines
+// and Close work as on any net.Conn.
+func (c *Conn) Read(p []byte) (int, error) {
+	rc, err := c.TCPConn.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var (
+		n, oobn int
+		rerr    error
+		oob     [oobSize]byte
+	)
+	err = rc.Read(func(fd uintptr) bool {
+		for {
+			n, oobn, _, _, rerr = syscall.Recvmsg(int(fd), p, oob[:], 0)
+			if rerr != syscall.EINTR {
+				return rerr != syscall.EAGAIN // EAGAIN: wait for the poller, then again
+			}
+		}
+	})
+	if err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+	}
+	if n == 0 && len(p) > 0 {
+		return 0, io.EOF
+	}
+	if oobn > 0 {
+		c.record(oob[:oobn])
+	}
+	return n, nil
+}
+
+// record keeps the timestamp of a control message, if it carries one.
+func (c *Conn) record(oob []byte) {
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return
+	}
+	for _, m := range msgs {
+		var ts syscall.Timespec
+		if m.Header.Level == syscall.SOL_SOCKET && m.Header.Type == syscall.SCM_TIMESTAMPNS && len(m.Data) >= int(unsafe.Sizeof(ts)) {
+			copy(unsafe.Slice((*byte)(unsafe.Pointer(&ts)), unsafe.Sizeof(ts)), m.Data)
+			c.arrived.Store(ts.Nano())
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package rxstamp
+
+import (
+	"context"
+	"io"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// queued is how many bytes wait in c's receive queue (SIOCINQ).
+func queued(t *testing.T, c *net.TCPConn) int {
+	t.Helper()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int32
+	var errno syscall.Errno
+	if err := rc.Control(func(fd uintptr) {
+		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	return int(n)
+}
+
+// waitQueued returns once c has at least n bytes to read: ordered, not timed.
+func waitQueued(t *testing.T, c *net.TCPConn, n int) {
+	t.Helper()
+	for queued(t, c) < n {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestArrivedIsWhenTheDataCame: data written while the reader is away is stamped with its
+// arrival, not with the late read; a later write gets a later stamp; EOF and deadlines behave
+// as on any net.Conn. Without the timestamps (the plain connection, the negative control)
+// Arrived says false.
+func TestArrivedIsWhenTheDataCame(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted, accepted2 := make(chan net.Conn, 1), make(chan net.Conn, 1)
+	go func() {
+		for _, ch := range []chan net.Conn{accepted, accepted2} {
+			c, err := l.Accept()
+			if err != nil {
+				close(ch)
+				return
+			}
+			ch <- c
+		}
+	}()
+	nc, err := Dial(context.Background(), "tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c := Of(nc)
+	if c == nil {
+		t.Fatalf("Dial gave a %T, want a *Conn", nc)
+	}
+	srv := <-accepted
+	if srv == nil {
+		t.Fatal("no connection accepted")
+	}
+	defer srv.Close()
+	if _, ok := c.Arrived(); ok {
+		t.Fatal("Arrived before any read")
+	}
+
+	before := time.Now()
+	if _, err := srv.Write([]byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	// The reader is away until the data has arrived, and then some: its read comes after.
+	waitQueued(t, c.TCPConn, 5)
+	readStart := time.Now()
+	time.Sleep(50 * time.Millisecond)
+	buf := make([]byte, 64)
+	n, err := io.ReadAtLeast(c, buf, 5)
+	if err != nil || string(buf[:n]) != "first" {
+		t.Fatalf("read %q, %v", buf[:n], err)
+	}
+	at, ok := c.Arrived()
+	if !ok {
+		t.Fatal("no arrival time after a read")
+	}
+	// The stamp is from before the data was queued, so before the read began (ordered: the
+	// read began after the data was seen waiting).
+	if at.Before(before.Add(-time.Millisecond)) || !at.Before(readStart) {
+		t.Fatalf("arrived %v; written after %v, read from %v", at, before, readStart)
+	}
+
+	if _, err := srv.Write([]byte("second")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err = io.ReadAtLeast(c, buf, 6); err != nil || string(buf[:n]) != "second" {
+		t.Fatalf("read %q, %v", buf[:n], err)
+	}
+	if at2, _ := c.Arrived(); !at2.After(at) {
+		t.Fatalf("second arrival %v not after the first %v", at2, at)
+	}
+
+	if err := c.SetReadDeadline(time.Now().Add(10 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Read(buf); err == nil {
+		t.Fatal("a read past its deadline returned no error")
+	} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		t.Fatalf("read past its deadline: %v, want a timeout", err)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	srv.Close()
+	if _, err := c.Read(buf); err != io.EOF {
+		t.Fatalf("read after the peer closed: %v, want io.EOF", err)
+	}
+
+	// Negative control: a connection without the option has no stamps, so a reader that took
+	// the read's own time for the arrival would be caught above.
+	plain, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if Of(plain) != nil {
+		t.Fatal("Of found a *Conn under a plain connection")
+	}
+	unstamped := &Conn{TCPConn: plain.(*net.TCPConn)}
+	srv2 := <-accepted2
+	defer srv2.Close()
+	if _, err := srv2.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAtLeast(unstamped, buf, 1); err != nil {
+		t.Fatal(err)
+	}
+	if at, ok := unstamped.Arrived(); ok {
+		t.Fatalf("a socket without SO_TIMESTAMPNS has an arrival time %v", at)
+	}
+}
