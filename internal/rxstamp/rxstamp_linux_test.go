@@ -1,6 +1,7 @@
 package rxstamp
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net"
@@ -145,5 +146,61 @@ func TestArrivedIsWhenTheDataCame(t *testing.T) {
 	}
 	if at, ok := unstamped.Arrived(); ok {
 		t.Fatalf("a socket without SO_TIMESTAMPNS has an arrival time %v", at)
+	}
+}
+
+// pair is a stamped connection and the server's end of it.
+func pair(t *testing.T) (*Conn, net.Conn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	nc, err := Dial(context.Background(), "tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	srv, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return Of(nc), srv
+}
+
+// TestZeroLengthReadTakesNothing: a Read into an empty buffer returns 0, nil at once, as
+// net.Conn's does, and takes no byte of the stream (recvmsg with control space and no buffer
+// reads one byte into a scratch byte of its own).
+func TestZeroLengthReadTakesNothing(t *testing.T) {
+	c, srv := pair(t)
+	if _, err := srv.Write([]byte("abc")); err != nil {
+		t.Fatal(err)
+	}
+	waitQueued(t, c.TCPConn, 3)
+	if n, err := c.Read(nil); n != 0 || err != nil {
+		t.Fatalf("Read(nil) = %d, %v; want 0, nil", n, err)
+	}
+	buf := make([]byte, 3)
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "abc" {
+		t.Fatalf("read %q, %v after an empty read; want \"abc\"", buf, err)
+	}
+}
+
+// TestCopyIsStamped: io.Copy from a Conn reads through its Read (the embedded TCPConn's
+// WriteTo would read around it, unstamped).
+func TestCopyIsStamped(t *testing.T) {
+	c, srv := pair(t)
+	if _, err := srv.Write([]byte("abc")); err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	var got bytes.Buffer
+	if _, err := io.Copy(&got, c); err != nil || got.String() != "abc" {
+		t.Fatalf("copied %q, %v", got.String(), err)
+	}
+	if _, ok := c.Arrived(); !ok {
+		t.Fatal("no arrival time after io.Copy read the data")
 	}
 }
