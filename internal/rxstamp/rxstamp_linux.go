@@ -26,6 +26,11 @@ const oobSize = 64
 // with the data. It waits for data through the runtime's poller (RawConn.Read), so deadlines
 // and Close work as on any net.Conn.
 func (c *Conn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		// As net.Conn's: recvmsg with room for control messages and no buffer would read one
+		// byte of the stream into a scratch byte of its own (syscall.Recvmsg), and return 1.
+		return 0, nil
+	}
 	rc, err := c.TCPConn.SyscallConn()
 	if err != nil {
 		return 0, err
@@ -49,13 +54,19 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if err != nil {
 		return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 	}
-	if n == 0 && len(p) > 0 {
+	if n == 0 {
 		return 0, io.EOF
 	}
 	if oobn > 0 {
 		c.record(oob[:oobn])
 	}
 	return n, nil
+}
+
+// WriteTo copies through Read, so that io.Copy from a Conn is stamped: the embedded
+// TCPConn's WriteTo would read the socket itself.
+func (c *Conn) WriteTo(w io.Writer) (int64, error) {
+	return io.Copy(w, struct{ io.Reader }{c})
 }
 
 // record keeps the timestamp of a control message, if it carries one.
