@@ -1,8 +1,10 @@
 package rxstamp
 
 import (
+	"errors"
 	"io"
 	"net"
+	"os"
 	"syscall"
 	"unsafe"
 )
@@ -48,8 +50,13 @@ func (c *Conn) Read(p []byte) (int, error) {
 			}
 		}
 	})
-	if err == nil {
-		err = rerr
+	var oe *net.OpError
+	if errors.As(err, &oe) { // the poller's (a deadline, a Close), named as net.Conn's Read names it
+		oe.Op = "read"
+		return 0, oe
+	}
+	if err == nil && rerr != nil {
+		err = os.NewSyscallError("recvmsg", rerr)
 	}
 	if err != nil {
 		return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}

@@ -3,6 +3,7 @@ package rxstamp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"syscall"
@@ -118,6 +119,8 @@ func TestArrivedIsWhenTheDataCame(t *testing.T) {
 		t.Fatal("a read past its deadline returned no error")
 	} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
 		t.Fatalf("read past its deadline: %v, want a timeout", err)
+	} else if oe, ok := err.(*net.OpError); !ok || oe.Op != "read" || errors.As(oe.Err, new(*net.OpError)) {
+		t.Fatalf("read past its deadline: %#v, want one *net.OpError of Op read, as net.Conn's", err)
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	srv.Close()
