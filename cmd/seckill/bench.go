@@ -588,19 +588,17 @@ func calibrate(ctx context.Context, o benchOptions, d time.Duration, rounds, cli
 				stop()
 			}
 		}
-		for _, redisURL := range []string{"", refRedis} {
-			if redisURL == "" && len(targets) > 1 {
-				break
-			}
+		refs := []string{""} // the bare handler, then with refRedis the one with Redis
+		if refRedis != "" {
+			refs = append(refs, refRedis)
+		}
+		for _, redisURL := range refs {
 			ref, stop, err := startReference(status, len(body), redisURL)
 			if err != nil {
 				stopAll()
 				return err
 			}
 			targets, stops = append(targets, ref), append(stops, stop)
-			if refRedis == "" {
-				break
-			}
 		}
 		ratios := make([][]float64, len(targets))
 		for r := range rounds {
