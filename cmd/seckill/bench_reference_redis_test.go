@@ -50,6 +50,7 @@ func TestBenchReferenceWithRedis(t *testing.T) {
 		left   string // the key's value after 3 buys
 	}{{201, "999999999999997"}, {409, "0"}} {
 		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel) // a failure below still stops the reference
 		r, w := io.Pipe()
 		done := make(chan error, 1)
 		go func() {
@@ -78,6 +79,10 @@ func TestBenchReferenceWithRedis(t *testing.T) {
 		}
 		if v, err := rdb.Do(context.Background(), rdb.B().Get().Key(ks[0]).Build()).ToString(); err != nil || v != c.left {
 			t.Fatalf("status %d: stock %q (%v) after 3 buys, want %s", c.status, v, err, c.left)
+		}
+		// A reference killed before it removes its key leaves one that expires.
+		if ttl, err := rdb.Do(context.Background(), rdb.B().Ttl().Key(ks[0]).Build()).AsInt64(); err != nil || ttl <= 0 {
+			t.Fatalf("key %s has TTL %d (%v): want one, so that a killed reference leaves no key for good", ks[0], ttl, err)
 		}
 		cancel()
 		if err := <-done; err != nil {
