@@ -27,6 +27,10 @@ type refStock struct {
 // refStockUnits is a 201 reference's stock: more than any flood takes.
 const refStockUnits = 1_000_000_000_000_000
 
+// refStockTTL bounds the life of a reference's key that close did not remove (a reference
+// killed because it did not stop on the interrupt): far longer than any calibration.
+const refStockTTL = 24 * time.Hour
+
 // takeScript takes one unit if there is one: 1 taken, 0 none left.
 const takeScript = `local left = tonumber(redis.call('GET', KEYS[1]) or '0')
 if left < 1 then return 0 end
@@ -42,7 +46,7 @@ func newRefStock(ctx context.Context, rawURL string, units int64) (*refStock, er
 	}
 	r := &refStock{c: c.Inventory, script: rueidis.NewLuaScript(takeScript),
 		key: fmt.Sprintf("seckill-bench-reference:%d:%d", os.Getpid(), time.Now().UnixNano())}
-	if err := r.c.Do(ctx, r.c.B().Set().Key(r.key).Value(strconv.FormatInt(units, 10)).Build()).Error(); err != nil {
+	if err := r.c.Do(ctx, r.c.B().Set().Key(r.key).Value(strconv.FormatInt(units, 10)).Ex(refStockTTL).Build()).Error(); err != nil {
 		r.c.Close()
 		return nil, err
 	}
