@@ -231,3 +231,28 @@ func TestCopyIsStamped(t *testing.T) {
 		t.Fatalf("arrival %v after io.Copy read the data, not after the priming byte's %v", at, primed)
 	}
 }
+
+// TestUnstampedReadForgetsTheOldStamp: a read whose data came without a stamp leaves the
+// arrival unknown, not the previous read's: an older stamp would date newer data too early.
+func TestUnstampedReadForgetsTheOldStamp(t *testing.T) {
+	c, srv := pair(t)
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 0)
+	}); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	if _, err := srv.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if at, ok := c.Arrived(); ok {
+		t.Fatalf("arrival %v after a read of unstamped data: want unknown", at)
+	}
+}
