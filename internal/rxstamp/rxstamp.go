@@ -16,11 +16,12 @@ import (
 // Conn is a TCP connection whose reads record the arrival of the data they return.
 type Conn struct {
 	*net.TCPConn
-	arrived atomic.Int64 // UnixNano of the newest data a read returned; 0 before any stamped read
+	arrived atomic.Int64 // UnixNano of the newest data the last read returned; 0: unknown
 }
 
-// Arrived is the kernel's receive time of the newest data a Read returned, and false when no
-// read has returned stamped data (a platform without the timestamps, or nothing read yet).
+// Arrived is the kernel's receive time of the newest data the last Read that returned data
+// returned, and false when that read's data came without a stamp (a platform without the
+// timestamps, data received before the kernel turned them on) or nothing was read yet.
 func (c *Conn) Arrived() (time.Time, bool) {
 	n := c.arrived.Load()
 	if n == 0 {

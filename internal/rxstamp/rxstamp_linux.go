@@ -64,9 +64,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if n == 0 {
 		return 0, io.EOF
 	}
-	if oobn > 0 {
-		c.record(oob[:oobn])
-	}
+	c.record(oob[:oobn])
 	return n, nil
 }
 
@@ -76,17 +74,19 @@ func (c *Conn) WriteTo(w io.Writer) (int64, error) {
 	return io.Copy(w, struct{ io.Reader }{c})
 }
 
-// record keeps the timestamp of a control message, if it carries one.
+// record keeps the timestamp of a read's control messages, or forgets the last one when they
+// carry none (data received before the kernel turned stamps on, or a socket without them):
+// an older stamp would date this read's newer data too early.
 func (c *Conn) record(oob []byte) {
-	msgs, err := syscall.ParseSocketControlMessage(oob)
-	if err != nil {
-		return
-	}
-	for _, m := range msgs {
-		var ts syscall.Timespec
-		if m.Header.Level == syscall.SOL_SOCKET && m.Header.Type == syscall.SCM_TIMESTAMPNS && len(m.Data) >= int(unsafe.Sizeof(ts)) {
-			copy(unsafe.Slice((*byte)(unsafe.Pointer(&ts)), unsafe.Sizeof(ts)), m.Data)
-			c.arrived.Store(ts.Nano())
+	var at int64
+	if msgs, err := syscall.ParseSocketControlMessage(oob); err == nil {
+		for _, m := range msgs {
+			var ts syscall.Timespec
+			if m.Header.Level == syscall.SOL_SOCKET && m.Header.Type == syscall.SCM_TIMESTAMPNS && len(m.Data) >= int(unsafe.Sizeof(ts)) {
+				copy(unsafe.Slice((*byte)(unsafe.Pointer(&ts)), unsafe.Sizeof(ts)), m.Data)
+				at = ts.Nano()
+			}
 		}
 	}
+	c.arrived.Store(at)
 }
