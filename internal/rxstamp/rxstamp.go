@@ -46,8 +46,11 @@ func Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	return &Conn{TCPConn: tc}, nil
 }
 
-// Of is the Conn under c, or nil when c is not one.
+// Of is the Conn under c (under its TLS too), or nil when there is none.
 func Of(c net.Conn) *Conn {
+	if tc, ok := c.(interface{ NetConn() net.Conn }); ok { // *tls.Conn
+		c = tc.NetConn()
+	}
 	rc, _ := c.(*Conn)
 	return rc
 }

@@ -3,6 +3,7 @@ package rxstamp
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -159,6 +160,9 @@ func TestArrivedIsWhenTheDataCame(t *testing.T) {
 	defer plain.Close()
 	if Of(plain) != nil {
 		t.Fatal("Of found a *Conn under a plain connection")
+	}
+	if Of(tls.Client(nc, &tls.Config{})) != c {
+		t.Fatal("Of did not find the *Conn under a TLS connection")
 	}
 	unstamped := &Conn{TCPConn: plain.(*net.TCPConn)}
 	srv2 := <-accepted2
