@@ -58,17 +58,12 @@ local function gcra(tat, t, b)
   return true, base + t, 0
 end
 
--- rate_members are the members of KEYS[8] that a buyer's limits read: 'u:<user>' and
--- 'a:<address>', each only when its limit is on.
-local function rate_members(user, addr)
-  local out = {}
-  if rate[1] ~= 0 then
-    out[#out + 1] = 'u:' .. user
-  end
-  if addr ~= '' and rate[3] ~= 0 then
-    out[#out + 1] = 'a:' .. addr
-  end
-  return out
+-- rate_members sets a buyer's members of KEYS[8], once: b[6] = 'u:<user>' while the user
+-- limit is on, b[7] = 'a:<address>' while the address limit is on and the buyer has one
+-- (false otherwise), for read_rates and rate_check.
+local function rate_members(b)
+  b[6] = rate[1] ~= 0 and 'u:' .. b[1]
+  b[7] = b[5] ~= '' and rate[3] ~= 0 and 'a:' .. b[5]
 end
 
 -- read_rates reads the times of every buyer's members in one ZMSCORE (which also shows KEYS[8]
@@ -76,8 +71,10 @@ end
 local function read_rates(buyers)
   local members, seen = {SWEEP}, {}
   for _, b in ipairs(buyers) do
-    for _, m in ipairs(rate_members(b[1], b[5])) do
-      if not seen[m] then
+    rate_members(b)
+    for k = 6, 7 do
+      local m = b[k]
+      if m and not seen[m] then
         seen[m] = true
         members[#members + 1] = m
       end
@@ -90,30 +87,30 @@ local function read_rates(buyers)
   end
 end
 
--- rate_check answers nil and the times that spend the buyer's budgets (member, time pairs), or
--- the buyer's refusal.
-local function rate_check(user, addr)
-  local spend, wait, who = {}, 0, nil
-  local function one(member, t, b, name)
-    if t == 0 then
-      return
-    end
-    local ok, nt, w = gcra(tats[member] or 0, t, b)
+-- rate_check answers the buyer's refusal, or nil and the times its answer spends its members
+-- to (nil for a member it does not spend).
+local function rate_check(b)
+  local tu, ta, wait, who = nil, nil, 0, nil
+  if b[6] then
+    local ok, nt, w = gcra(tats[b[6]] or 0, rate[1], rate[2])
     if ok then
-      spend[#spend + 1] = member
-      spend[#spend + 1] = nt
-    elseif w > wait then
-      wait, who = w, name
+      tu = nt
+    else
+      wait, who = w, 'user'
     end
   end
-  one('u:' .. user, rate[1], rate[2], 'user')
-  if addr ~= '' then
-    one('a:' .. addr, rate[3], rate[4], 'address')
+  if b[7] then
+    local ok, nt, w = gcra(tats[b[7]] or 0, rate[3], rate[4])
+    if ok then
+      ta = nt
+    elseif w > wait then
+      wait, who = w, 'address'
+    end
   end
   if who then
-    return {'rate_limited', wait, who}, nil
+    return {'rate_limited', wait, who}
   end
-  return nil, spend
+  return nil, tu, ta
 end
 
 -- spend_rates writes the call's spending at its end: one ZADD of every member spent (each at
@@ -296,17 +293,20 @@ local function main()
       reclaim(RECLAIM) -- once, before the first buyer it can matter to
       reclaimed = true
     end
-    local refusal, spend = nil, nil
+    local refusal, tu, ta = nil, nil, nil
     if rate then
-      refusal, spend = rate_check(b[1], b[5])
+      refusal, tu, ta = rate_check(b)
     end
     if refusal then
       out[i + 1] = refusal
     else
       out[i + 1] = buy_one(b[1], b[2], b[3], b[4])
-      if spend and not SIGNALS[out[i + 1][1]] then
-        for j = 1, #spend, 2 do
-          tats[spend[j]], spent[spend[j]] = spend[j + 1], spend[j + 1]
+      if not SIGNALS[out[i + 1][1]] then
+        if tu then
+          tats[b[6]], spent[b[6]] = tu, tu
+        end
+        if ta then
+          tats[b[7]], spent[b[7]] = ta, ta
         end
       end
     end
