@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/seckill-go/seckill"
 	"github.com/seckill-go/seckill/internal/background"
+	"github.com/seckill-go/seckill/internal/testkit/redistest"
 	"github.com/seckill-go/seckill/internal/testkit/testenv"
 	"github.com/seckill-go/seckill/internal/wait"
 	"github.com/seckill-go/seckill/lock"
@@ -213,21 +213,7 @@ func (s *perSaleSweeper) Run(ctx context.Context) error {
 // commandsProcessed is the private Redis' total_commands_processed.
 func commandsProcessed(t testing.TB, rdb rueidis.Client) int64 {
 	t.Helper()
-	info, err := rdb.Do(context.Background(), rdb.B().Info().Section("stats").Build()).ToString()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "total_commands_processed:"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatal("INFO stats has no total_commands_processed")
-	return 0
+	return redistest.InfoInt(t, rdb, "stats", "total_commands_processed")
 }
 
 // idleSales loads n sales on e, selling of them started and the rest starting in an hour, and

@@ -32,22 +32,46 @@ func CommandStats(t testing.TB, rdb rueidis.Client) map[string]int64 {
 	return out
 }
 
+// Info is one section of the server's INFO as field -> value (the "# Section" header and
+// blank lines left out): the one reader of INFO fields for the tests and their helpers below.
+func Info(t testing.TB, rdb rueidis.Client, section string) map[string]string {
+	t.Helper()
+	info, err := rdb.Do(context.Background(), rdb.B().Info().Section(section).Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for line := range strings.SplitSeq(info, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && !strings.HasPrefix(k, "#") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// InfoInt is an integer field of INFO section (total_commands_processed of "stats", say); a
+// missing or malformed one fails the test.
+func InfoInt(t testing.TB, rdb rueidis.Client, section, field string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(Info(t, rdb, section)[field], 10, 64)
+	if err != nil {
+		t.Fatalf("INFO %s %s: %v", section, field, err)
+	}
+	return n
+}
+
 // CPUSeconds is the server's CPU time so far (INFO cpu: used_cpu_user + used_cpu_sys), every
 // client's work included: TestBuyCommands divides its growth by the buyers of a rush.
 func CPUSeconds(t testing.TB, rdb rueidis.Client) float64 {
 	t.Helper()
-	info, err := rdb.Do(context.Background(), rdb.B().Info().Section("cpu").Build()).ToString()
-	if err != nil {
-		t.Fatal(err)
-	}
+	info := Info(t, rdb, "cpu")
 	var total float64
-	for line := range strings.SplitSeq(info, "\n") {
-		for _, k := range []string{"used_cpu_user:", "used_cpu_sys:"} {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), k); ok {
-				f, _ := strconv.ParseFloat(v, 64)
-				total += f
-			}
+	for _, k := range []string{"used_cpu_user", "used_cpu_sys"} {
+		f, err := strconv.ParseFloat(info[k], 64)
+		if err != nil {
+			t.Fatalf("INFO cpu %s: %v", k, err)
 		}
+		total += f
 	}
 	return total
 }
